@@ -1,0 +1,156 @@
+// Package metrics defines nodeaddr's Prometheus metrics on a private registry and serves them with
+// the health and readiness probes.
+package metrics
+
+import (
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// Metrics implements the Observer interfaces of watcher, resolver and publisher.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	netlinkEvents   *prometheus.CounterVec
+	resubscriptions *prometheus.CounterVec
+	resolutions     *prometheus.CounterVec
+	writes          *prometheus.CounterVec
+	reaction        prometheus.Histogram
+	addressInfo     *prometheus.GaugeVec
+	taint           prometheus.Gauge
+	overwrites      prometheus.Counter
+	lastResync      prometheus.Gauge
+
+	mu        sync.Mutex
+	addresses []resolver.Address
+}
+
+// New registers every metric, the Go and process collectors and nodeaddr_build_info.
+func New(version string) *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		netlinkEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_netlink_events_total",
+			Help: "Kernel netlink notifications that could change the node addresses, by kind (address, route, link).",
+		}, []string{"kind"}),
+		resubscriptions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_netlink_resubscriptions_total",
+			Help: "Netlink subscriptions re-established after an error such as ENOBUFS (each forces a resync).",
+		}, []string{"subscription"}),
+		resolutions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_resolutions_total",
+			Help: "Resolutions of the desired addresses from kernel state, by result.",
+		}, []string{"result"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_node_writes_total",
+			Help: "Writes to the Node, by kind (addresses, taint) and result (success, conflict, error).",
+		}, []string{"kind", "result"}),
+		reaction: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "nodeaddr_reaction_seconds",
+			Help:    "Time from the first kernel event of a burst to the accepted write of the resulting addresses.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30},
+		}),
+		addressInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeaddr_address_info",
+			Help: "Desired node addresses (value 1), by type, family and address.",
+		}, []string{"type", "family", "address"}),
+		taint: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeaddr_uninitialized_taint",
+			Help: "1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.",
+		}),
+		overwrites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeaddr_overwrites_total",
+			Help: "Times another writer replaced the addresses nodeaddr had written.",
+		}),
+		lastResync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeaddr_last_resync_timestamp_seconds",
+			Help: "Unix time of the last periodic resync.",
+		}),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nodeaddr_build_info",
+		Help: "Build information (value 1).",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	r.MustRegister(m.netlinkEvents, m.resubscriptions, m.resolutions, m.writes, m.reaction,
+		m.addressInfo, m.taint, m.overwrites, m.lastResync, build,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
+	for _, k := range []string{"address", "route", "link"} {
+		m.netlinkEvents.WithLabelValues(k)
+	}
+	for _, s := range []string{"address", "route", "link"} {
+		m.resubscriptions.WithLabelValues(s)
+	}
+	for _, r := range []string{"success", "error"} {
+		m.resolutions.WithLabelValues(r)
+	}
+	for _, k := range []string{"addresses", "taint"} {
+		for _, r := range []string{"success", "conflict", "error"} {
+			m.writes.WithLabelValues(k, r)
+		}
+	}
+	return m
+}
+
+// OnNetlinkEvent counts a relevant netlink message.
+func (m *Metrics) OnNetlinkEvent(kind string) { m.netlinkEvents.WithLabelValues(kind).Inc() }
+
+// OnResubscribe counts a resubscription.
+func (m *Metrics) OnResubscribe(sub string) { m.resubscriptions.WithLabelValues(sub).Inc() }
+
+// OnResolution counts a resolution by result.
+func (m *Metrics) OnResolution(result string) { m.resolutions.WithLabelValues(result).Inc() }
+
+// OnResync records a periodic resync.
+func (m *Metrics) OnResync(at time.Time) { m.lastResync.Set(float64(at.UnixNano()) / 1e9) }
+
+// OnWrite counts a write to the Node.
+func (m *Metrics) OnWrite(kind, result string) { m.writes.WithLabelValues(kind, result).Inc() }
+
+// OnReaction observes a reaction latency.
+func (m *Metrics) OnReaction(d time.Duration) { m.reaction.Observe(d.Seconds()) }
+
+// OnTaint sets the taint gauge.
+func (m *Metrics) OnTaint(present bool) {
+	v := 0.0
+	if present {
+		v = 1
+	}
+	m.taint.Set(v)
+}
+
+// OnOverwrite counts an overwrite by another writer.
+func (m *Metrics) OnOverwrite() { m.overwrites.Inc() }
+
+// OnAddresses replaces the address_info series with addrs.
+func (m *Metrics) OnAddresses(addrs []resolver.Address) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range m.addresses {
+		m.addressInfo.DeleteLabelValues(labels(a)...)
+	}
+	m.addresses = append(m.addresses[:0], addrs...)
+	for _, a := range addrs {
+		m.addressInfo.WithLabelValues(labels(a)...).Set(1)
+	}
+}
+
+func labels(a resolver.Address) []string {
+	return []string{string(a.Type), family(a.IP), a.IP.String()}
+}
+
+func family(ip netip.Addr) string {
+	if resolver.FamilyOf(ip) == resolver.IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}

@@ -1,0 +1,131 @@
+// Package publisher keeps the managed entries of one Node's status.addresses equal to the desired
+// state, writes only real changes through a rate limiter with field-level preconditions, and removes
+// the uninitialized taint once the addresses are right.
+package publisher
+
+import (
+	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// UninitializedTaint is the taint the kubelet adds with --cloud-provider=external until a cloud
+// provider (here: nodeaddr) has initialized the Node.
+const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// PrimaryFamily is the family of the Node's first InternalIP (the node IP the kubelet and most
+// components use), IPv4 when there is none.
+func PrimaryFamily(addrs []corev1.NodeAddress) resolver.Family {
+	for _, a := range addrs {
+		if a.Type == corev1.NodeInternalIP {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				return resolver.FamilyOf(ip)
+			}
+		}
+	}
+	return resolver.IPv4
+}
+
+// Merge returns the Node's address list with the managed types replaced by desired. It is the one
+// merge rule of nodeaddr (README, "How addresses are merged"):
+//
+//   - start from the current list; for each managed type, drop its old entries and put the desired
+//     ones (primary family first) where the first old entry of that type stood;
+//   - a managed type without an old entry goes in fresh: InternalIP at the front, ExternalIP right
+//     after the last InternalIP (at the front when there is none);
+//   - every unmanaged entry keeps its relative order;
+//   - duplicate (type, address) pairs are dropped, keeping the first: the API server rejects them.
+//
+// The primary family is that of the Node's current first InternalIP, else IPv4. Merge never modifies
+// current.
+func Merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address) []corev1.NodeAddress {
+	primary := PrimaryFamily(current)
+	want := make(map[corev1.NodeAddressType][]corev1.NodeAddress, len(managed))
+	isManaged := make(map[corev1.NodeAddressType]bool, len(managed))
+	for _, t := range managed {
+		isManaged[corev1.NodeAddressType(t)] = true
+	}
+	ordered := slices.Clone(desired)
+	slices.SortStableFunc(ordered, func(a, b resolver.Address) int {
+		return rankFamily(resolver.FamilyOf(a.IP), primary) - rankFamily(resolver.FamilyOf(b.IP), primary)
+	})
+	for _, a := range ordered {
+		t := corev1.NodeAddressType(a.Type)
+		if isManaged[t] {
+			want[t] = append(want[t], corev1.NodeAddress{Type: t, Address: a.IP.String()})
+		}
+	}
+
+	out := make([]corev1.NodeAddress, 0, len(current)+len(desired))
+	placed := make(map[corev1.NodeAddressType]bool, len(managed))
+	for _, a := range current {
+		if !isManaged[a.Type] {
+			out = append(out, a)
+			continue
+		}
+		if !placed[a.Type] {
+			placed[a.Type] = true
+			out = append(out, want[a.Type]...)
+		}
+	}
+	if t := corev1.NodeInternalIP; isManaged[t] && !placed[t] {
+		out = slices.Insert(out, 0, want[t]...)
+	}
+	if t := corev1.NodeExternalIP; isManaged[t] && !placed[t] {
+		at := 0
+		for i, a := range out {
+			if a.Type == corev1.NodeInternalIP {
+				at = i + 1
+			}
+		}
+		out = slices.Insert(out, at, want[t]...)
+	}
+	return dedupe(out)
+}
+
+func rankFamily(f, primary resolver.Family) int {
+	if f == primary {
+		return 0
+	}
+	return 1
+}
+
+func dedupe(in []corev1.NodeAddress) []corev1.NodeAddress {
+	seen := make(map[corev1.NodeAddress]bool, len(in))
+	out := in[:0]
+	for _, a := range in {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Managed returns the entries of addrs whose type is managed, in order.
+func Managed(addrs []corev1.NodeAddress, managed []resolver.AddressType) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for _, a := range addrs {
+		if slices.Contains(managed, resolver.AddressType(a.Type)) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// WithoutUninitialized returns taints without the uninitialized taint, and whether it was there.
+func WithoutUninitialized(taints []corev1.Taint) ([]corev1.Taint, bool) {
+	out := make([]corev1.Taint, 0, len(taints))
+	found := false
+	for _, t := range taints {
+		if t.Key == UninitializedTaint {
+			found = true
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, found
+}

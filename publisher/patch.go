@@ -1,0 +1,67 @@
+package publisher
+
+import (
+	"encoding/json"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// fieldPatch replaces the value at path only if it still equals old. Node status.addresses carries a
+// merge key (type) that is not unique in dual-stack clusters, so neither a strategic merge patch nor
+// server-side apply can write it (kubernetes#79391, #101029); a JSON patch with a `test` of the old
+// value is the precise precondition: it fails (422) only when that field changed underneath, not when
+// someone edits labels. When the field is absent a `test` cannot express that, so the patch falls back
+// to a JSON merge patch carrying the resourceVersion (409 on any concurrent write).
+func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string) (types.PatchType, []byte, error) {
+	if oldEmpty {
+		// path is /a/b: build {"metadata":{"resourceVersion":rv},"a":{"b":new}}
+		parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+		var v any = new
+		for i := len(parts) - 1; i >= 0; i-- {
+			v = map[string]any{parts[i]: v}
+		}
+		m := v.(map[string]any)
+		m["metadata"] = map[string]any{"resourceVersion": resourceVersion}
+		b, err := json.Marshal(m)
+		return types.MergePatchType, b, err
+	}
+	b, err := json.Marshal([]jsonPatchOp{
+		{Op: "test", Path: path, Value: old},
+		{Op: "replace", Path: path, Value: new},
+	})
+	return types.JSONPatchType, b, err
+}
+
+func addressesPatch(node *corev1.Node, next []corev1.NodeAddress) (types.PatchType, []byte, error) {
+	old := node.Status.Addresses
+	if next == nil {
+		next = []corev1.NodeAddress{}
+	}
+	return fieldPatch("/status/addresses", old, next, len(old) == 0, node.ResourceVersion)
+}
+
+func taintsPatch(node *corev1.Node, next []corev1.Taint) (types.PatchType, []byte, error) {
+	if next == nil {
+		next = []corev1.Taint{}
+	}
+	return fieldPatch("/spec/taints", node.Spec.Taints, next, len(node.Spec.Taints) == 0, node.ResourceVersion)
+}
+
+// isConflict reports whether err means "the object changed underneath": a 409 from a resourceVersion
+// precondition, or a failed JSON patch `test` (the API server answers 422 for that).
+func isConflict(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "testing value") || strings.Contains(msg, "test failed")
+}

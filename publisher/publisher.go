@@ -1,0 +1,472 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// Event reasons on the Node.
+const (
+	ReasonAddressesUpdated     = "AddressesUpdated"
+	ReasonTaintRemoved         = "TaintRemoved"
+	ReasonAddressesOverwritten = "AddressesOverwritten"
+	ReasonWriteFailed          = "AddressesWriteFailed"
+)
+
+// Write kinds and results, the labels of nodeaddr_node_writes_total.
+const (
+	KindAddresses = "addresses"
+	KindTaint     = "taint"
+
+	ResultSuccess  = "success"
+	ResultConflict = "conflict"
+	ResultError    = "error"
+)
+
+// Observer receives what metrics need.
+type Observer interface {
+	OnWrite(kind, result string)
+	OnReaction(d time.Duration)
+	OnAddresses(addrs []resolver.Address)
+	OnTaint(present bool)
+	OnOverwrite()
+}
+
+// Config configures a Publisher.
+type Config struct {
+	NodeName string
+	Client   kubernetes.Interface
+	// Managed lists the address types nodeaddr owns; every other entry is left alone.
+	Managed     []resolver.AddressType
+	RemoveTaint bool
+	// Rate and Burst bound writes (both kinds together). The first write passes at once.
+	Rate  rate.Limit
+	Burst int
+	// FieldManager names nodeaddr in managedFields.
+	FieldManager string
+	Recorder     record.EventRecorder
+	Logger       *slog.Logger
+	Observer     Observer
+	// MinBackoff/MaxBackoff bound retries after failed writes; conflicts retry from MinBackoff/4.
+	MinBackoff, MaxBackoff time.Duration
+	// FailuresBeforeWarning is how many consecutive failed writes produce one Warning event.
+	FailuresBeforeWarning int
+}
+
+// Publisher reconciles one Node. Publish may be called from any goroutine; Run owns all API calls.
+type Publisher struct {
+	cfg     Config
+	log     *slog.Logger
+	obs     Observer
+	limiter *rate.Limiter
+	dirty   chan struct{}
+
+	mu       sync.Mutex
+	desired  *resolver.State
+	since    time.Time    // first kernel event behind the unwritten desired state
+	node     *corev1.Node // freshest copy known: informer, write response or re-read
+	written  []corev1.NodeAddress
+	writeRV  string // resourceVersion our last address write produced
+	reverted bool   // an overwrite of our last write was already counted
+
+	ready    atomic.Bool
+	synced   atomic.Bool
+	failures int
+	warned   bool
+}
+
+// New returns a publisher. Nothing happens until Run.
+func New(cfg Config) *Publisher {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	if cfg.FieldManager == "" {
+		cfg.FieldManager = "nodeaddr"
+	}
+	if cfg.Burst < 1 {
+		cfg.Burst = 1
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = 60 * time.Second
+	}
+	if cfg.FailuresBeforeWarning <= 0 {
+		cfg.FailuresBeforeWarning = 3
+	}
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	return &Publisher{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.NodeName),
+		obs:     obs,
+		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
+		dirty:   make(chan struct{}, 1),
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) OnWrite(string, string)      {}
+func (nopObserver) OnReaction(time.Duration)    {}
+func (nopObserver) OnAddresses([]resolver.Address) {}
+func (nopObserver) OnTaint(bool)                {}
+func (nopObserver) OnOverwrite()                {}
+
+// Publish sets the desired state (latest wins) and wakes the worker. It never blocks.
+func (p *Publisher) Publish(s resolver.State, since time.Time) {
+	p.mu.Lock()
+	if p.desired == nil || !p.desired.Equal(s) {
+		p.obs.OnAddresses(s.Addresses)
+		if !since.IsZero() && (p.since.IsZero() || since.Before(p.since)) {
+			p.since = since
+		}
+	}
+	p.desired = &s
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *Publisher) wake() {
+	select {
+	case p.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Ready reports whether the Node has been reconciled and no needed write is failing.
+func (p *Publisher) Ready() bool { return p.ready.Load() }
+
+// Run watches the Node and reconciles until ctx ends.
+func (p *Publisher) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(p.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
+		}))
+	inf := factory.Core().V1().Nodes().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { p.observe(o) },
+		UpdateFunc: func(_, o any) { p.observe(o) },
+		DeleteFunc: func(o any) { p.forget(o) },
+	}); err != nil {
+		return fmt.Errorf("add node event handler: %w", err)
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return ctx.Err()
+	}
+	p.synced.Store(true)
+	p.mu.Lock()
+	missing := p.node == nil
+	p.mu.Unlock()
+	if missing {
+		p.log.Warn("node not found, waiting for it to be created")
+	}
+	p.wake()
+	p.work(ctx)
+	return nil
+}
+
+// observe takes a Node from the informer.
+func (p *Publisher) observe(o any) {
+	n, ok := o.(*corev1.Node)
+	if !ok || n.Name != p.cfg.NodeName {
+		return
+	}
+	p.mu.Lock()
+	if newer(n, p.node) {
+		p.node = n
+		p.checkOverwrite(n)
+	}
+	p.mu.Unlock()
+	p.obs.OnTaint(hasUninitialized(n))
+	p.wake()
+}
+
+// checkOverwrite counts a change of our managed entries made by someone else after our last write.
+// Caller holds mu.
+func (p *Publisher) checkOverwrite(n *corev1.Node) {
+	if p.written == nil || p.reverted || n.ResourceVersion == p.writeRV || !newerRV(n.ResourceVersion, p.writeRV) {
+		return
+	}
+	if got := Managed(n.Status.Addresses, p.cfg.Managed); !slices.Equal(got, p.written) {
+		p.reverted = true
+		p.obs.OnOverwrite()
+		who := lastStatusWriter(n, p.cfg.FieldManager)
+		p.log.Warn("another writer changed the managed addresses", "reason", "overwritten",
+			"writer", who, "ours", fmt.Sprint(p.written), "theirs", fmt.Sprint(got))
+		p.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, ReasonAddressesOverwritten,
+			"%s replaced the addresses nodeaddr wrote (%v with %v); if it is the kubelet, run it with --cloud-provider=external",
+			who, p.written, got)
+	}
+}
+
+// lastStatusWriter names the most recent other manager of status fields, from managedFields.
+func lastStatusWriter(n *corev1.Node, self string) string {
+	var who string
+	var at time.Time
+	for _, m := range n.ManagedFields {
+		if m.Manager == self || m.Subresource != "status" {
+			continue
+		}
+		if m.Time != nil && !m.Time.Time.Before(at) {
+			who, at = m.Manager, m.Time.Time
+		}
+	}
+	if who == "" {
+		return "another writer"
+	}
+	return who
+}
+
+func (p *Publisher) forget(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	n, ok := o.(*corev1.Node)
+	if !ok || n.Name != p.cfg.NodeName {
+		return
+	}
+	p.mu.Lock()
+	p.node, p.written, p.writeRV, p.reverted = nil, nil, "", false
+	p.mu.Unlock()
+	p.ready.Store(false)
+	p.log.Warn("node deleted, waiting for it to be created again")
+}
+
+func hasUninitialized(n *corev1.Node) bool {
+	_, found := WithoutUninitialized(n.Spec.Taints)
+	return found
+}
+
+// work is the single writer: it waits for a wake-up, reconciles, and retries failures with backoff.
+func (p *Publisher) work(ctx context.Context) {
+	var retry <-chan time.Time
+	var timer *time.Timer
+	backoff := p.cfg.MinBackoff
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-p.dirty:
+		case <-retry:
+		}
+		err := p.reconcile(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+			retry = nil
+		}
+		if err == nil {
+			backoff = p.cfg.MinBackoff
+			continue
+		}
+		delay := backoff
+		if errors.Is(err, errConflict) {
+			delay = max(p.cfg.MinBackoff/4, time.Millisecond)
+		} else {
+			backoff = min(2*backoff, p.cfg.MaxBackoff)
+		}
+		timer = time.NewTimer(delay)
+		retry = timer.C
+	}
+}
+
+var errConflict = errors.New("conflict")
+
+// reconcile makes one pass: write the addresses if they differ, then remove the taint if it is
+// there and the addresses are right. A nil error means nothing is left to do for now.
+func (p *Publisher) reconcile(ctx context.Context) error {
+	node, desired, since := p.snapshot()
+	if desired == nil || node == nil {
+		return nil // nothing resolved yet, or the Node does not exist: a later event wakes us
+	}
+	next := Merge(node.Status.Addresses, desired.Managed, desired.Addresses)
+	if !slices.Equal(next, node.Status.Addresses) {
+		if err := p.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		// Latest state wins: the desired state and the Node may have moved during the wait.
+		node, desired, since = p.snapshot()
+		if desired == nil || node == nil {
+			return nil
+		}
+		next = Merge(node.Status.Addresses, desired.Managed, desired.Addresses)
+		if !slices.Equal(next, node.Status.Addresses) {
+			if err := p.writeAddresses(ctx, node, next, since); err != nil {
+				return err
+			}
+			node, _, _ = p.snapshot()
+		}
+	} else {
+		p.clearSince()
+	}
+	if p.cfg.RemoveTaint && len(desired.Addresses) > 0 && hasUninitialized(node) {
+		if err := p.limiter.Wait(ctx); err != nil {
+			return err
+		}
+		if err := p.removeTaint(ctx, node); err != nil {
+			return err
+		}
+	}
+	p.ready.Store(true)
+	return nil
+}
+
+func (p *Publisher) snapshot() (*corev1.Node, *resolver.State, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.node, p.desired, p.since
+}
+
+func (p *Publisher) clearSince() {
+	p.mu.Lock()
+	p.since = time.Time{}
+	p.mu.Unlock()
+}
+
+func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time) error {
+	pt, data, err := addressesPatch(node, next)
+	if err != nil {
+		return err
+	}
+	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
+		metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, "status")
+	if err != nil {
+		return p.failed(ctx, KindAddresses, node, err)
+	}
+	p.succeeded(KindAddresses)
+	old := Managed(node.Status.Addresses, p.cfg.Managed)
+	now := Managed(res.Status.Addresses, p.cfg.Managed)
+	p.mu.Lock()
+	if newer(res, p.node) {
+		p.node = res
+	}
+	p.written, p.writeRV, p.reverted = now, res.ResourceVersion, false
+	if p.since.Equal(since) {
+		p.since = time.Time{}
+	}
+	p.mu.Unlock()
+	if !since.IsZero() {
+		p.obs.OnReaction(time.Since(since))
+	}
+	p.log.Info("addresses updated", "reason", "desired-changed", "old", fmt.Sprint(old), "new", fmt.Sprint(now),
+		"resourceVersion", res.ResourceVersion)
+	p.cfg.Recorder.Eventf(res, corev1.EventTypeNormal, ReasonAddressesUpdated, "Addresses changed from %v to %v", old, now)
+	return nil
+}
+
+func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
+	next, _ := WithoutUninitialized(node.Spec.Taints)
+	pt, data, err := taintsPatch(node, next)
+	if err != nil {
+		return err
+	}
+	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
+		metav1.PatchOptions{FieldManager: p.cfg.FieldManager})
+	if err != nil {
+		return p.failed(ctx, KindTaint, node, err)
+	}
+	p.succeeded(KindTaint)
+	p.mu.Lock()
+	if newer(res, p.node) {
+		p.node = res
+	}
+	p.mu.Unlock()
+	p.obs.OnTaint(false)
+	p.log.Info("uninitialized taint removed", "reason", "addresses-reconciled")
+	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonTaintRemoved,
+		"Removed taint "+UninitializedTaint+": nodeaddr has set the node addresses")
+	return nil
+}
+
+func (p *Publisher) succeeded(kind string) {
+	p.obs.OnWrite(kind, ResultSuccess)
+	p.failures, p.warned = 0, false
+}
+
+// failed classifies a failed write. A conflict re-reads the Node (the cache may lag the server) and
+// asks for a quick retry; anything else backs off, turns readiness off and, when it persists, emits
+// one Warning event. A missing Node is not an error: the informer reports its creation.
+func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, err error) error {
+	if isConflict(err) {
+		p.obs.OnWrite(kind, ResultConflict)
+		p.log.Info("write conflicted, re-reading the node", "kind", kind, "reason", "conflict", "err", err)
+		fresh, gerr := p.cfg.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if gerr == nil {
+			p.mu.Lock()
+			if newer(fresh, p.node) {
+				p.node = fresh
+			}
+			p.mu.Unlock()
+		}
+		return errConflict
+	}
+	p.obs.OnWrite(kind, ResultError)
+	if apierrors.IsNotFound(err) {
+		p.log.Warn("node disappeared during the write", "kind", kind)
+		return nil
+	}
+	p.failures++
+	p.ready.Store(false)
+	p.log.Error("write failed", "kind", kind, "err", err, "consecutive_failures", p.failures)
+	if p.failures >= p.cfg.FailuresBeforeWarning && !p.warned {
+		p.warned = true
+		p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonWriteFailed,
+			"nodeaddr failed %d times in a row to write %s: %v", p.failures, kind, err)
+	}
+	return err
+}
+
+// newer reports whether a is a later observation of the Node than b. resourceVersions are opaque
+// strings by contract; the API server backed by etcd issues increasing integers, which is what this
+// relies on, with "different" as the fallback.
+func newer(a, b *corev1.Node) bool {
+	if a == nil {
+		return false
+	}
+	if b == nil || a.UID != b.UID {
+		return true
+	}
+	return newerRV(a.ResourceVersion, b.ResourceVersion)
+}
+
+func newerRV(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a != b
+	}
+	return x > y
+}

@@ -1,0 +1,105 @@
+package resolver
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Debouncer is a trailing-edge debounce with a maximum delay: a burst of events is resolved Quiet
+// after its last event, but never later than MaxDelay after its first, so continuous churn cannot
+// starve an update. It holds no timer; the caller asks Due and arms its own.
+type Debouncer struct {
+	Quiet, MaxDelay time.Duration
+	first, last     time.Time
+}
+
+// Event records an event at now.
+func (d *Debouncer) Event(now time.Time) {
+	if d.first.IsZero() {
+		d.first = now
+	}
+	d.last = now
+}
+
+// Due returns when the pending burst should be resolved, and false when nothing is pending.
+func (d *Debouncer) Due() (time.Time, bool) {
+	if d.first.IsZero() {
+		return time.Time{}, false
+	}
+	due := d.last.Add(d.Quiet)
+	if limit := d.first.Add(d.MaxDelay); d.MaxDelay > 0 && limit.Before(due) {
+		due = limit
+	}
+	return due, true
+}
+
+// Reset clears the pending burst (after it was resolved).
+func (d *Debouncer) Reset() { d.first, d.last = time.Time{}, time.Time{} }
+
+type slot struct {
+	t AddressType
+	f Family
+}
+
+// HoldDown keeps a managed address that disappeared until nothing has resolved for its type and
+// family for Grace. A replacement by another valid address takes effect at once; a DHCP client that
+// flushes and re-adds, or a flapping link, never produces an empty or intermediate list.
+type HoldDown struct {
+	Grace time.Duration
+	held  map[slot]heldAddr
+}
+
+type heldAddr struct {
+	addr     Address
+	lastSeen time.Time
+}
+
+// Apply merges a fresh resolution into the held state at now. It returns the effective state and the
+// earliest time a held address expires (zero when none is held past now).
+func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
+	if h.held == nil {
+		h.held = make(map[slot]heldAddr)
+	}
+	fresh := make(map[slot]bool, len(resolved.Addresses))
+	for _, a := range resolved.Addresses {
+		s := slot{a.Type, FamilyOf(a.IP)}
+		fresh[s] = true
+		h.held[s] = heldAddr{addr: a, lastSeen: now}
+	}
+	out := State{Managed: resolved.Managed, Addresses: append([]Address(nil), resolved.Addresses...)}
+	var next time.Time
+	for s, ha := range h.held {
+		if fresh[s] {
+			continue
+		}
+		expiry := ha.lastSeen.Add(h.Grace)
+		if !now.Before(expiry) || !managed(resolved.Managed, s.t) {
+			delete(h.held, s)
+			continue
+		}
+		out.Addresses = append(out.Addresses, ha.addr)
+		if next.IsZero() || expiry.Before(next) {
+			next = expiry
+		}
+	}
+	return out.Normalize(), next
+}
+
+// Holding reports whether ip is being held although it no longer resolves.
+func (h *HoldDown) Holding(ip netip.Addr) bool {
+	for _, ha := range h.held {
+		if ha.addr.IP == ip {
+			return true
+		}
+	}
+	return false
+}
+
+func managed(ts []AddressType, t AddressType) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}

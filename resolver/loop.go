@@ -1,0 +1,190 @@
+package resolver
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Trigger delivers coalesced "something changed" signals (the watcher's Signal).
+type Trigger interface {
+	C() <-chan struct{}
+	// Take clears the pending signal and returns when its first event happened.
+	Take() time.Time
+}
+
+// Sink receives every resolved state. It is called from the loop's goroutine and must not block.
+type Sink interface {
+	// Publish hands over the desired state; since is the time of the first kernel event behind it
+	// (zero for periodic or initial resolutions).
+	Publish(s State, since time.Time)
+}
+
+// Observer receives counts for metrics.
+type Observer interface {
+	OnResolution(result string)
+	OnResync(at time.Time)
+}
+
+// LoopConfig configures Loop.
+type LoopConfig struct {
+	Kernel         Kernel
+	Managed        []AddressType
+	Targets        []Target
+	Debounce       time.Duration
+	MaxDelay       time.Duration
+	RemovalGrace   time.Duration
+	ResyncInterval time.Duration
+	// RetryInterval is how soon a failed resolution is tried again; default 1s.
+	RetryInterval time.Duration
+	// OnRouteTables, if set, is given the policy-routing tables after each resolution when the
+	// kernel can list them.
+	OnRouteTables func([]int)
+	Logger        *slog.Logger
+	Observer      Observer
+}
+
+// Loop resolves after each debounced burst of changes, after each hold-down expiry and every
+// ResyncInterval, and hands the result to a Sink.
+type Loop struct {
+	cfg      LoopConfig
+	trigger  Trigger
+	sink     Sink
+	lastTurn atomic.Int64 // unix nanos of the last loop iteration, for health
+}
+
+// NewLoop returns a loop reading changes from trigger and publishing to sink.
+func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = time.Second
+	}
+	l := &Loop{cfg: cfg, trigger: trigger, sink: sink}
+	l.lastTurn.Store(time.Now().UnixNano())
+	return l
+}
+
+// LastTurn returns when the loop last woke up.
+func (l *Loop) LastTurn() time.Time { return time.Unix(0, l.lastTurn.Load()) }
+
+// Run resolves once at start and then on every trigger until ctx ends.
+func (l *Loop) Run(ctx context.Context) {
+	log := l.cfg.Logger
+	deb := Debouncer{Quiet: l.cfg.Debounce, MaxDelay: l.cfg.MaxDelay}
+	hold := HoldDown{Grace: l.cfg.RemovalGrace}
+	var (
+		since     time.Time // first event of the pending burst
+		published *State
+		wake      = time.NewTimer(0) // fires for debounce, hold-down and retry deadlines
+		holdUntil time.Time
+		retryAt   time.Time
+	)
+	defer wake.Stop()
+	var resync <-chan time.Time
+	if l.cfg.ResyncInterval > 0 {
+		t := time.NewTicker(l.cfg.ResyncInterval)
+		defer t.Stop()
+		resync = t.C
+	}
+	resolve := func(reason string) {
+		now := time.Now()
+		deb.Reset()
+		retryAt = time.Time{}
+		raw, skips, err := Resolve(l.cfg.Kernel, l.cfg.Managed, l.cfg.Targets)
+		if err != nil {
+			l.observe("error")
+			log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
+			retryAt = now.Add(l.cfg.RetryInterval)
+			return
+		}
+		l.observe("success")
+		for _, s := range skips {
+			log.Debug("target not resolved", "type", s.Target.Type, "target", s.Target.IP,
+				"source", s.Source, "reason", s.Reason)
+		}
+		eff, next := hold.Apply(now, raw)
+		holdUntil = next
+		if !next.IsZero() {
+			log.Info("address no longer resolves, holding it", "reason", reason,
+				"state", eff.String(), "until", next.Format(time.RFC3339Nano))
+		}
+		if published == nil || !published.Equal(eff) {
+			old := "none"
+			if published != nil {
+				old = published.String()
+			}
+			log.Info("desired addresses changed", "reason", reason, "old", old, "new", eff.String())
+		}
+		published = &eff
+		l.sink.Publish(eff, since)
+		since = time.Time{}
+		if rt, ok := l.cfg.Kernel.(interface{ RouteTables() ([]int, error) }); ok && l.cfg.OnRouteTables != nil {
+			if tables, err := rt.RouteTables(); err == nil {
+				l.cfg.OnRouteTables(tables)
+			}
+		}
+	}
+
+	arm := func() {
+		var due time.Time
+		if d, ok := deb.Due(); ok {
+			due = d
+		}
+		for _, t := range []time.Time{holdUntil, retryAt} {
+			if !t.IsZero() && (due.IsZero() || t.Before(due)) {
+				due = t
+			}
+		}
+		if !wake.Stop() {
+			select {
+			case <-wake.C:
+			default:
+			}
+		}
+		if !due.IsZero() {
+			wake.Reset(max(time.Until(due), 0))
+		}
+	}
+
+	resolve("start")
+	for {
+		arm()
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.trigger.C():
+			first := l.trigger.Take()
+			if first.IsZero() {
+				first = time.Now()
+			}
+			if since.IsZero() || first.Before(since) {
+				since = first
+			}
+			deb.Event(time.Now())
+		case now := <-resync:
+			if o := l.cfg.Observer; o != nil {
+				o.OnResync(now)
+			}
+			resolve("resync")
+		case <-wake.C:
+			now := time.Now()
+			if d, ok := deb.Due(); ok && !now.Before(d) {
+				resolve("netlink")
+			} else if !holdUntil.IsZero() && !now.Before(holdUntil) {
+				resolve("removal-grace-expired")
+			} else if !retryAt.IsZero() && !now.Before(retryAt) {
+				resolve("retry")
+			}
+		}
+		l.lastTurn.Store(time.Now().UnixNano())
+	}
+}
+
+func (l *Loop) observe(result string) {
+	if o := l.cfg.Observer; o != nil {
+		o.OnResolution(result)
+	}
+}

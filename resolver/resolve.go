@@ -1,0 +1,113 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+)
+
+// LocalAddr is an address assigned to a local interface, as the kernel reports it.
+type LocalAddr struct {
+	IP        netip.Addr
+	LinkIndex int
+	Link      string
+	Flags     int // IFA_F_* flags
+	Scope     int // RT_SCOPE_*
+	// PreferredLft is the preferred lifetime in seconds; 0 means deprecated. Addresses without a
+	// lifetime report 0xFFFFFFFF (forever).
+	PreferredLft int
+}
+
+// Kernel is the snapshot source a resolution reads. The netlink implementation is Netlink; tests use
+// a table.
+type Kernel interface {
+	// RouteSource returns the source address the kernel would use toward dst; the zero Addr when
+	// there is no route (unreachable is not an error).
+	RouteSource(dst netip.Addr) (netip.Addr, error)
+	// Addresses lists the addresses of every local interface.
+	Addresses() ([]LocalAddr, error)
+}
+
+// Reasons an address is not usable as a node address.
+var (
+	errTentative  = errors.New("tentative (duplicate address detection running)")
+	errDADFailed  = errors.New("duplicate address detection failed")
+	errDeprecated = errors.New("deprecated")
+	errOptimistic = errors.New("optimistic (duplicate address detection running)")
+	errTemporary  = errors.New("temporary (IPv6 privacy) address")
+	errScope      = errors.New("not of universe scope")
+)
+
+// Usable returns nil when a can be published as a node address, else why not. The rules follow the
+// kernel's own flags: an address still in duplicate-address detection is published when DAD ends.
+func Usable(a LocalAddr) error {
+	switch {
+	case a.Scope != unix.RT_SCOPE_UNIVERSE:
+		return errScope
+	case a.Flags&unix.IFA_F_DADFAILED != 0:
+		return errDADFailed
+	case a.Flags&unix.IFA_F_TENTATIVE != 0:
+		return errTentative
+	case a.Flags&unix.IFA_F_OPTIMISTIC != 0:
+		return errOptimistic
+	case a.Flags&unix.IFA_F_DEPRECATED != 0 || a.PreferredLft == 0:
+		return errDeprecated
+	case a.IP.Is6() && a.Flags&unix.IFA_F_TEMPORARY != 0:
+		// Bit 0x01 is IFA_F_TEMPORARY for IPv6 and IFA_F_SECONDARY for IPv4: only IPv6 is checked.
+		return errTemporary
+	}
+	return nil
+}
+
+// Skip records a target whose route source could not be used, for logs.
+type Skip struct {
+	Target Target
+	Source netip.Addr
+	Reason string
+}
+
+// Resolve takes one snapshot of k and returns, for each target, the usable source address of the
+// route toward it. A target without a route resolves to nothing. managed lists the types the caller
+// manages (targets may be empty for a managed type).
+func Resolve(k Kernel, managed []AddressType, targets []Target) (State, []Skip, error) {
+	st := State{Managed: managed}
+	var skips []Skip
+	var addrs []LocalAddr
+	for _, t := range targets {
+		src, err := k.RouteSource(t.IP)
+		if err != nil {
+			return State{}, nil, fmt.Errorf("route to %s: %w", t.IP, err)
+		}
+		if !src.IsValid() {
+			skips = append(skips, Skip{Target: t, Reason: "no route"})
+			continue
+		}
+		if addrs == nil {
+			if addrs, err = k.Addresses(); err != nil {
+				return State{}, nil, fmt.Errorf("list addresses: %w", err)
+			}
+		}
+		la, ok := find(addrs, src)
+		if !ok {
+			skips = append(skips, Skip{Target: t, Source: src, Reason: "source is not assigned to a local interface"})
+			continue
+		}
+		if err := Usable(la); err != nil {
+			skips = append(skips, Skip{Target: t, Source: src, Reason: err.Error()})
+			continue
+		}
+		st.Addresses = append(st.Addresses, Address{Type: t.Type, IP: src, Interface: la.Link})
+	}
+	return st.Normalize(), skips, nil
+}
+
+func find(addrs []LocalAddr, ip netip.Addr) (LocalAddr, bool) {
+	for _, a := range addrs {
+		if a.IP == ip {
+			return a, true
+		}
+	}
+	return LocalAddr{}, false
+}

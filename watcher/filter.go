@@ -1,0 +1,143 @@
+package watcher
+
+import (
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Event kinds, used as the "kind" label of nodeaddr_netlink_events_total.
+const (
+	KindAddress = "address"
+	KindRoute   = "route"
+	KindLink    = "link"
+	// KindResync marks a signal raised after a resubscription: the kernel may have changed while the
+	// socket was not listening, so a full resolution is forced.
+	KindResync = "resync"
+)
+
+// Netlink messages are hints, not truth: the filters below only decide whether a message could change
+// the result of a resolution. They never compute addresses themselves. Each filter is owned by the
+// single goroutine that receives its subscription, so none of them locks.
+
+// addrKey identifies an address on a link.
+type addrKey struct {
+	index int
+	ip    [16]byte
+	ones  int
+}
+
+type addrState struct {
+	flags, scope int
+	preferred    bool
+}
+
+// AddrFilter drops address notifications that cannot matter: link-local and multicast addresses, and
+// a repeated RTM_NEWADDR that only refreshes lifetimes (router advertisements do that every few
+// minutes). A repeated NEWADDR whose flags changed (DAD completed, address deprecated) is kept.
+type AddrFilter struct {
+	seen map[addrKey]addrState
+}
+
+// Ignore reports whether u can be dropped, and remembers u for the next call.
+func (f *AddrFilter) Ignore(u netlink.AddrUpdate) bool {
+	ip := u.LinkAddress.IP
+	if ip == nil || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsLoopback() {
+		return true
+	}
+	if f.seen == nil {
+		f.seen = make(map[addrKey]addrState)
+	}
+	var k addrKey
+	k.index = u.LinkIndex
+	copy(k.ip[:], ip.To16())
+	k.ones, _ = u.LinkAddress.Mask.Size()
+	if !u.NewAddr {
+		delete(f.seen, k)
+		return false
+	}
+	st := addrState{flags: u.Flags, scope: u.Scope, preferred: u.PreferedLft != 0}
+	if old, ok := f.seen[k]; ok && old == st {
+		return true
+	}
+	f.seen[k] = st
+	return false
+}
+
+// Reset forgets what the filter has seen; used after a resubscription, when messages were lost.
+func (f *AddrFilter) Reset() { clear(f.seen) }
+
+// RouteFilter drops route notifications that a route lookup toward a target cannot use: routes in
+// tables no lookup consults, multicast and link-local destinations, and cached (cloned) entries.
+type RouteFilter struct {
+	// Tables that lookups can use; nil means main, local and default only. Policy routing tables
+	// are added by the watcher from the rule list.
+	Tables map[int]bool
+}
+
+// Ignore reports whether u can be dropped.
+func (f *RouteFilter) Ignore(u netlink.RouteUpdate) bool {
+	if u.Flags&unix.RTM_F_CLONED != 0 {
+		return true
+	}
+	if !f.tableUsable(u.Table) {
+		return true
+	}
+	if d := u.Dst; d != nil {
+		if d.IP.IsMulticast() || (d.IP.IsLinkLocalUnicast() && d.IP.To4() == nil) {
+			return true
+		}
+	}
+	switch u.Type {
+	case unix.RTN_MULTICAST, unix.RTN_BROADCAST, unix.RTN_ANYCAST:
+		return true
+	}
+	return false
+}
+
+func (f *RouteFilter) tableUsable(t int) bool {
+	switch t {
+	case 0, unix.RT_TABLE_MAIN, unix.RT_TABLE_LOCAL, unix.RT_TABLE_DEFAULT:
+		return true
+	}
+	return f.Tables[t]
+}
+
+type linkState struct {
+	flags     uint32
+	operState netlink.LinkOperState
+	name      string
+	master    int
+}
+
+// LinkFilter drops link notifications that repeat the link's known state (statistics refreshes,
+// changes of attributes that do not affect routing).
+type LinkFilter struct {
+	seen map[int32]linkState
+}
+
+// Ignore reports whether u can be dropped, and remembers u for the next call.
+func (f *LinkFilter) Ignore(u netlink.LinkUpdate) bool {
+	if f.seen == nil {
+		f.seen = make(map[int32]linkState)
+	}
+	idx := u.IfInfomsg.Index
+	if u.Header.Type == unix.RTM_DELLINK {
+		delete(f.seen, idx)
+		return false
+	}
+	attrs := u.Link.Attrs()
+	st := linkState{flags: u.IfInfomsg.Flags & (unix.IFF_UP | unix.IFF_RUNNING | unix.IFF_LOWER_UP)}
+	if attrs != nil {
+		st.operState = attrs.OperState
+		st.name = attrs.Name
+		st.master = attrs.MasterIndex
+	}
+	if old, ok := f.seen[idx]; ok && old == st {
+		return true
+	}
+	f.seen[idx] = st
+	return false
+}
+
+// Reset forgets what the filter has seen.
+func (f *LinkFilter) Reset() { clear(f.seen) }
