@@ -1,0 +1,213 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// options are the parsed, validated command-line flags.
+type options struct {
+	nodeName         string
+	kubeconfig       string
+	internalTargets  []resolver.Target
+	externalTargets  []resolver.Target
+	debounce         time.Duration
+	debounceMaxDelay time.Duration
+	removalGrace     time.Duration
+	resyncInterval   time.Duration
+	publishRate      float64
+	publishBurst     int
+	removeTaint      bool
+	runOnce          bool
+	timeout          time.Duration
+	dryRun           bool
+	metricsAddr      string
+	probeAddr        string
+	logLevel         slog.Level
+	logFormat        string
+	version          bool
+	netlinkRcvBuf    int
+	deprecations     []string
+}
+
+// usageError is a bad command line: exit code 2, one line on stderr.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+const defaultExternalTargets = "8.8.8.8,2001:4860:4860::8888"
+
+// parseFlags parses args (without the program name). getenv supplies NODE_NAME and KUBECONFIG;
+// hostname the dry-run default node name. -h/--help returns flag.ErrHelp after printing usage to out.
+func parseFlags(args []string, getenv func(string) string, hostname func() (string, error), out io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("nodeaddr", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := &options{}
+	var internal, external, logLevel string
+	var reconcile time.Duration
+	var v int
+	fs.StringVar(&o.nodeName, "node-name", getenv("NODE_NAME"), "name of the Node to manage (env NODE_NAME; required unless --dry-run)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (else $KUBECONFIG, else in-cluster config)")
+	fs.StringVar(&internal, "internal-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes InternalIP; empty: InternalIP not managed")
+	fs.StringVar(&external, "external-ip-target", defaultExternalTargets, "comma-separated targets, at most one per family, whose route source becomes ExternalIP; empty: ExternalIP not managed")
+	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "quiet time after the last kernel event before resolving")
+	fs.DurationVar(&o.debounceMaxDelay, "debounce-max-delay", time.Second, "longest delay from the first kernel event of a burst to its resolution")
+	fs.DurationVar(&o.removalGrace, "removal-grace", 5*time.Second, "how long an address must be gone, with no replacement, before it is removed from the Node")
+	fs.DurationVar(&o.resyncInterval, "resync-interval", 60*time.Second, "periodic full resolution, the backstop for missed events (0 disables)")
+	fs.DurationVar(&reconcile, "reconcile-interval", 0, "deprecated alias of --resync-interval (local-ccm)")
+	fs.Float64Var(&o.publishRate, "publish-rate", 1, "sustained Node writes per second")
+	fs.IntVar(&o.publishBurst, "publish-burst", 3, "Node writes allowed in a burst")
+	fs.BoolVar(&o.removeTaint, "remove-taint", true, "remove the node.cloudprovider.kubernetes.io/uninitialized taint once the addresses are set")
+	fs.BoolVar(&o.runOnce, "run-once", false, "reconcile once and exit (0 on success, 1 on failure)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":9811", "address for /healthz and /readyz (0 disables)")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.IntVar(&v, "v", -1, "local-ccm verbosity (0-5), mapped to --log-level: 0 info, 1 and more debug")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.IntVar(&o.netlinkRcvBuf, "netlink-receive-buffer", 4<<20, "requested netlink socket receive buffer in bytes (capped by net.core.rmem_max)")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(out, "Usage: nodeaddr [flags]\n\nKeeps this Node's status.addresses in step with the kernel.\n\nFlags:")
+			fs.SetOutput(out)
+			fs.PrintDefaults()
+			return nil, err
+		}
+		return nil, usageError{flagMessage(err)}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q: nodeaddr takes only flags", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if o.version {
+		return o, nil
+	}
+
+	var err error
+	if o.internalTargets, err = resolver.ParseTargets(resolver.InternalIP, internal); err != nil {
+		return nil, usagef("--internal-ip-target: %v", err)
+	}
+	if o.externalTargets, err = resolver.ParseTargets(resolver.ExternalIP, external); err != nil {
+		return nil, usagef("--external-ip-target: %v", err)
+	}
+	if len(o.internalTargets) == 0 && len(o.externalTargets) == 0 {
+		return nil, usagef("--internal-ip-target and --external-ip-target are both empty: nothing to manage")
+	}
+	if set["reconcile-interval"] {
+		if set["resync-interval"] {
+			return nil, usagef("--reconcile-interval is a deprecated alias of --resync-interval: set only one")
+		}
+		o.resyncInterval = reconcile
+		o.deprecations = append(o.deprecations, "--reconcile-interval is deprecated, use --resync-interval")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"debounce", o.debounce}, {"debounce-max-delay", o.debounceMaxDelay}, {"removal-grace", o.removalGrace},
+		{"resync-interval", o.resyncInterval}, {"timeout", o.timeout}} {
+		if d.v < 0 {
+			return nil, usagef("--%s: %s is negative", d.name, d.v)
+		}
+	}
+	if o.debounceMaxDelay > 0 && o.debounceMaxDelay < o.debounce {
+		return nil, usagef("--debounce-max-delay (%s) is shorter than --debounce (%s)", o.debounceMaxDelay, o.debounce)
+	}
+	if o.timeout == 0 {
+		return nil, usagef("--timeout must be positive")
+	}
+	if !(o.publishRate > 0) {
+		return nil, usagef("--publish-rate: %v is not a positive number of writes per second", o.publishRate)
+	}
+	if o.publishBurst < 1 {
+		return nil, usagef("--publish-burst: %d is less than 1", o.publishBurst)
+	}
+	if o.netlinkRcvBuf < 0 {
+		return nil, usagef("--netlink-receive-buffer: %d is negative", o.netlinkRcvBuf)
+	}
+	if set["v"] {
+		if v < 0 || v > 10 {
+			return nil, usagef("--v: %d is not a verbosity between 0 and 10", v)
+		}
+		if !set["log-level"] {
+			logLevel = "info"
+			if v >= 1 {
+				logLevel = "debug"
+			}
+		}
+	}
+	if err := o.logLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", logLevel)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, usagef("--log-format: %q is not text or json", o.logFormat)
+	}
+	for _, a := range []struct{ name, v string }{{"metrics-bind-address", o.metricsAddr}, {"health-probe-bind-address", o.probeAddr}} {
+		if a.v != "0" && a.v != "" && !strings.Contains(a.v, ":") {
+			return nil, usagef("--%s: %q is not host:port or 0", a.name, a.v)
+		}
+	}
+	if o.kubeconfig == "" {
+		o.kubeconfig = getenv("KUBECONFIG")
+	}
+	o.nodeName = strings.TrimSpace(o.nodeName)
+	if o.nodeName == "" {
+		if !o.dryRun {
+			return nil, usagef("--node-name (or NODE_NAME) is required")
+		}
+		h, err := hostname()
+		if err != nil {
+			return nil, usagef("--node-name not set and the hostname is unknown: %v", err)
+		}
+		o.nodeName = strings.ToLower(h)
+	}
+	return o, nil
+}
+
+// flagMessage rewrites the flag package's errors into "--name: problem" lines.
+func flagMessage(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+		return "unknown flag " + "--" + strings.TrimLeft(name, "-")
+	}
+	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		// invalid value "x" for flag -name: reason
+		if i := strings.Index(rest, " for flag -"); i >= 0 {
+			val := rest[:i]
+			tail := rest[i+len(" for flag -"):]
+			name, reason, _ := strings.Cut(tail, ": ")
+			return fmt.Sprintf("--%s: invalid value %s: %s", name, val, reason)
+		}
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: "); ok {
+		return "--" + strings.TrimLeft(name, "-") + " needs a value"
+	}
+	return msg
+}
+
+func (o *options) managed() []resolver.AddressType {
+	var m []resolver.AddressType
+	if len(o.internalTargets) > 0 {
+		m = append(m, resolver.InternalIP)
+	}
+	if len(o.externalTargets) > 0 {
+		m = append(m, resolver.ExternalIP)
+	}
+	return m
+}
+
+func (o *options) targets() []resolver.Target {
+	return append(append([]resolver.Target(nil), o.internalTargets...), o.externalTargets...)
+}

@@ -1,0 +1,266 @@
+// Command nodeaddr keeps its own Node's status.addresses in step with the kernel: netlink events
+// (watcher) trigger a debounced resolution (resolver) whose result is written to the Node with
+// conflict-safe, rate-limited patches (publisher).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeaddr/nodeaddr/metrics"
+	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/watcher"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code (0 ok, 1 runtime failure, 2 usage).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, getenv, os.Hostname, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeaddr: %v (see --help)\n", err)
+		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, "nodeaddr", version)
+		return 0
+	}
+	log := newLogger(o, stderr)
+	for _, d := range o.deprecations {
+		log.Warn(d)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := (&agent{opts: o, log: log, stdout: stdout}).run(ctx); err != nil {
+		log.Error("nodeaddr failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(o *options, w io.Writer) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: o.logLevel}
+	var h slog.Handler = slog.NewTextHandler(w, hopts)
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(w, hopts)
+	}
+	log := slog.New(h)
+	// client-go logs through klog: route it into the same handler so every line has one format.
+	klog.SetSlogLogger(log)
+	return log
+}
+
+type agent struct {
+	opts   *options
+	log    *slog.Logger
+	stdout io.Writer
+}
+
+func (a *agent) run(ctx context.Context) error {
+	o := a.opts
+	if o.dryRun && o.runOnce {
+		st, _, err := resolver.Resolve(resolver.Netlink{}, o.managed(), o.targets())
+		if err != nil {
+			return err
+		}
+		(&dryRunSink{w: a.stdout}).Publish(st, time.Time{})
+		return nil
+	}
+
+	var client kubernetes.Interface
+	if !o.dryRun {
+		cfg, err := restConfig(o.kubeconfig)
+		if err != nil {
+			return err
+		}
+		cfg.UserAgent = "nodeaddr/" + version
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+	}
+	m := metrics.New(version)
+
+	var recorder record.EventRecorder
+	if client != nil {
+		b := record.NewBroadcaster(record.WithContext(ctx))
+		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		defer b.Shutdown()
+		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
+	}
+	var pub *publisher.Publisher
+	if client != nil {
+		pub = publisher.New(publisher.Config{
+			NodeName: o.nodeName, Client: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
+			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
+			Logger: a.log, Observer: m,
+		})
+	}
+
+	if o.runOnce {
+		st, _, err := resolver.Resolve(resolver.Netlink{}, o.managed(), o.targets())
+		if err != nil {
+			return err
+		}
+		m.OnAddresses(st.Addresses)
+		tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
+		defer cancel()
+		if err := pub.ReconcileOnce(tctx, st); err != nil {
+			return fmt.Errorf("reconcile node %q: %w", o.nodeName, err)
+		}
+		a.log.Info("node reconciled", "node", o.nodeName, "addresses", st.String())
+		return nil
+	}
+
+	sig := watcher.NewSignal()
+	w := watcher.New(watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Observer: m}, sig)
+	var sink resolver.Sink = pub
+	var dry *dryRunSink
+	if o.dryRun {
+		dry = &dryRunSink{w: a.stdout}
+		sink = dry
+	}
+	loop := resolver.NewLoop(resolver.LoopConfig{
+		Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(),
+		Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
+		ResyncInterval: o.resyncInterval, OnRouteTables: w.SetRouteTables,
+		Logger: a.log, Observer: m,
+	}, sig, sink)
+
+	srv := &metrics.Server{
+		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Metrics: m, Logger: a.log,
+		Healthz: func() error {
+			if !w.Healthy() {
+				return errors.New("netlink subscriptions not established")
+			}
+			if o.resyncInterval > 0 {
+				if idle := time.Since(loop.LastTurn()); idle > 3*o.resyncInterval+10*time.Second {
+					return fmt.Errorf("resolver loop idle for %s", idle.Round(time.Second))
+				}
+			}
+			return nil
+		},
+		Readyz: func() error {
+			if dry != nil {
+				if !dry.ready() {
+					return errors.New("no resolution yet")
+				}
+				return nil
+			}
+			if !pub.Ready() {
+				return errors.New("node not reconciled")
+			}
+			return nil
+		},
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	serve, err := srv.Listen(ctx)
+	if err != nil {
+		return err
+	}
+	a.log.Info("nodeaddr starting", "version", version, "node", o.nodeName, "dry_run", o.dryRun,
+		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()))
+
+	var wg sync.WaitGroup
+	var pubErr error
+	wg.Go(func() { w.Run(ctx) })
+	wg.Go(func() { loop.Run(ctx) })
+	if pub != nil {
+		wg.Go(func() {
+			if err := pub.Run(ctx); err != nil && ctx.Err() == nil {
+				pubErr = err
+				cancel()
+			}
+		})
+	}
+	serveErr := serve()
+	wg.Wait()
+	a.log.Info("nodeaddr stopped")
+	return errors.Join(pubErr, serveErr)
+}
+
+// restConfig loads --kubeconfig (or $KUBECONFIG, which may list several files), else the in-cluster
+// configuration.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig or KUBECONFIG and not running in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(kubeconfig)}
+	if len(rules.Precedence) == 1 {
+		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// dryRunSink prints one JSON line per change of the managed addresses.
+type dryRunSink struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last *resolver.State
+}
+
+type jsonAddress struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
+}
+
+func (d *dryRunSink) Publish(s resolver.State, _ time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.last != nil && d.last.Equal(s) {
+		return
+	}
+	d.last = &s
+	out := struct {
+		Addresses []jsonAddress `json:"addresses"`
+	}{Addresses: []jsonAddress{}}
+	for _, a := range publisher.Merge(nil, s.Managed, s.Addresses) {
+		out.Addresses = append(out.Addresses, jsonAddress{Type: string(a.Type), Address: a.Address})
+	}
+	b, _ := json.Marshal(out)
+	fmt.Fprintf(d.w, "%s\n", b)
+}
+
+func (d *dryRunSink) ready() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last != nil
+}
