@@ -132,11 +132,11 @@ func New(cfg Config) *Publisher {
 
 type nopObserver struct{}
 
-func (nopObserver) OnWrite(string, string)      {}
-func (nopObserver) OnReaction(time.Duration)    {}
+func (nopObserver) OnWrite(string, string)         {}
+func (nopObserver) OnReaction(time.Duration)       {}
 func (nopObserver) OnAddresses([]resolver.Address) {}
-func (nopObserver) OnTaint(bool)                {}
-func (nopObserver) OnOverwrite()                {}
+func (nopObserver) OnTaint(bool)                   {}
+func (nopObserver) OnOverwrite()                   {}
 
 // Publish sets the desired state (latest wins) and wakes the worker. It never blocks.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {

@@ -28,8 +28,8 @@ type Config struct {
 	ReceiveBufferSize int
 	// MinBackoff and MaxBackoff bound the delay between resubscription attempts.
 	MinBackoff, MaxBackoff time.Duration
-	Logger             *slog.Logger
-	Observer           Observer
+	Logger                 *slog.Logger
+	Observer               Observer
 }
 
 // Watcher owns the three netlink subscriptions and raises Signal when a relevant message arrives or
