@@ -50,8 +50,11 @@ type HoldDown struct {
 }
 
 type heldAddr struct {
-	addr     Address
-	lastSeen time.Time
+	addr Address
+	// gone is when a resolution first missed addr (zero while it still resolves). The grace runs
+	// from there, not from the last resolution that saw it: that one may be a whole resync interval
+	// old, and a flush-and-re-add would then be published as a removal.
+	gone time.Time
 }
 
 // Apply merges a fresh resolution into the held state at now. It returns the effective state and the
@@ -64,7 +67,7 @@ func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
 	for _, a := range resolved.Addresses {
 		s := slot{a.Type, FamilyOf(a.IP)}
 		fresh[s] = true
-		h.held[s] = heldAddr{addr: a, lastSeen: now}
+		h.held[s] = heldAddr{addr: a}
 	}
 	out := State{Managed: resolved.Managed, Addresses: append([]Address(nil), resolved.Addresses...)}
 	var next time.Time
@@ -72,7 +75,11 @@ func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
 		if fresh[s] {
 			continue
 		}
-		expiry := ha.lastSeen.Add(h.Grace)
+		if ha.gone.IsZero() {
+			ha.gone = now
+			h.held[s] = ha
+		}
+		expiry := ha.gone.Add(h.Grace)
 		if !now.Before(expiry) || !managed(resolved.Managed, s.t) {
 			delete(h.held, s)
 			continue
@@ -88,7 +95,7 @@ func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
 // Holding reports whether ip is being held although it no longer resolves.
 func (h *HoldDown) Holding(ip netip.Addr) bool {
 	for _, ha := range h.held {
-		if ha.addr.IP == ip {
+		if ha.addr.IP == ip && !ha.gone.IsZero() {
 			return true
 		}
 	}

@@ -98,6 +98,9 @@ func (l *Loop) Run(ctx context.Context) {
 			l.observe("error")
 			log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
 			retryAt = now.Add(l.cfg.RetryInterval)
+			// The retry applies the hold-down again. A hold-down deadline left in the past would
+			// re-arm the timer at once and retry in a tight loop until netlink recovers.
+			holdUntil = time.Time{}
 			return
 		}
 		l.observe("success")

@@ -87,7 +87,9 @@ func (f *RouteFilter) Ignore(u netlink.RouteUpdate) bool {
 			return true
 		}
 	}
-	switch u.Type {
+	// u.Type is the netlink message type (RTM_NEWROUTE/RTM_DELROUTE); the route's own type is
+	// u.Route.Type.
+	switch u.Route.Type {
 	case unix.RTN_MULTICAST, unix.RTN_BROADCAST, unix.RTN_ANYCAST:
 		return true
 	}

@@ -1,0 +1,425 @@
+package resolver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeTrigger is a one-slot signal like watcher.Signal.
+type fakeTrigger struct {
+	ch    chan struct{}
+	mu    sync.Mutex
+	first time.Time
+}
+
+func newFakeTrigger() *fakeTrigger { return &fakeTrigger{ch: make(chan struct{}, 1)} }
+
+func (f *fakeTrigger) Raise(now time.Time) {
+	f.mu.Lock()
+	if f.first.IsZero() {
+		f.first = now
+	}
+	f.mu.Unlock()
+	select {
+	case f.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fakeTrigger) C() <-chan struct{} { return f.ch }
+
+func (f *fakeTrigger) Take() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.first
+	f.first = time.Time{}
+	return t
+}
+
+// publication is one Publish call, with times as offsets from the start of the bubble.
+type publication struct {
+	at    time.Duration
+	since time.Duration // -1 when since was zero
+	state State
+}
+
+func (p publication) String() string {
+	since := "none"
+	if p.since >= 0 {
+		since = p.since.String()
+	}
+	return fmt.Sprintf("%v at %v since %s", p.state, p.at, since)
+}
+
+type recordingSink struct {
+	start time.Time
+	mu    sync.Mutex
+	pubs  []publication
+}
+
+func (s *recordingSink) Publish(st State, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := publication{at: time.Since(s.start), since: -1, state: st}
+	if !since.IsZero() {
+		p.since = since.Sub(s.start)
+	}
+	s.pubs = append(s.pubs, p)
+}
+
+func (s *recordingSink) all() []publication {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.pubs)
+}
+
+func (s *recordingSink) times() []time.Duration {
+	var out []time.Duration
+	for _, p := range s.all() {
+		out = append(out, p.at)
+	}
+	return out
+}
+
+type recordingObserver struct {
+	start   time.Time
+	mu      sync.Mutex
+	results []string
+	resyncs []time.Duration
+}
+
+func (o *recordingObserver) OnResolution(result string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.results = append(o.results, result)
+}
+
+func (o *recordingObserver) OnResync(at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resyncs = append(o.resyncs, at.Sub(o.start))
+}
+
+// loopTest runs a Loop in the current synctest bubble.
+type loopTest struct {
+	t       *testing.T
+	kernel  *fakeKernel
+	trigger *fakeTrigger
+	sink    *recordingSink
+	obs     *recordingObserver
+	start   time.Time
+	stop    func()
+}
+
+var (
+	target4 = ip("198.51.100.1")
+	src4    = ip("192.0.2.10")
+	ext4    = Address{Type: ExternalIP, IP: src4, Interface: "eth0"}
+)
+
+// healthyKernel returns a kernel where target4 resolves to src4.
+func healthyKernel() *fakeKernel {
+	return &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String())}}
+}
+
+// startLoop starts a Loop over k (healthyKernel when nil) and waits for its first resolution.
+func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
+	t.Helper()
+	if k == nil {
+		k = healthyKernel()
+	}
+	lt := &loopTest{t: t, kernel: k, trigger: newFakeTrigger(), start: time.Now()}
+	lt.sink = &recordingSink{start: lt.start}
+	lt.obs = &recordingObserver{start: lt.start}
+	cfg.Kernel = lt.kernel
+	cfg.Managed = []AddressType{ExternalIP}
+	cfg.Targets = []Target{{ExternalIP, target4}}
+	cfg.Observer = lt.obs
+	l := NewLoop(cfg, lt.trigger, lt.sink)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	lt.stop = func() {
+		cancel()
+		<-done
+	}
+	t.Cleanup(lt.stop)
+	synctest.Wait()
+	return lt
+}
+
+// sleep advances the bubble's clock by d and lets the loop settle.
+func (lt *loopTest) sleep(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
+func (lt *loopTest) raise() { lt.trigger.Raise(time.Now()) }
+
+func (lt *loopTest) now() time.Duration { return time.Since(lt.start) }
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+var extOnly = State{Managed: []AddressType{ExternalIP}, Addresses: []Address{ext4}}
+
+func TestLoopBurstPublishesOnceAfterDebounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second}, nil)
+		if got := lt.sink.all(); len(got) != 1 || got[0].at != 0 || got[0].since != -1 || !got[0].state.Equal(extOnly) {
+			t.Fatalf("initial publications = %v, want one of %v at 0 without since", got, extOnly)
+		}
+
+		lt.sleep(time.Second)
+		burstStart := lt.now()
+		for range 50 {
+			lt.raise()
+			lt.sleep(ms(1)) // 50 triggers within 50ms, each within the debounce of the previous
+		}
+		lastEvent := lt.now() - ms(1)
+		lt.sleep(lastEvent + ms(99) - lt.now()) // 1ms before the debounce after the last event ends
+		if n := len(lt.sink.all()); n != 1 {
+			t.Fatalf("%d publications before the debounce ended, want 1: %v (burst %v..%v)", n, lt.sink.times(), burstStart, lastEvent)
+		}
+		lt.sleep(10 * time.Second)
+		got := lt.sink.all()
+		if len(got) != 2 {
+			t.Fatalf("publications = %v, want exactly one more after the burst", got)
+		}
+		if want := lastEvent + ms(100); got[1].at != want {
+			t.Errorf("burst published at %v, want %v (debounce after the last event)", got[1].at, want)
+		}
+		if got[1].since != burstStart {
+			t.Errorf("burst published with since %v, want its first event %v", got[1].since, burstStart)
+		}
+		if !got[1].state.Equal(extOnly) {
+			t.Errorf("burst published %v, want %v", got[1].state, extOnly)
+		}
+	})
+}
+
+func TestLoopContinuousChurnIsNotStarved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second}, nil)
+		// A trigger every 50ms for 3.5s: the debounce alone would never fire. Each trigger comes
+		// after the loop handled whatever else happened at the same instant (sleep ends with
+		// synctest.Wait), so the order of simultaneous events is fixed.
+		for range 70 {
+			lt.sleep(ms(50))
+			lt.raise()
+		}
+		lt.sleep(10 * time.Second)
+		got := lt.sink.all()
+		wantAt := []time.Duration{0, ms(1050), ms(2050), ms(3050), ms(3600)}
+		wantSince := []time.Duration{-1, ms(50), ms(1050), ms(2050), ms(3050)}
+		if len(got) != len(wantAt) {
+			t.Fatalf("published at %v, want at %v", lt.sink.times(), wantAt)
+		}
+		for i, p := range got {
+			if p.at != wantAt[i] || p.since != wantSince[i] {
+				t.Errorf("publication %d at %v since %v, want at %v since %v", i, p.at, p.since, wantAt[i], wantSince[i])
+			}
+		}
+	})
+}
+
+func TestLoopHoldsAddressThatComesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, RemovalGrace: 5 * time.Second}, nil)
+		routes := map[netip.Addr]netip.Addr{target4: src4}
+		// Long after the last resolution, a DHCP client flushes the address and re-adds it 3s
+		// later; twice.
+		for range 2 {
+			lt.sleep(time.Minute)
+			lt.kernel.set(nil)
+			lt.raise()
+			lt.sleep(3 * time.Second)
+			lt.kernel.set(routes, local(src4.String()))
+			lt.raise()
+		}
+		lt.sleep(time.Minute)
+		got := lt.sink.all()
+		if len(got) != 5 {
+			t.Errorf("published at %v, want at start, and once per flush and per re-add", lt.sink.times())
+		}
+		for _, p := range got {
+			if !p.state.Equal(extOnly) {
+				t.Errorf("published %v at %v, want %v every time", p.state, p.at, extOnly)
+			}
+		}
+	})
+}
+
+func TestLoopDropsAddressAfterGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, RemovalGrace: 5 * time.Second}, nil)
+		lt.sleep(time.Minute)
+		lt.kernel.set(nil)
+		gone := lt.now()
+		lt.raise()
+		lt.sleep(time.Minute)
+
+		empty := State{Managed: []AddressType{ExternalIP}}
+		got := lt.sink.all()
+		want := []publication{
+			{at: 0, since: -1, state: extOnly},
+			{at: gone + ms(100), since: gone, state: extOnly},             // held
+			{at: gone + ms(100) + 5*time.Second, since: -1, state: empty}, // grace expired
+		}
+		if len(got) != len(want) {
+			t.Fatalf("publications = %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i].at != want[i].at || got[i].since != want[i].since || !got[i].state.Equal(want[i].state) {
+				t.Errorf("publication %d = %v, want %v", i, got[i], want[i])
+			}
+		}
+	})
+}
+
+func TestLoopResync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, ResyncInterval: 10 * time.Second}, nil)
+		lt.sleep(35 * time.Second)
+		lt.stop()
+		wantAt := []time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second}
+		if got := lt.sink.times(); !slices.Equal(got, wantAt) {
+			t.Errorf("published at %v, want %v", got, wantAt)
+		}
+		for _, p := range lt.sink.all() {
+			if !p.state.Equal(extOnly) || p.since != -1 {
+				t.Errorf("publication at %v: %v since %v, want %v without since", p.at, p.state, p.since, extOnly)
+			}
+		}
+		lt.obs.mu.Lock()
+		defer lt.obs.mu.Unlock()
+		if want := wantAt[1:]; !slices.Equal(lt.obs.resyncs, want) {
+			t.Errorf("OnResync at %v, want %v", lt.obs.resyncs, want)
+		}
+		if want := []string{"success", "success", "success", "success"}; !slices.Equal(lt.obs.results, want) {
+			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		}
+	})
+}
+
+func TestLoopRetriesAfterError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := healthyKernel()
+		k.routeErr = errors.New("netlink: boom")
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, RetryInterval: 2 * time.Second}, k)
+		lt.sleep(3 * time.Second) // failed at 0 and 2s
+		if got := lt.sink.all(); len(got) != 0 {
+			t.Fatalf("published %v while resolution fails, want nothing", got)
+		}
+		k.setRouteErr(nil)
+		lt.raise() // the event at 3s is resolved after the debounce, before the retry at 4s
+		lt.sleep(time.Minute)
+		lt.stop()
+
+		want := publication{at: 3*time.Second + ms(100), since: 3 * time.Second, state: extOnly}
+		if got := lt.sink.all(); len(got) != 1 || got[0].at != want.at || got[0].since != want.since || !got[0].state.Equal(want.state) {
+			t.Errorf("publications = %v, want [%v]", got, want)
+		}
+		if want := []string{"error", "error", "success"}; !slices.Equal(lt.obs.results, want) {
+			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		}
+	})
+}
+
+func TestLoopRetryAloneRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := healthyKernel()
+		k.addrErr = errors.New("netlink: boom")
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second}, k)
+		lt.sleep(ms(2500)) // default RetryInterval 1s: failed at 0, 1s and 2s
+		k.mu.Lock()
+		k.addrErr = nil
+		k.mu.Unlock()
+		lt.sleep(time.Minute)
+		lt.stop()
+
+		if got, want := lt.sink.times(), []time.Duration{3 * time.Second}; !slices.Equal(got, want) {
+			t.Errorf("published at %v, want %v", got, want)
+		}
+		if want := []string{"error", "error", "error", "success"}; !slices.Equal(lt.obs.results, want) {
+			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		}
+	})
+}
+
+func TestLoopErrorWhileHolding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := healthyKernel()
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, RemovalGrace: 5 * time.Second,
+			RetryInterval: 2 * time.Second}, k)
+		lt.sleep(time.Minute)
+		k.set(nil) // the address goes: held until 1m5.1s
+		lt.raise()
+		lt.sleep(time.Second)
+		// Netlink fails across the hold-down expiry. A guard ends the failure after 100 lookups so a
+		// loop that retries without waiting fails this test instead of spinning forever.
+		k.mu.Lock()
+		k.routeErr = errors.New("netlink: boom")
+		k.onRouteGet = func(k *fakeKernel) {
+			if k.routeGets > 100 {
+				k.routeErr = nil
+			}
+		}
+		k.mu.Unlock()
+		lt.sleep(10 * time.Second)
+		k.setRouteErr(nil)
+		lt.sleep(time.Minute)
+		lt.stop()
+
+		// Resolutions: start, the removal (held), then failures at the expiry (1m5.1s) and every
+		// 2s after it until the error clears at 1m11s, then success at the retry at 1m11.1s.
+		want := []string{"success", "success", "error", "error", "error", "success"}
+		if !slices.Equal(lt.obs.results, want) {
+			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		}
+		empty := State{Managed: []AddressType{ExternalIP}}
+		got := lt.sink.all()
+		if len(got) != 3 || got[2].at != 71*time.Second+ms(100) || !got[2].state.Equal(empty) {
+			t.Errorf("publications = %v, want the start, the held address, then the removal at 1m11.1s", got)
+		}
+	})
+}
+
+// tablesKernel is a fakeKernel that can also list policy-routing tables, as Netlink does.
+type tablesKernel struct{ *fakeKernel }
+
+func (tablesKernel) RouteTables() ([]int, error) { return []int{100, 254}, nil }
+
+func TestLoopReportsRouteTables(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got [][]int
+		l := NewLoop(LoopConfig{
+			Kernel: tablesKernel{healthyKernel()}, Managed: []AddressType{ExternalIP},
+			Targets: []Target{{ExternalIP, target4}}, Debounce: ms(100), ResyncInterval: time.Minute,
+			OnRouteTables: func(tables []int) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, tables)
+			},
+		}, newFakeTrigger(), &recordingSink{start: time.Now()})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); l.Run(ctx) }()
+		time.Sleep(90 * time.Second) // start and one resync
+		cancel()
+		<-done
+		if want := [][]int{{100, 254}, {100, 254}}; !slices.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("OnRouteTables calls = %v, want %v (one per resolution)", got, want)
+		}
+	})
+}

@@ -1,0 +1,299 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+const (
+	ext = corev1.NodeExternalIP
+	in  = corev1.NodeInternalIP
+	hn  = corev1.NodeHostName
+)
+
+var dedicated = corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+
+// Scenario 1: a fresh Node gets its addresses and loses only the uninitialized taint.
+func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
+	e := newEnv(t, "fresh")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
+		Addresses: []corev1.NodeAddress{addr(hn, "fresh")}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
+	e.start()
+
+	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
+		return !hasTaint(n, harness.Uninitialized.Key)
+	})
+	want := []corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "fresh")}
+	if got := n.Status.Addresses; format(got) != format(want) {
+		t.Fatalf("addresses = %s, want %s", format(got), format(want))
+	}
+	// The API server adds node.kubernetes.io/not-ready at creation; it and the foreign taint stay.
+	if got := strings.Join(harness.TaintKeys(n), ","); got != "example.com/dedicated,node.kubernetes.io/not-ready" {
+		t.Fatalf("taints = %s, want example.com/dedicated,node.kubernetes.io/not-ready", got)
+	}
+	if w := e.cp.Writes(t, e.node); w["status"] != 1 || w[""] != 1 {
+		t.Fatalf("agent writes = %v, want one status write and one taint write", w)
+	}
+	if ev := e.cp.Events(t, e.node, "AddressesUpdated"); len(ev) != 1 {
+		t.Fatalf("AddressesUpdated events = %d, want 1", len(ev))
+	}
+	if ev := e.cp.Events(t, e.node, "TaintRemoved"); len(ev) != 1 {
+		t.Fatalf("TaintRemoved events = %d, want 1", len(ev))
+	}
+}
+
+// Scenario 2: renumbering the uplink, make-before-break and break-before-make, is one write each and
+// never an empty or intermediate list.
+func TestRenumberIsOneWrite(t *testing.T) {
+	e := newEnv(t, "renumber")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "renumber")}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--external-ip-target=8.8.8.8")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "renumber")})
+	if w := e.statusWrites(); w != 1 {
+		t.Fatalf("status writes after start = %d, want 1", w)
+	}
+
+	t.Run("make-before-break", func(t *testing.T) {
+		// With promote_secondaries the new address takes over when the old one goes.
+		e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
+		e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
+		e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20"), addr(hn, "renumber")})
+		if w := e.statusWrites(); w != 2 {
+			t.Fatalf("status writes = %d, want 2", w)
+		}
+	})
+	t.Run("break-before-make", func(t *testing.T) {
+		// A DHCP client deletes the old lease's address (and with it the routes), waits, then adds
+		// the new one and its default route. The pause is longer than debounce + max delay, so the
+		// agent really resolves "no address" in between; the hold-down keeps the old one.
+		e.ns.IP("addr", "del", "192.0.2.20/24", "dev", "eth0")
+		time.Sleep(1500 * time.Millisecond)
+		e.ns.IP("addr", "add", "192.0.2.30/24", "dev", "eth0")
+		e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
+		e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.30"), addr(hn, "renumber")})
+		if w := e.statusWrites(); w != 3 {
+			t.Fatalf("status writes = %d, want 3 (no empty or intermediate list)", w)
+		}
+	})
+	if r := a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="success"}`); r != 3 {
+		t.Fatalf("nodeaddr_node_writes_total success = %v, want 3", r)
+	}
+}
+
+// Scenario 3: the primary uplink going administratively down moves ExternalIP to the secondary.
+func TestFailoverToSecondaryUplink(t *testing.T) {
+	e := newEnv(t, "failover")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	e.uplink("eth1", "198.51.100.10/24", "198.51.100.1", 200)
+	e.start("--external-ip-target=8.8.8.8")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+
+	e.ns.IP("link", "set", "eth0", "down") // its routes vanish
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "198.51.100.10")})
+
+	e.ns.IP("link", "set", "eth0", "up") // a network manager restores the route
+	e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	if w := e.statusWrites(); w != 3 {
+		t.Fatalf("status writes = %d, want 3", w)
+	}
+}
+
+// Scenario 4: dual-stack targets, kubelet entries preserved, IPv6-primary order kept.
+func TestDualStack(t *testing.T) {
+	t.Run("kubelet InternalIPs and Hostname preserved", func(t *testing.T) {
+		e := newEnv(t, "dual")
+		kubelet := []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(in, "fd00::5"), addr(hn, "dual")}
+		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: kubelet})
+		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
+		e.start()
+		e.waitAddresses([]corev1.NodeAddress{addr(in, "10.0.0.5"), addr(in, "fd00::5"),
+			addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "dual")})
+	})
+	t.Run("IPv6-primary node keeps IPv6 first", func(t *testing.T) {
+		e := newEnv(t, "v6primary")
+		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node,
+			Addresses: []corev1.NodeAddress{addr(in, "fd00::5"), addr(in, "10.0.0.5"), addr(hn, "v6primary")}})
+		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
+		e.start("--internal-ip-target=192.0.2.1,2001:db8::1", "--external-ip-target=")
+		e.waitAddresses([]corev1.NodeAddress{addr(in, "2001:db8::10"), addr(in, "192.0.2.10"), addr(hn, "v6primary")})
+	})
+}
+
+// Scenario 5: an idle agent makes no writes and no GET or LIST; only its watch stays open.
+func TestIdleCostsNothing(t *testing.T) {
+	e := newEnv(t, "idle")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--resync-interval=2s")
+	e.cp.WaitNode(t, e.node, 30*time.Second, "initialized", func(n *corev1.Node) bool {
+		return !hasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
+	})
+	before := countVerbs(t, e.cp)
+	time.Sleep(30 * time.Second) // the scenario: 30 s of idling with 15 resyncs
+	after := countVerbs(t, e.cp)
+	for _, verb := range []string{"get", "list", "patch", "update", "create"} {
+		if after[verb] != before[verb] {
+			t.Errorf("agent %s requests while idle: %d (before %v, after %v)", verb, after[verb]-before[verb], before, after)
+		}
+	}
+	if v := a.Metric(`nodeaddr_last_resync_timestamp_seconds`); v == 0 {
+		t.Errorf("no resync happened during the idle period")
+	}
+}
+
+func countVerbs(t *testing.T, cp *harness.ControlPlane) map[string]int {
+	t.Helper()
+	evs, err := cp.Audit(harness.AgentUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range evs {
+		if e.Verb == "create" && e.ObjectRef != nil && e.ObjectRef.Resource == "events" {
+			out["event"]++ // events are counted apart: the agent records none while idle either
+			continue
+		}
+		out[e.Verb]++
+	}
+	return out
+}
+
+// Scenario 6: --run-once, an agent restart with nothing to do, and a bad kubeconfig.
+func TestRunOnceRestartAndBadKubeconfig(t *testing.T) {
+	e := newEnv(t, "once")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+
+	code, _ := harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: e.kc,
+		Args: []string{"--node-name=" + e.node, "--run-once", "--external-ip-target=8.8.8.8"}}, 60*time.Second)
+	if code != 0 {
+		t.Fatalf("--run-once exit code = %d, want 0", code)
+	}
+	n := e.cp.Node(t, e.node)
+	if format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" || hasTaint(n, harness.Uninitialized.Key) {
+		t.Fatalf("after --run-once: addresses %s taints %v", format(n.Status.Addresses), harness.TaintKeys(n))
+	}
+	writes := e.cp.Writes(t, e.node)
+
+	a := e.start("--external-ip-target=8.8.8.8")
+	waitReady(t, a)
+	time.Sleep(2 * time.Second) // give a wrong agent the chance to write
+	if got := e.cp.Writes(t, e.node); got["status"] != writes["status"] || got[""] != writes[""] {
+		t.Fatalf("restart with a correct Node wrote: before %v after %v", writes, got)
+	}
+
+	bad := harness.Kubeconfig(t, harness.AgentDir(t), "https://127.0.0.1:1", "x")
+	if err := writeFile(bad, "this: is: not a kubeconfig"); err != nil {
+		t.Fatal(err)
+	}
+	code, out := harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: bad,
+		Args: []string{"--node-name=" + e.node, "--run-once"}}, 30*time.Second)
+	if code != 1 || !strings.Contains(out, "kubeconfig "+bad) {
+		t.Fatalf("bad kubeconfig: exit %d, output %q; want exit 1 naming the kubeconfig", code, out)
+	}
+	code, out = harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: e.kc,
+		Args: []string{"--node-name=missing-node", "--run-once", "--timeout=2s"}}, 30*time.Second)
+	if code != 1 || !strings.Contains(out, `node \"missing-node\" not found`) && !strings.Contains(out, `node "missing-node" not found`) {
+		t.Fatalf("missing node: exit %d, output %q; want exit 1 saying it is not found", code, out)
+	}
+}
+
+func waitReady(t *testing.T, a *harness.Agent) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, _, err := a.Get(a.ProbePort, "/readyz")
+		if err == nil && code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready within 30s: %d %v", code, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Scenario 7: a Node created after the agent started is published once it appears.
+func TestNodeCreatedAfterStart(t *testing.T) {
+	e := newEnv(t, "late")
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--external-ip-target=8.8.8.8")
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(a.Logs(), "waiting for it to be created") {
+		if time.Now().After(deadline) {
+			t.Fatal("agent never reported the missing node")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
+	n := e.cp.WaitNode(t, e.node, 30*time.Second, "initialized", func(n *corev1.Node) bool {
+		return !hasTaint(n, harness.Uninitialized.Key)
+	})
+	if format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses = %s", format(n.Status.Addresses))
+	}
+}
+
+// Scenario 8: a concurrent writer edits labels, annotations, conditions and its own address entry
+// while the agent renumbers. Nothing is lost on either side, and conflicts really happened.
+func TestConcurrentWriterLosesNothing(t *testing.T) {
+	e := newEnv(t, "concurrent")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "concurrent")}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--external-ip-target=8.8.8.8", "--debounce=0", "--publish-rate=100", "--publish-burst=100")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "concurrent")})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &writer{cs: e.cp.Admin, node: e.node}
+	done := make(chan struct{})
+	go func() { defer close(done); w.run(ctx) }()
+
+	ip := 10
+	for round := 0; round < 20; round++ {
+		next := ip + 1
+		e.ns.IP("addr", "add", "192.0.2."+itoa(next)+"/24", "dev", "eth0")
+		e.ns.IP("addr", "del", "192.0.2."+itoa(ip)+"/24", "dev", "eth0")
+		ip = next
+		time.Sleep(300 * time.Millisecond)
+		if round >= 4 && a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="conflict"}`) > 0 {
+			break
+		}
+	}
+	cancel()
+	<-done
+	if c := a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="conflict"}`); c == 0 {
+		t.Fatalf("no conflict occurred: the test did not exercise the precondition (writer ops %d)", w.ops)
+	}
+	want := []corev1.NodeAddress{addr(ext, "192.0.2."+itoa(ip)), addr(hn, "concurrent")}
+	if w.dns {
+		want = append(want, addr(corev1.NodeInternalDNS, "concurrent.example"))
+	}
+	n := e.waitAddresses(want)
+	if n.Labels["writer"] != itoa(w.last) || n.Annotations["writer"] != itoa(w.last) {
+		t.Fatalf("writer's label/annotation lost: label %q annotation %q, want %d", n.Labels["writer"], n.Annotations["writer"], w.last)
+	}
+	var cond *corev1.NodeCondition
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == "WriterTest" {
+			cond = &n.Status.Conditions[i]
+		}
+	}
+	if cond == nil || cond.Message != itoa(w.lastCond) {
+		t.Fatalf("writer's condition lost: %+v want message %d", cond, w.lastCond)
+	}
+	_ = metav1.Now
+}

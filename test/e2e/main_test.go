@@ -1,0 +1,90 @@
+// Package e2e proves nodeaddr on a real kube-apiserver and a real kernel: the real binary runs in a
+// network namespace, unprivileged, with a pod-bound ServiceAccount token and the RBAC from deploy/.
+package e2e
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+func TestMain(m *testing.M) { os.Exit(harness.MainE2E(m)) }
+
+// env is one test's world: a control plane, a node namespace linked to a router namespace, and the
+// agent's kubeconfig.
+type env struct {
+	t      *testing.T
+	cp     *harness.ControlPlane
+	node   string
+	ns     *harness.Netns
+	router *harness.Netns
+	kc     string
+}
+
+func newEnv(t *testing.T, node string) *env {
+	harness.RequireE2E(t)
+	cp := harness.StartControlPlane(t)
+	cp.ApplyRBAC(t)
+	ns := harness.NewNetns(t, "node")
+	router := harness.NewNetns(t, "rtr")
+	ns.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
+	ns.Sysctl("net.ipv4.conf.default.promote_secondaries", "1")
+	e := &env{t: t, cp: cp, node: node, ns: ns, router: router}
+	e.kc = cp.AgentKubeconfig(t, ns, node)
+	return e
+}
+
+// uplink links the node to the router through dev with a v4 address and a default route of metric.
+func (e *env) uplink(dev, cidr4, gw4 string, metric int) {
+	e.ns.Link(dev, e.router, "r-"+dev)
+	e.ns.IP("addr", "add", cidr4, "dev", dev)
+	e.ns.IP("route", "add", "default", "via", gw4, "dev", dev, "metric", itoa(metric))
+}
+
+// uplink6 adds a v6 address (without DAD) and default route on dev.
+func (e *env) uplink6(dev, cidr6, gw6 string, metric int) {
+	e.ns.IP("-6", "addr", "add", cidr6, "dev", dev, "nodad")
+	e.ns.IP("-6", "route", "add", "default", "via", gw6, "dev", dev, "metric", itoa(metric))
+}
+
+func (e *env) start(args ...string) *harness.Agent {
+	return harness.StartAgent(e.t, e.ns, harness.AgentOptions{
+		Args: append([]string{"--node-name=" + e.node}, args...), Kubeconfig: e.kc})
+}
+
+func (e *env) waitAddresses(want []corev1.NodeAddress) *corev1.Node {
+	e.t.Helper()
+	return e.cp.WaitNode(e.t, e.node, 30*time.Second, "addresses "+format(want), func(n *corev1.Node) bool {
+		return slices.Equal(n.Status.Addresses, want)
+	})
+}
+
+func (e *env) statusWrites() int { return e.cp.Writes(e.t, e.node)["status"] }
+func (e *env) nodeWrites() int   { return e.cp.Writes(e.t, e.node)[""] }
+
+func hasTaint(n *corev1.Node, key string) bool {
+	return slices.Contains(harness.TaintKeys(n), key)
+}
+
+func addr(t corev1.NodeAddressType, a string) corev1.NodeAddress {
+	return corev1.NodeAddress{Type: t, Address: a}
+}
+
+func format(a []corev1.NodeAddress) string {
+	s := "["
+	for i, x := range a {
+		if i > 0 {
+			s += " "
+		}
+		s += string(x.Type) + "=" + x.Address
+	}
+	return s + "]"
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// writer is another controller sharing the Node: it sets a label and an annotation, a condition,
+// and toggles an InternalDNS address entry of its own, each the way a careful client would.
+type writer struct {
+	cs             kubernetes.Interface
+	node           string
+	ops            int
+	last, lastCond int  // last label/annotation and condition values accepted
+	dns            bool // whether its InternalDNS entry is present
+}
+
+func (w *writer) run(ctx context.Context) {
+	nodes := w.cs.CoreV1().Nodes()
+	for i := 1; ctx.Err() == nil; i++ {
+		w.ops++
+		switch i % 3 {
+		case 0:
+			p := fmt.Sprintf(`{"metadata":{"labels":{"writer":"%d"},"annotations":{"writer":"%d"}}}`, i, i)
+			if _, err := nodes.Patch(ctx, w.node, types.MergePatchType, []byte(p), metav1.PatchOptions{FieldManager: "writer"}); err == nil {
+				w.last = i
+			}
+		case 1:
+			p := fmt.Sprintf(`{"status":{"conditions":[{"type":"WriterTest","status":"True","reason":"Test","message":"%d"}]}}`, i)
+			if _, err := nodes.Patch(ctx, w.node, types.StrategicMergePatchType, []byte(p), metav1.PatchOptions{FieldManager: "writer"}, "status"); err == nil {
+				w.lastCond = i
+			}
+		case 2:
+			n, err := nodes.Get(ctx, w.node, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			old := n.Status.Addresses
+			var next []corev1.NodeAddress
+			for _, a := range old {
+				if a.Type != corev1.NodeInternalDNS {
+					next = append(next, a)
+				}
+			}
+			if !w.dns {
+				next = append(next, corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "concurrent.example"})
+			}
+			patch, _ := json.Marshal([]map[string]any{
+				{"op": "test", "path": "/status/addresses", "value": old},
+				{"op": "replace", "path": "/status/addresses", "value": next},
+			})
+			if _, err := nodes.Patch(ctx, w.node, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "writer"}, "status"); err == nil {
+				w.dns = !w.dns
+			}
+		}
+	}
+}
+
+func writeFile(path, data string) error { return os.WriteFile(path, []byte(data), 0o644) }

@@ -1,0 +1,270 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// AgentUser is the API user of the agent's ServiceAccount, as audit records name it.
+const AgentUser = "system:serviceaccount:kube-system:nodeaddr"
+
+// RepoDir is the root of the nodeaddr repository.
+func RepoDir() string { return filepath.Dir(TestModuleDir()) }
+
+// DecodeManifests decodes a multi-document YAML file into typed objects.
+func DecodeManifests(data []byte) ([]runtime.Object, error) {
+	var out []runtime.Object
+	r := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := r.Read()
+		if err != nil {
+			if err.Error() == "EOF" {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(bytes.TrimSpace(doc)) == 0 || strings.TrimSpace(stripComments(doc)) == "" {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+}
+
+func stripComments(doc []byte) string {
+	var b strings.Builder
+	for _, l := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// ApplyRBAC creates the ServiceAccount, ClusterRole and ClusterRoleBinding shipped in deploy/.
+func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(RepoDir(), "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := DecodeManifests(data)
+	if err != nil {
+		t.Fatalf("deploy/rbac.yaml: %v", err)
+	}
+	ctx := context.Background()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ServiceAccount:
+			_, err = cp.Admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = cp.Admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("deploy/rbac.yaml: unexpected %T", o)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("create %T: %v", o, err)
+		}
+	}
+}
+
+// AgentToken returns a ServiceAccount token bound to a Pod scheduled on node, as the kubelet would
+// mount for the DaemonSet pod: the token carries the node name.
+func (cp *ControlPlane) AgentToken(t testing.TB, node string) string {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "nodeaddr-", Namespace: "kube-system"},
+		Spec: corev1.PodSpec{
+			NodeName:           node,
+			ServiceAccountName: "nodeaddr",
+			Containers:         []corev1.Container{{Name: "nodeaddr", Image: "nodeaddr:test"}},
+		},
+	}
+	var err error
+	// The ServiceAccount admission plugin may not see a just-created ServiceAccount for a moment.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var created *corev1.Pod
+		created, err = cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			pod = created
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create pod for token: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	exp := int64(3600)
+	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nodeaddr", &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{
+			ExpirationSeconds: &exp,
+			BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token request: %v", err)
+	}
+	return tr.Status.Token
+}
+
+// NodeSpec describes a Node to create.
+type NodeSpec struct {
+	Name        string
+	Taints      []corev1.Taint
+	Addresses   []corev1.NodeAddress
+	Labels      map[string]string
+	Annotations map[string]string
+}
+
+// Uninitialized is the taint the kubelet adds with --cloud-provider=external.
+var Uninitialized = corev1.Taint{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// CreateNode creates a Node and, if given, sets its status addresses (as a kubelet would).
+func (cp *ControlPlane) CreateNode(t testing.TB, s NodeSpec) *corev1.Node {
+	t.Helper()
+	ctx := context.Background()
+	n, err := cp.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: s.Labels, Annotations: s.Annotations},
+		Spec:       corev1.NodeSpec{Taints: s.Taints},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create node %s: %v", s.Name, err)
+	}
+	if len(s.Addresses) > 0 {
+		n.Status.Addresses = s.Addresses
+		if n, err = cp.Admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
+			t.Fatalf("set node %s addresses: %v", s.Name, err)
+		}
+	}
+	return n
+}
+
+// Node reads a Node.
+func (cp *ControlPlane) Node(t testing.TB, name string) *corev1.Node {
+	t.Helper()
+	n, err := cp.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get node %s: %v", name, err)
+	}
+	return n
+}
+
+// WaitNode polls the Node until cond holds or timeout passes, and returns the last copy.
+func (cp *ControlPlane) WaitNode(t testing.TB, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last *corev1.Node
+	for {
+		n, err := cp.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			last = n
+			if cond(n) {
+				return n
+			}
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				t.Fatalf("node %s: %s not reached within %s; addresses %v taints %v", name, what, timeout,
+					last.Status.Addresses, TaintKeys(last))
+			}
+			t.Fatalf("node %s: %s not reached within %s: %v", name, what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TaintKeys lists a Node's taint keys.
+func TaintKeys(n *corev1.Node) []string {
+	var out []string
+	for _, t := range n.Spec.Taints {
+		out = append(out, t.Key)
+	}
+	return out
+}
+
+// Events lists the Events about a Node with the given reason.
+func (cp *ControlPlane) Events(t testing.TB, node, reason string) []corev1.Event {
+	t.Helper()
+	list, err := cp.Admin.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == node && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Writes counts the agent's completed write requests to a Node (patch/update), by subresource
+// ("" or "status").
+func (cp *ControlPlane) Writes(t testing.TB, node string) map[string]int {
+	t.Helper()
+	evs, err := cp.Audit(AgentUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range evs {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "nodes" || e.ObjectRef.Name != node {
+			continue
+		}
+		if e.Verb == "patch" || e.Verb == "update" {
+			out[e.ObjectRef.Subresource]++
+		}
+	}
+	return out
+}
+
+// Kubeconfig writes a kubeconfig for server with token and returns its path (world-readable, so an
+// agent running as an unprivileged user can read it).
+func Kubeconfig(t testing.TB, dir, server, token string) string {
+	t.Helper()
+	p := filepath.Join(dir, "kubeconfig")
+	data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: nodeaddr
+  user:
+    token: %s
+contexts:
+- name: test
+  context: {cluster: test, user: nodeaddr}
+current-context: test
+`, server, token)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
