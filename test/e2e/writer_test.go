@@ -22,9 +22,12 @@ type writer struct {
 	dns            bool // whether its InternalDNS entry is present
 }
 
-func (w *writer) run(ctx context.Context) {
+// run writes until stop is cancelled. Each request runs to completion (its own context), so the
+// writer knows exactly which of its writes the server accepted.
+func (w *writer) run(stop context.Context) {
 	nodes := w.cs.CoreV1().Nodes()
-	for i := 1; ctx.Err() == nil; i++ {
+	ctx := context.Background()
+	for i := 1; stop.Err() == nil; i++ {
 		w.ops++
 		switch i % 3 {
 		case 0:

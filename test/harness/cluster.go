@@ -63,15 +63,21 @@ func stripComments(doc []byte) string {
 // ApplyRBAC creates the ServiceAccount, ClusterRole and ClusterRoleBinding shipped in deploy/.
 func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(RepoDir(), "deploy", "rbac.yaml"))
-	if err != nil {
+	if err := cp.ApplyManifest(context.Background(), filepath.Join(RepoDir(), "deploy", "rbac.yaml")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// ApplyManifest creates the objects of a YAML file (ServiceAccounts and cluster RBAC objects).
+func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
 	}
 	objs, err := DecodeManifests(data)
 	if err != nil {
-		t.Fatalf("deploy/rbac.yaml: %v", err)
+		return fmt.Errorf("%s: %w", file, err)
 	}
-	ctx := context.Background()
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *corev1.ServiceAccount:
@@ -81,12 +87,13 @@ func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 		case *rbacv1.ClusterRoleBinding:
 			_, err = cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
 		default:
-			t.Fatalf("deploy/rbac.yaml: unexpected %T", o)
+			return fmt.Errorf("%s: cannot apply %T", file, o)
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("create %T: %v", o, err)
+			return fmt.Errorf("create %T: %w", o, err)
 		}
 	}
+	return nil
 }
 
 // AgentToken returns a ServiceAccount token bound to a Pod scheduled on node, as the kubelet would

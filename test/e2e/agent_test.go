@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// After a real netlink overflow the agent resubscribes (without re-dumping the route table) and the
+// Node ends exact.
+func TestNetlinkOverflowResubscribesAndConverges(t *testing.T) {
+	e := newEnv(t, "overflow")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--external-ip-target=8.8.8.8", "--netlink-receive-buffer=4096")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+
+	// A routing daemon's burst: 20 000 routes in and out of the main table, with a renumbering in
+	// the middle of it.
+	var add, del []string
+	for i := 0; i < 20000; i++ {
+		r := fmt.Sprintf("route %%s 10.%d.%d.0/24 via 192.0.2.1 dev eth0", i/256, i%256)
+		add = append(add, fmt.Sprintf(r, "add"))
+		del = append(del, fmt.Sprintf(r, "del"))
+	}
+	e.ns.Batch(add)
+	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
+	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
+	e.ns.Batch(del)
+
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
+	m, err := a.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resub := m[`nodeaddr_netlink_resubscriptions_total{subscription="route"}`]
+	if resub == 0 {
+		t.Fatalf("no route resubscription after a 40 000-message flood into a 4 KiB buffer")
+	}
+	waitHealthy(t, a)
+	t.Logf("route resubscriptions: %v; address writes: %v", resub,
+		m[`nodeaddr_node_writes_total{kind="addresses",result="success"}`])
+}
+
+// The metrics are well-formed for promtool, the probes answer, and SIGTERM stops the agent cleanly.
+func TestMetricsProbesAndShutdown(t *testing.T) {
+	e := newEnv(t, "metrics")
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--external-ip-target=8.8.8.8")
+	waitReady(t, a)
+	waitHealthy(t, a)
+
+	code, body, err := a.Get(a.MetricsPort, "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	m := harness.ParseMetrics(body)
+	for name, want := range map[string]float64{
+		`nodeaddr_address_info{address="192.0.2.10",family="IPv4",type="ExternalIP"}`: 1,
+		`nodeaddr_uninitialized_taint`:                                               0,
+		`nodeaddr_node_writes_total{kind="addresses",result="success"}`:               1,
+		`nodeaddr_node_writes_total{kind="taint",result="success"}`:                   1,
+		`nodeaddr_reaction_seconds_count`:                                             0,
+	} {
+		if got, ok := m[name]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{`nodeaddr_build_info{goversion=`, `nodeaddr_resolutions_total{result="success"}`,
+		`process_resident_memory_bytes`, `go_goroutines`} {
+		if !strings.Contains(body, name) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	promtoolCheck(t, body)
+
+	// A kernel change produces a reaction-latency observation.
+	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
+	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
+	a.WaitMetric(`nodeaddr_reaction_seconds_count`, 10*time.Second, func(v float64) bool { return v == 1 })
+
+	a.Signal(syscall.SIGTERM)
+	select {
+	case <-a.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not exit after SIGTERM")
+	}
+	if code := a.Stop(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+func waitHealthy(t *testing.T, a *harness.Agent) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body, err := a.Get(a.ProbePort, "/healthz")
+		if err == nil && code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not healthy within 30s: %d %q %v", code, body, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// promtoolCheck runs `promtool check metrics` on an exposition.
+func promtoolCheck(t *testing.T, body string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("NODEADDR_E2E") == "require" {
+			t.Fatalf("promtool not found (NODEADDR_E2E=require; .ci/run installs Debian's prometheus)")
+		}
+		t.Logf("SKIPPING promtool check: promtool not found (install Debian's prometheus package)")
+		return
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
