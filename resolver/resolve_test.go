@@ -97,7 +97,7 @@ func TestUsable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Usable(tt.addr); got != tt.want {
+			if got := Usable(tt.addr); !errors.Is(got, tt.want) {
 				t.Errorf("Usable(%+v) = %v, want %v", tt.addr, got, tt.want)
 			}
 		})

@@ -122,13 +122,13 @@ func (f *LinkFilter) Ignore(u netlink.LinkUpdate) bool {
 	if f.seen == nil {
 		f.seen = make(map[int32]linkState)
 	}
-	idx := u.IfInfomsg.Index
+	idx := u.Index
 	if u.Header.Type == unix.RTM_DELLINK {
 		delete(f.seen, idx)
 		return false
 	}
-	attrs := u.Link.Attrs()
-	st := linkState{flags: u.IfInfomsg.Flags & (unix.IFF_UP | unix.IFF_RUNNING | unix.IFF_LOWER_UP)}
+	attrs := u.Attrs()
+	st := linkState{flags: u.Flags & (unix.IFF_UP | unix.IFF_RUNNING | unix.IFF_LOWER_UP)}
 	if attrs != nil {
 		st.operState = attrs.OperState
 		st.name = attrs.Name

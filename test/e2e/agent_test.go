@@ -66,10 +66,10 @@ func TestMetricsProbesAndShutdown(t *testing.T) {
 	m := harness.ParseMetrics(body)
 	for name, want := range map[string]float64{
 		`nodeaddr_address_info{address="192.0.2.10",family="IPv4",type="ExternalIP"}`: 1,
-		`nodeaddr_uninitialized_taint`:                                               0,
-		`nodeaddr_node_writes_total{kind="addresses",result="success"}`:               1,
-		`nodeaddr_node_writes_total{kind="taint",result="success"}`:                   1,
-		`nodeaddr_reaction_seconds_count`:                                             0,
+		`nodeaddr_uninitialized_taint`:                                  0,
+		`nodeaddr_node_writes_total{kind="addresses",result="success"}`: 1,
+		`nodeaddr_node_writes_total{kind="taint",result="success"}`:     1,
+		`nodeaddr_reaction_seconds_count`:                               0,
 	} {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", name, got, ok, want)

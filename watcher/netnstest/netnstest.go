@@ -8,6 +8,7 @@
 package netnstest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -43,7 +44,8 @@ func Main(m *testing.M) int {
 	cmd.Env = append(os.Environ(), envInside+"="+name)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			return ee.ExitCode()
 		}
 		fmt.Fprintf(os.Stderr, "netnstest: %v\n", err)
