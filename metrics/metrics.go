@@ -26,6 +26,7 @@ type Metrics struct {
 	addressInfo     *prometheus.GaugeVec
 	taint           prometheus.Gauge
 	overwrites      prometheus.Counter
+	overwriteDelay  prometheus.Gauge
 	lastResync      prometheus.Gauge
 
 	mu        sync.Mutex
@@ -70,6 +71,10 @@ func New(version string) *Metrics {
 			Name: "nodeaddr_overwrites_total",
 			Help: "Times another writer replaced the addresses nodeaddr had written.",
 		}),
+		overwriteDelay: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeaddr_overwrite_backoff_seconds",
+			Help: "Current delay before rewriting addresses another writer keeps reverting (0: not fighting).",
+		}),
 		lastResync: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodeaddr_last_resync_timestamp_seconds",
 			Help: "Unix time of the last periodic resync.",
@@ -81,7 +86,7 @@ func New(version string) *Metrics {
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	r.MustRegister(m.netlinkEvents, m.resubscriptions, m.resolutions, m.writes, m.reaction,
-		m.addressInfo, m.taint, m.overwrites, m.lastResync, build,
+		m.addressInfo, m.taint, m.overwrites, m.overwriteDelay, m.lastResync, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
 	for _, k := range []string{"address", "route", "link"} {
@@ -130,6 +135,9 @@ func (m *Metrics) OnTaint(present bool) {
 
 // OnOverwrite counts an overwrite by another writer.
 func (m *Metrics) OnOverwrite() { m.overwrites.Inc() }
+
+// OnOverwriteBackoff sets the current rewrite delay.
+func (m *Metrics) OnOverwriteBackoff(d time.Duration) { m.overwriteDelay.Set(d.Seconds()) }
 
 // OnAddresses replaces the address_info series with addrs.
 func (m *Metrics) OnAddresses(addrs []resolver.Address) {

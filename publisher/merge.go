@@ -39,14 +39,18 @@ func PrimaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 //   - every unmanaged entry keeps its relative order;
 //   - duplicate (type, address) pairs are dropped, keeping the first: the API server rejects them.
 //
-// The primary family is that of the Node's current first InternalIP, else IPv4. Merge never modifies
-// current.
+// The primary family is that of the Node's current first InternalIP, else IPv4; when InternalIP is
+// managed, that of the first InternalIP the result will have (see resultPrimary). Merge never
+// modifies current.
 func Merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address) []corev1.NodeAddress {
-	primary := PrimaryFamily(current)
 	want := make(map[corev1.NodeAddressType][]corev1.NodeAddress, len(managed))
 	isManaged := make(map[corev1.NodeAddressType]bool, len(managed))
 	for _, t := range managed {
 		isManaged[corev1.NodeAddressType(t)] = true
+	}
+	primary := PrimaryFamily(current)
+	if isManaged[corev1.NodeInternalIP] {
+		primary = resultPrimary(desired, primary)
 	}
 	ordered := slices.Clone(desired)
 	slices.SortStableFunc(ordered, func(a, b resolver.Address) int {
@@ -84,6 +88,27 @@ func Merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired
 		out = slices.Insert(out, at, want[t]...)
 	}
 	return dedupe(out)
+}
+
+// resultPrimary is the family of the first InternalIP Merge will write when it manages InternalIP:
+// the current primary if a desired InternalIP has it, else the family of the first desired
+// InternalIP, else IPv4 (no InternalIP left). Ordering ExternalIP by the current primary instead
+// would make the next Merge of the written list reorder it, and write again.
+func resultPrimary(desired []resolver.Address, primary resolver.Family) resolver.Family {
+	next, found := resolver.IPv4, false
+	for _, a := range desired {
+		if a.Type != resolver.InternalIP {
+			continue
+		}
+		f := resolver.FamilyOf(a.IP)
+		if f == primary {
+			return primary
+		}
+		if !found {
+			next, found = f, true
+		}
+	}
+	return next
 }
 
 func rankFamily(f, primary resolver.Family) int {

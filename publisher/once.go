@@ -43,13 +43,13 @@ func (p *Publisher) ReconcileOnce(ctx context.Context, s resolver.State) error {
 			return last
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (gave up: %v)", last, context.Cause(ctx))
+			return fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (gave up: %v)", last, context.Cause(ctx))
+			return fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		case <-t.C:
 		}
 		backoff = min(2*backoff, p.cfg.MaxBackoff)

@@ -56,10 +56,20 @@ func taintsPatch(node *corev1.Node, next []corev1.Taint) (types.PatchType, []byt
 	return fieldPatch("/spec/taints", node.Spec.Taints, next, len(node.Spec.Taints) == 0, node.ResourceVersion)
 }
 
+// failedPatchOp is the whole message of the 422 the API server returns when a JSON patch operation
+// fails: k8s.io/apiserver (endpoints/handlers/patch.go, applyJSPatch) builds it with
+// NewGenericServerResponse, which drops the "testing value ... failed" text.
+const failedPatchOp = "the server rejected our request due to an error in our request"
+
 // isConflict reports whether err means "the object changed underneath": a 409 from a resourceVersion
-// precondition, or a failed JSON patch `test` (the API server answers 422 for that).
+// precondition, or a failed JSON patch `test` (the API server answers 422 for that). Our patches are
+// well-formed, so a failed operation means the tested field changed. A 422 from validation names the
+// object and is not a conflict. The text match covers fake clientsets, which return the raw error.
 func isConflict(err error) bool {
 	if apierrors.IsConflict(err) {
+		return true
+	}
+	if apierrors.IsInvalid(err) && err.Error() == failedPatchOp {
 		return true
 	}
 	msg := strings.ToLower(err.Error())

@@ -49,6 +49,8 @@ type Observer interface {
 	OnAddresses(addrs []resolver.Address)
 	OnTaint(present bool)
 	OnOverwrite()
+	// OnOverwriteBackoff reports the current delay before rewriting reverted addresses (0: none).
+	OnOverwriteBackoff(d time.Duration)
 }
 
 // Config configures a Publisher.
@@ -70,6 +72,9 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// FailuresBeforeWarning is how many consecutive failed writes produce one Warning event.
 	FailuresBeforeWarning int
+	// OverwriteBackoff and OverwriteBackoffMax bound the delay before rewriting addresses another
+	// writer keeps reverting (see RevertBackoff); defaults 10s and 10m.
+	OverwriteBackoff, OverwriteBackoffMax time.Duration
 }
 
 // Publisher reconciles one Node. Publish may be called from any goroutine; Run owns all API calls.
@@ -87,6 +92,7 @@ type Publisher struct {
 	written  []corev1.NodeAddress
 	writeRV  string // resourceVersion our last address write produced
 	reverted bool   // an overwrite of our last write was already counted
+	fight    RevertBackoff
 
 	ready    atomic.Bool
 	synced   atomic.Bool
@@ -117,6 +123,12 @@ func New(cfg Config) *Publisher {
 	if cfg.FailuresBeforeWarning <= 0 {
 		cfg.FailuresBeforeWarning = 3
 	}
+	if cfg.OverwriteBackoff <= 0 {
+		cfg.OverwriteBackoff = 10 * time.Second
+	}
+	if cfg.OverwriteBackoffMax < cfg.OverwriteBackoff {
+		cfg.OverwriteBackoffMax = max(10*time.Minute, cfg.OverwriteBackoff)
+	}
 	obs := cfg.Observer
 	if obs == nil {
 		obs = nopObserver{}
@@ -127,16 +139,19 @@ func New(cfg Config) *Publisher {
 		obs:     obs,
 		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
 		dirty:   make(chan struct{}, 1),
+		fight: RevertBackoff{Threshold: 3, Window: 2 * time.Minute,
+			Base: cfg.OverwriteBackoff, Max: cfg.OverwriteBackoffMax},
 	}
 }
 
 type nopObserver struct{}
 
-func (nopObserver) OnWrite(string, string)         {}
-func (nopObserver) OnReaction(time.Duration)       {}
-func (nopObserver) OnAddresses([]resolver.Address) {}
-func (nopObserver) OnTaint(bool)                   {}
-func (nopObserver) OnOverwrite()                   {}
+func (nopObserver) OnWrite(string, string)           {}
+func (nopObserver) OnReaction(time.Duration)         {}
+func (nopObserver) OnAddresses([]resolver.Address)   {}
+func (nopObserver) OnTaint(bool)                     {}
+func (nopObserver) OnOverwrite()                     {}
+func (nopObserver) OnOverwriteBackoff(time.Duration) {}
 
 // Publish sets the desired state (latest wins) and wakes the worker. It never blocks.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {
@@ -218,9 +233,11 @@ func (p *Publisher) checkOverwrite(n *corev1.Node) {
 	if got := Managed(n.Status.Addresses, p.cfg.Managed); !slices.Equal(got, p.written) {
 		p.reverted = true
 		p.obs.OnOverwrite()
+		delay := p.fight.Revert(time.Now())
+		p.obs.OnOverwriteBackoff(delay)
 		who := lastStatusWriter(n, p.cfg.FieldManager)
 		p.log.Warn("another writer changed the managed addresses", "reason", "overwritten",
-			"writer", who, "ours", fmt.Sprint(p.written), "theirs", fmt.Sprint(got))
+			"writer", who, "ours", fmt.Sprint(p.written), "theirs", fmt.Sprint(got), "rewrite_in", delay)
 		p.cfg.Recorder.Eventf(n, corev1.EventTypeWarning, ReasonAddressesOverwritten,
 			"%s replaced the addresses nodeaddr wrote (%v with %v); if it is the kubelet, run it with --cloud-provider=external",
 			who, p.written, got)
@@ -293,7 +310,10 @@ func (p *Publisher) work(ctx context.Context) {
 			continue
 		}
 		delay := backoff
-		if errors.Is(err, errConflict) {
+		var hold holdError
+		if errors.As(err, &hold) {
+			delay = time.Until(hold.until)
+		} else if errors.Is(err, errConflict) {
 			delay = max(p.cfg.MinBackoff/4, time.Millisecond)
 		} else {
 			backoff = min(2*backoff, p.cfg.MaxBackoff)
@@ -305,6 +325,11 @@ func (p *Publisher) work(ctx context.Context) {
 
 var errConflict = errors.New("conflict")
 
+// holdError defers a rewrite of reverted addresses until the revert backoff allows it.
+type holdError struct{ until time.Time }
+
+func (h holdError) Error() string { return "rewrite held back until " + h.until.Format(time.RFC3339) }
+
 // reconcile makes one pass: write the addresses if they differ, then remove the taint if it is
 // there and the addresses are right. A nil error means nothing is left to do for now.
 func (p *Publisher) reconcile(ctx context.Context) error {
@@ -314,6 +339,9 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	}
 	next := Merge(node.Status.Addresses, desired.Managed, desired.Addresses)
 	if !slices.Equal(next, node.Status.Addresses) {
+		if until := p.holdUntil(); !until.IsZero() {
+			return holdError{until}
+		}
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
@@ -327,7 +355,9 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 			if err := p.writeAddresses(ctx, node, next, since); err != nil {
 				return err
 			}
-			node, _, _ = p.snapshot()
+			if node, _, _ = p.snapshot(); node == nil {
+				return nil // deleted meanwhile (forget)
+			}
 		}
 	} else {
 		p.clearSince()
@@ -342,6 +372,16 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	}
 	p.ready.Store(true)
 	return nil
+}
+
+// holdUntil returns when a rewrite fought over with another writer may happen, zero if now.
+func (p *Publisher) holdUntil() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if nb := p.fight.NotBefore(); time.Now().Before(nb) {
+		return nb
+	}
+	return time.Time{}
 }
 
 func (p *Publisher) snapshot() (*corev1.Node, *resolver.State, time.Time) {
@@ -418,7 +458,9 @@ func (p *Publisher) succeeded(kind string) {
 
 // failed classifies a failed write. A conflict re-reads the Node (the cache may lag the server) and
 // asks for a quick retry; anything else backs off, turns readiness off and, when it persists, emits
-// one Warning event. A missing Node is not an error: the informer reports its creation.
+// one Warning event. A missing Node is not counted as a failure (the informer reports its deletion
+// and re-creation), but the error is returned: nothing was written, so the caller must neither go on
+// to the taint nor report the Node ready, and ReconcileOnce waits for the Node.
 func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, err error) error {
 	if isConflict(err) {
 		p.obs.OnWrite(kind, ResultConflict)
@@ -436,7 +478,7 @@ func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, 
 	p.obs.OnWrite(kind, ResultError)
 	if apierrors.IsNotFound(err) {
 		p.log.Warn("node disappeared during the write", "kind", kind)
-		return nil
+		return err
 	}
 	p.failures++
 	p.ready.Store(false)

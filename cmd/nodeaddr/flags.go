@@ -34,6 +34,8 @@ type options struct {
 	logFormat        string
 	version          bool
 	netlinkRcvBuf    int
+	overwriteBackoff time.Duration
+	overwriteMax     time.Duration
 	deprecations     []string
 }
 
@@ -76,6 +78,8 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&v, "v", -1, "local-ccm verbosity (0-5), mapped to --log-level: 0 info, 1 and more debug")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.DurationVar(&o.overwriteBackoff, "overwrite-backoff", 10*time.Second, "first delay before rewriting addresses another writer (e.g. a kubelet without --cloud-provider=external) keeps reverting; doubles with each further revert")
+	fs.DurationVar(&o.overwriteMax, "overwrite-backoff-max", 10*time.Minute, "longest delay before rewriting reverted addresses")
 	fs.IntVar(&o.netlinkRcvBuf, "netlink-receive-buffer", 4<<20, "requested netlink socket receive buffer in bytes (capped by net.core.rmem_max)")
 
 	if err := fs.Parse(args); err != nil {
@@ -110,6 +114,9 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 		if set["resync-interval"] {
 			return nil, usagef("--reconcile-interval is a deprecated alias of --resync-interval: set only one")
 		}
+		if reconcile < 0 {
+			return nil, usagef("--reconcile-interval: %s is negative", reconcile)
+		}
 		o.resyncInterval = reconcile
 		o.deprecations = append(o.deprecations, "--reconcile-interval is deprecated, use --resync-interval")
 	}
@@ -117,13 +124,20 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 		name string
 		v    time.Duration
 	}{{"debounce", o.debounce}, {"debounce-max-delay", o.debounceMaxDelay}, {"removal-grace", o.removalGrace},
-		{"resync-interval", o.resyncInterval}, {"timeout", o.timeout}} {
+		{"resync-interval", o.resyncInterval}, {"timeout", o.timeout},
+		{"overwrite-backoff", o.overwriteBackoff}, {"overwrite-backoff-max", o.overwriteMax}} {
 		if d.v < 0 {
 			return nil, usagef("--%s: %s is negative", d.name, d.v)
 		}
 	}
 	if o.debounceMaxDelay > 0 && o.debounceMaxDelay < o.debounce {
 		return nil, usagef("--debounce-max-delay (%s) is shorter than --debounce (%s)", o.debounceMaxDelay, o.debounce)
+	}
+	if o.overwriteBackoff == 0 {
+		return nil, usagef("--overwrite-backoff must be positive")
+	}
+	if o.overwriteMax < o.overwriteBackoff {
+		return nil, usagef("--overwrite-backoff-max (%s) is shorter than --overwrite-backoff (%s)", o.overwriteMax, o.overwriteBackoff)
 	}
 	if o.timeout == 0 {
 		return nil, usagef("--timeout must be positive")
@@ -187,6 +201,13 @@ func flagMessage(err error) string {
 		if i := strings.Index(rest, " for flag -"); i >= 0 {
 			val := rest[:i]
 			tail := rest[i+len(" for flag -"):]
+			name, reason, _ := strings.Cut(tail, ": ")
+			return fmt.Sprintf("--%s: invalid value %s: %s", name, val, reason)
+		}
+	}
+	if rest, ok := strings.CutPrefix(msg, "invalid boolean value "); ok {
+		// invalid boolean value "x" for -name: reason
+		if val, tail, ok := strings.Cut(rest, " for -"); ok {
 			name, reason, _ := strings.Cut(tail, ": ")
 			return fmt.Sprintf("--%s: invalid value %s: %s", name, val, reason)
 		}

@@ -123,6 +123,7 @@ func (a *agent) run(ctx context.Context) error {
 			NodeName: o.nodeName, Client: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
 			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
+			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 		})
 	}
 

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func host(name string) func() (string, error) {
+	return func() (string, error) { return name, nil }
+}
+
+func noHost() (string, error) { return "", errors.New("uname failed") }
+
+func parse(args []string, getenv func(string) string) (*options, error) {
+	return parseFlags(args, getenv, host("Worker-1.Example"), &bytes.Buffer{})
+}
+
+func TestParseFlagsDefaults(t *testing.T) {
+	o, err := parse([]string{"--node-name=node-a"}, env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantExternal := []resolver.Target{
+		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("8.8.8.8")},
+		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
+	}
+	switch {
+	case o.nodeName != "node-a", o.kubeconfig != "", o.internalTargets != nil, !slices.Equal(o.externalTargets, wantExternal):
+		t.Errorf("node %q kubeconfig %q targets %v %v", o.nodeName, o.kubeconfig, o.internalTargets, o.externalTargets)
+	case o.debounce != 100*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
+		o.resyncInterval != time.Minute, o.timeout != 30*time.Second:
+		t.Errorf("durations %v %v %v %v %v", o.debounce, o.debounceMaxDelay, o.removalGrace, o.resyncInterval, o.timeout)
+	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.version:
+		t.Errorf("rate %v burst %v removeTaint %v runOnce %v dryRun %v version %v",
+			o.publishRate, o.publishBurst, o.removeTaint, o.runOnce, o.dryRun, o.version)
+	case o.metricsAddr != ":9810", o.probeAddr != ":9811", o.logLevel != slog.LevelInfo, o.logFormat != "text",
+		o.netlinkRcvBuf != 4<<20, o.deprecations != nil:
+		t.Errorf("metrics %q probe %q level %v format %q rcvbuf %d deprecations %v",
+			o.metricsAddr, o.probeAddr, o.logLevel, o.logFormat, o.netlinkRcvBuf, o.deprecations)
+	}
+	if got := o.managed(); !slices.Equal(got, []resolver.AddressType{resolver.ExternalIP}) {
+		t.Errorf("managed = %v, want [ExternalIP]", got)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		env   func(string) string
+		check func(*options) bool
+		want  string // the field values check looked at, for the failure message
+	}{
+		{"NODE_NAME", nil, env("NODE_NAME", "node-env"),
+			func(o *options) bool { return o.nodeName == "node-env" }, "node-env"},
+		{"--node-name beats NODE_NAME", []string{"--node-name", "node-flag"}, env("NODE_NAME", "node-env"),
+			func(o *options) bool { return o.nodeName == "node-flag" }, "node-flag"},
+		{"node name trimmed", []string{"--node-name= node-a "}, env(),
+			func(o *options) bool { return o.nodeName == "node-a" }, "node-a"},
+		{"--dry-run uses the hostname, lowercased", []string{"--dry-run"}, env(),
+			func(o *options) bool { return o.nodeName == "worker-1.example" && o.dryRun }, "worker-1.example"},
+		{"--dry-run keeps an explicit name", []string{"--dry-run", "--node-name=Node-A"}, env(),
+			func(o *options) bool { return o.nodeName == "Node-A" }, "Node-A"},
+		{"KUBECONFIG", []string{"--node-name=a"}, env("KUBECONFIG", "/etc/k/a:/etc/k/b"),
+			func(o *options) bool { return o.kubeconfig == "/etc/k/a:/etc/k/b" }, "/etc/k/a:/etc/k/b"},
+		{"--kubeconfig beats KUBECONFIG", []string{"--node-name=a", "--kubeconfig=/flag"}, env("KUBECONFIG", "/env"),
+			func(o *options) bool { return o.kubeconfig == "/flag" }, "/flag"},
+		{"--reconcile-interval alias", []string{"--node-name=a", "--reconcile-interval=30s"}, env(),
+			func(o *options) bool {
+				return o.resyncInterval == 30*time.Second &&
+					slices.Equal(o.deprecations, []string{"--reconcile-interval is deprecated, use --resync-interval"})
+			}, "30s and one deprecation"},
+		{"--resync-interval 0 disables", []string{"--node-name=a", "--resync-interval=0"}, env(),
+			func(o *options) bool { return o.resyncInterval == 0 }, "0"},
+		{"--v 2 means debug", []string{"--node-name=a", "--v", "2"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelDebug }, "debug"},
+		{"--v=1 means debug", []string{"--node-name=a", "-v=1"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelDebug }, "debug"},
+		{"--v=0 means info", []string{"--node-name=a", "--v=0", "--log-level=error"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelError }, "error: --log-level wins"},
+		{"--v=0 alone means info", []string{"--node-name=a", "--v=0"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelInfo }, "info"},
+		{"--log-level warn, --log-format json", []string{"--node-name=a", "--log-level=warn", "--log-format=json"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelWarn && o.logFormat == "json" }, "warn json"},
+		{"dual-stack InternalIP, no ExternalIP", []string{"--node-name=a", "--internal-ip-target=fd00::53, 10.0.0.53", "--external-ip-target="}, env(),
+			func(o *options) bool {
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(o.targets()) == 2 &&
+					o.targets()[0].IP == netip.MustParseAddr("fd00::53") && o.targets()[1].IP == netip.MustParseAddr("10.0.0.53")
+			}, "InternalIP from two targets"},
+		{"both types", []string{"--node-name=a", "--internal-ip-target=10.0.0.53"}, env(),
+			func(o *options) bool {
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) && len(o.targets()) == 3
+			}, "InternalIP and ExternalIP, three targets"},
+		{"--debounce-max-delay 0", []string{"--node-name=a", "--debounce-max-delay=0"}, env(),
+			func(o *options) bool { return o.debounceMaxDelay == 0 }, "0"},
+		{"bind addresses", []string{"--node-name=a", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:8080"}, env(),
+			func(o *options) bool { return o.metricsAddr == "0" && o.probeAddr == "127.0.0.1:8080" }, "0 and 127.0.0.1:8080"},
+		{"--version skips validation", []string{"--version", "--publish-rate=0"}, env(),
+			func(o *options) bool { return o.version }, "version"},
+		{"run-once, timeout, rate", []string{"--node-name=a", "--run-once", "--timeout=5s", "--publish-rate=0.5", "--publish-burst=1", "--remove-taint=false"}, env(),
+			func(o *options) bool {
+				return o.runOnce && o.timeout == 5*time.Second && o.publishRate == 0.5 && o.publishBurst == 1 && !o.removeTaint
+			}, "run-once 5s 0.5 1 no taint removal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(tc.args, tc.env)
+			if err != nil {
+				t.Fatalf("parseFlags(%q) = %v", tc.args, err)
+			}
+			if !tc.check(o) {
+				t.Errorf("parseFlags(%q) = %+v, want %s", tc.args, *o, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseFlagsErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		env      func(string) string
+		hostname func() (string, error)
+		want     string // the whole message
+	}{
+		{"unknown flag", []string{"--bogus=1"}, nil, nil, "unknown flag --bogus"},
+		{"unknown flag, one dash", []string{"-bogus"}, nil, nil, "unknown flag --bogus"},
+		{"bad duration", []string{"--debounce=soon"}, nil, nil, `--debounce: invalid value "soon": parse error`},
+		{"bad integer", []string{"--publish-burst=many"}, nil, nil, `--publish-burst: invalid value "many": parse error`},
+		{"bad boolean", []string{"--dry-run=maybe"}, nil, nil, `--dry-run: invalid value "maybe": parse error`},
+		{"missing value", []string{"--node-name"}, nil, nil, "--node-name needs a value"},
+		{"positional argument", []string{"--node-name=a", "extra"}, nil, nil, `unexpected argument "extra": nodeaddr takes only flags`},
+		{"bad internal target", []string{"--internal-ip-target=10.0.0.300"}, nil, nil, `--internal-ip-target: "10.0.0.300" is not an IP address`},
+		{"bad external target", []string{"--external-ip-target=dns.google"}, nil, nil, `--external-ip-target: "dns.google" is not an IP address`},
+		{"loopback target", []string{"--internal-ip-target=127.0.0.1"}, nil, nil, "--internal-ip-target: 127.0.0.1 cannot be a target: it must be a routable unicast address"},
+		{"zoned target", []string{"--external-ip-target=fe80::1%eth0"}, nil, nil, `--external-ip-target: "fe80::1%eth0" is not an IP address`},
+		{"two IPv4 internal targets", []string{"--internal-ip-target=10.0.0.1,10.0.0.2"}, nil, nil,
+			"--internal-ip-target: two IPv4 targets (10.0.0.1 and 10.0.0.2): at most one per family"},
+		{"two IPv6 external targets", []string{"--external-ip-target=2001:db8::1,2001:db8::2"}, nil, nil,
+			"--external-ip-target: two IPv6 targets (2001:db8::1 and 2001:db8::2): at most one per family"},
+		{"both targets empty", []string{"--node-name=a", "--external-ip-target=", "--internal-ip-target= , "}, nil, nil,
+			"--internal-ip-target and --external-ip-target are both empty: nothing to manage"},
+		{"negative --debounce", []string{"--debounce=-1s"}, nil, nil, "--debounce: -1s is negative"},
+		{"negative --debounce-max-delay", []string{"--debounce-max-delay=-1ms"}, nil, nil, "--debounce-max-delay: -1ms is negative"},
+		{"negative --removal-grace", []string{"--removal-grace=-5s"}, nil, nil, "--removal-grace: -5s is negative"},
+		{"negative --resync-interval", []string{"--resync-interval=-1m"}, nil, nil, "--resync-interval: -1m0s is negative"},
+		{"negative --reconcile-interval", []string{"--reconcile-interval=-10s"}, nil, nil, "--reconcile-interval: -10s is negative"},
+		{"negative --timeout", []string{"--timeout=-1s"}, nil, nil, "--timeout: -1s is negative"},
+		{"zero --timeout", []string{"--timeout=0"}, nil, nil, "--timeout must be positive"},
+		{"--debounce-max-delay below --debounce", []string{"--debounce=2s", "--debounce-max-delay=1s"}, nil, nil,
+			"--debounce-max-delay (1s) is shorter than --debounce (2s)"},
+		{"--publish-rate 0", []string{"--publish-rate=0"}, nil, nil, "--publish-rate: 0 is not a positive number of writes per second"},
+		{"--publish-rate negative", []string{"--publish-rate=-2"}, nil, nil, "--publish-rate: -2 is not a positive number of writes per second"},
+		{"--publish-rate NaN", []string{"--publish-rate=NaN"}, nil, nil, "--publish-rate: NaN is not a positive number of writes per second"},
+		{"--publish-burst 0", []string{"--publish-burst=0"}, nil, nil, "--publish-burst: 0 is less than 1"},
+		{"negative --netlink-receive-buffer", []string{"--netlink-receive-buffer=-1"}, nil, nil, "--netlink-receive-buffer: -1 is negative"},
+		{"--v out of range", []string{"--v=11"}, nil, nil, "--v: 11 is not a verbosity between 0 and 10"},
+		{"bad --log-level", []string{"--log-level=loud"}, nil, nil, `--log-level: "loud" is not one of debug, info, warn, error`},
+		{"bad --log-format", []string{"--log-format=xml"}, nil, nil, `--log-format: "xml" is not text or json`},
+		{"bad --metrics-bind-address", []string{"--metrics-bind-address=9810"}, nil, nil, `--metrics-bind-address: "9810" is not host:port or 0`},
+		{"bad --health-probe-bind-address", []string{"--health-probe-bind-address=localhost"}, nil, nil, `--health-probe-bind-address: "localhost" is not host:port or 0`},
+		{"alias and flag both set", []string{"--reconcile-interval=1m", "--resync-interval=1m"}, nil, nil,
+			"--reconcile-interval is a deprecated alias of --resync-interval: set only one"},
+		{"no node name", []string{"--run-once"}, nil, nil, "--node-name (or NODE_NAME) is required"},
+		{"blank NODE_NAME", nil, env("NODE_NAME", "  "), nil, "--node-name (or NODE_NAME) is required"},
+		{"dry run, no hostname", []string{"--dry-run"}, nil, noHost, "--node-name not set and the hostname is unknown: uname failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv, hostname := tc.env, tc.hostname
+			if getenv == nil {
+				getenv = env()
+			}
+			if hostname == nil {
+				hostname = host("worker-1")
+			}
+			o, err := parseFlags(tc.args, getenv, hostname, &bytes.Buffer{})
+			if err == nil {
+				t.Fatalf("parseFlags(%q) = %+v, want an error", tc.args, *o)
+			}
+			var ue usageError
+			if !errors.As(err, &ue) {
+				t.Errorf("error %T is not a usageError", err)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("parseFlags(%q) error\n  %s\nwant\n  %s", tc.args, err, tc.want)
+			}
+			if !strings.Contains(err.Error(), "--") && !strings.HasPrefix(tc.name, "positional") {
+				t.Errorf("error %q names no flag", err)
+			}
+		})
+	}
+}
+
+func TestParseFlagsHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "-help"} {
+		var out bytes.Buffer
+		_, err := parseFlags([]string{arg}, env(), host("h"), &out)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s: error %v, want flag.ErrHelp", arg, err)
+		}
+		if !strings.HasPrefix(out.String(), "Usage: nodeaddr [flags]\n") || !strings.Contains(out.String(), "-internal-ip-target") {
+			t.Errorf("%s: usage %q", arg, out.String())
+		}
+	}
+}
+
+func runArgs(t *testing.T, getenv func(string) string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, getenv, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--bogus"}, "--bogus"},
+		{[]string{"--node-name=a", "--internal-ip-target=300.1.1.1"}, "--internal-ip-target"},
+		{[]string{"--node-name=a", "--external-ip-target=8.8.8.8,1.1.1.1"}, "--external-ip-target"},
+		{[]string{"--node-name=a", "--external-ip-target="}, "--external-ip-target"},
+		{[]string{"--node-name=a", "--removal-grace=-1s"}, "--removal-grace"},
+		{[]string{"--node-name=a", "--debounce-max-delay=10ms"}, "--debounce-max-delay"},
+		{[]string{"--node-name=a", "--publish-rate=0"}, "--publish-rate"},
+		{[]string{"--node-name=a", "--publish-burst=0"}, "--publish-burst"},
+		{[]string{"--node-name=a", "--log-level=trace"}, "--log-level"},
+		{[]string{"--node-name=a", "--log-format=yaml"}, "--log-format"},
+		{[]string{"--run-once"}, "--node-name"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runArgs(t, env(), tc.args...)
+			if code != 2 {
+				t.Errorf("exit code %d, want 2", code)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") ||
+				!strings.HasPrefix(stderr, "nodeaddr: ") || !strings.Contains(stderr, tc.flag) {
+				t.Errorf("stderr %q, want one line naming %s", stderr, tc.flag)
+			}
+		})
+	}
+}
+
+func TestRunUnknownFlagMessage(t *testing.T) {
+	code, _, stderr := runArgs(t, env(), "--node-name=a", "--reconcile-period=10s")
+	if code != 2 || stderr != "nodeaddr: unknown flag --reconcile-period (see --help)\n" {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestRunVersionAndHelp(t *testing.T) {
+	code, stdout, stderr := runArgs(t, env(), "--version")
+	if code != 0 || stdout != "nodeaddr "+version+"\n" || stderr != "" {
+		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = runArgs(t, env(), "--help")
+	if code != 0 || !strings.HasPrefix(stdout, "Usage: nodeaddr") || stderr != "" {
+		t.Errorf("--help: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// A kubeconfig that does not exist fails before any cluster or kernel access: exit 1, one clear
+// error line.
+func TestRunMissingKubeconfig(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		getenv func(string) string
+		path   string
+	}{
+		{"--kubeconfig", []string{"--kubeconfig=/nonexistent"}, env(), "/nonexistent"},
+		{"KUBECONFIG", nil, env("KUBECONFIG", "/nonexistent/from-env"), "/nonexistent/from-env"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := slices.Concat(tc.args, []string{"--node-name=x", "--run-once", "--metrics-bind-address=0", "--health-probe-bind-address=0"})
+			code, stdout, stderr := runArgs(t, tc.getenv, args...)
+			if code != 1 {
+				t.Errorf("exit code %d, want 1", code)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+			lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(stderr, "level=ERROR") || !strings.Contains(stderr, `msg="nodeaddr failed"`) ||
+				!strings.Contains(stderr, "kubeconfig "+tc.path+": ") || !strings.Contains(stderr, "no such file or directory") {
+				t.Errorf("stderr %q, want one error line naming the kubeconfig %s", stderr, tc.path)
+			}
+		})
+	}
+}
+
+func TestRunMissingKubeconfigJSON(t *testing.T) {
+	code, _, stderr := runArgs(t, env(), "--kubeconfig=/nonexistent", "--node-name=x", "--run-once", "--log-format=json",
+		"--reconcile-interval=1m", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+	if code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	var lines []map[string]any
+	for line := range strings.Lines(stderr) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("stderr line %q is not JSON: %v", line, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 || lines[0]["level"] != "WARN" || lines[0]["msg"] != "--reconcile-interval is deprecated, use --resync-interval" ||
+		lines[1]["level"] != "ERROR" || lines[1]["err"] != "kubeconfig /nonexistent: stat /nonexistent: no such file or directory" {
+		t.Errorf("stderr %q, want the deprecation warning then the error", stderr)
+	}
+}
