@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +23,8 @@ type writer struct {
 	ops            int
 	last, lastCond int  // last label/annotation and condition values accepted
 	dns            bool // whether its InternalDNS entry is present
+	rate           int  // requests per second; 0: as fast as possible
+	noAddresses    bool // leave status.addresses alone
 }
 
 // run writes until stop is cancelled. Each request runs to completion (its own context), so the
@@ -27,9 +32,26 @@ type writer struct {
 func (w *writer) run(stop context.Context) {
 	nodes := w.cs.CoreV1().Nodes()
 	ctx := context.Background()
+	var tick <-chan time.Time
+	if w.rate > 0 {
+		t := time.NewTicker(time.Second / time.Duration(w.rate))
+		defer t.Stop()
+		tick = t.C
+	}
 	for i := 1; stop.Err() == nil; i++ {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-stop.Done():
+				return
+			}
+		}
 		w.ops++
-		switch i % 3 {
+		op := i % 3
+		if w.noAddresses && op == 2 {
+			op = 0
+		}
+		switch op {
 		case 0:
 			p := fmt.Sprintf(`{"metadata":{"labels":{"writer":"%d"},"annotations":{"writer":"%d"}}}`, i, i)
 			if _, err := nodes.Patch(ctx, w.node, types.MergePatchType, []byte(p), metav1.PatchOptions{FieldManager: "writer"}); err == nil {
@@ -63,6 +85,25 @@ func (w *writer) run(stop context.Context) {
 				w.dns = !w.dns
 			}
 		}
+	}
+}
+
+// check fails t unless n carries the writer's last accepted label, annotation and condition.
+func (w *writer) check(t *testing.T, n *corev1.Node) {
+	t.Helper()
+	if n.Labels["writer"] != strconv.Itoa(w.last) || n.Annotations["writer"] != strconv.Itoa(w.last) {
+		t.Fatalf("writer's label/annotation lost: label %q annotation %q, want %d", n.Labels["writer"], n.Annotations["writer"], w.last)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == "WriterTest" {
+			if c.Message != strconv.Itoa(w.lastCond) {
+				t.Fatalf("writer's condition lost: message %q, want %d", c.Message, w.lastCond)
+			}
+			return
+		}
+	}
+	if w.lastCond != 0 {
+		t.Fatalf("writer's condition lost")
 	}
 }
 
