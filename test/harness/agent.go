@@ -37,6 +37,8 @@ type AgentOptions struct {
 	Privileged bool
 	// Kubeconfig overrides the generated kubeconfig ("none" for no kubeconfig at all).
 	Kubeconfig string
+	// Env are extra NAME=value environment variables (as a pod spec's env would set).
+	Env []string
 }
 
 // AgentDir returns a world-readable directory for files the agent reads.
@@ -86,7 +88,7 @@ func (o AgentOptions) command(t testing.TB, ns *Netns, bin string, metricsPort, 
 	argv = append(argv, bin)
 	argv = append(argv, args...)
 	cmd := ns.Exec(argv[0], argv[1:]...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"}, o.Env...)
 	return cmd
 }
 

@@ -22,6 +22,8 @@ const KubernetesVersion = "v1.37.2"
 // Binaries are the executables a test needs.
 type Binaries struct {
 	APIServer, Etcd, Nodeaddr string
+	// Kubectl renders the kustomize base and applies manifests (test/deploy).
+	Kubectl string
 }
 
 var (
@@ -45,7 +47,7 @@ func CacheDir() string {
 	return filepath.Join(TestModuleDir(), ".cache")
 }
 
-// Build builds (or reuses) kube-apiserver and etcd, keyed by version, and always rebuilds nodeaddr
+// Build builds (or reuses) kube-apiserver, etcd and kubectl, keyed by version, and always rebuilds nodeaddr
 // from the main module (cheap, and a stale agent binary would test old code). Progress goes to
 // progress; a cold kube-apiserver build takes about 4 minutes on 2 cores.
 func Build(progress io.Writer) (Binaries, error) {
@@ -55,10 +57,12 @@ func Build(progress io.Writer) (Binaries, error) {
 			APIServer: filepath.Join(dir, "kube-apiserver"),
 			Etcd:      filepath.Join(dir, "etcd"),
 			Nodeaddr:  filepath.Join(CacheDir(), "bin", "nodeaddr"),
+			Kubectl:   filepath.Join(dir, "kubectl"),
 		}
 		for _, b := range []struct{ out, pkg, dir string }{
 			{built.APIServer, "./cmd/kube-apiserver", TestModuleDir()},
 			{built.Etcd, "./cmd/etcd", TestModuleDir()},
+			{built.Kubectl, "./cmd/kubectl", TestModuleDir()},
 		} {
 			if _, err := os.Stat(b.out); err == nil {
 				continue

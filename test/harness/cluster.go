@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -68,7 +69,8 @@ func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	}
 }
 
-// ApplyManifest creates the objects of a YAML file (ServiceAccounts and cluster RBAC objects).
+// ApplyManifest creates the objects of a YAML file (ServiceAccounts, cluster RBAC objects and
+// ValidatingAdmissionPolicies with their bindings).
 func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -86,6 +88,10 @@ func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 			_, err = cp.Admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *admissionv1.ValidatingAdmissionPolicy:
+			_, err = cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			_, err = cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
 		default:
 			return fmt.Errorf("%s: cannot apply %T", file, o)
 		}

@@ -1,0 +1,17 @@
+// Command kubectl is the upstream kubectl, built from the Go module proxy for the deploy tests
+// (`kubectl kustomize` and server-side apply against the test API server). It pins the same release as
+// kube-apiserver (see test/go.mod).
+package main
+
+import (
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
+)
+
+func main() {
+	command := cmd.NewDefaultKubectlCommand()
+	if err := cli.RunNoErrOutput(command); err != nil {
+		util.CheckErr(err)
+	}
+}

@@ -1,0 +1,291 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// The DaemonSet asks for no privilege and for what the agent needs from a node: host network, every
+// node, before anything else, probes on the ports the agent binds.
+func TestDaemonSetSpec(t *testing.T) {
+	ds := daemonSet(t)
+	pod := ds.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	psc, sc := pod.SecurityContext, c.SecurityContext
+	if psc == nil || sc == nil {
+		t.Fatal("pod and container securityContext must both be set")
+	}
+	for _, check := range []struct {
+		what string
+		ok   bool
+	}{
+		{"namespace kube-system", ds.Namespace == "kube-system"},
+		{"hostNetwork", pod.HostNetwork},
+		{"serviceAccountName nodeaddr", pod.ServiceAccountName == "nodeaddr"},
+		{"nodeSelector kubernetes.io/os: linux", pod.NodeSelector["kubernetes.io/os"] == "linux" && len(pod.NodeSelector) == 1},
+		{"tolerates every taint", slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool {
+			return t.Operator == corev1.TolerationOpExists && t.Key == "" && t.Effect == ""
+		})},
+		{"priorityClassName system-node-critical", pod.PriorityClassName == "system-node-critical"},
+		{"runAsNonRoot", psc.RunAsNonRoot != nil && *psc.RunAsNonRoot},
+		{"runAsUser 65532", psc.RunAsUser != nil && *psc.RunAsUser == 65532},
+		{"runAsGroup 65532", psc.RunAsGroup != nil && *psc.RunAsGroup == 65532},
+		{"seccomp RuntimeDefault", psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
+		{"no privilege escalation", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+		{"not privileged", sc.Privileged == nil || !*sc.Privileged},
+		{"readOnlyRootFilesystem", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+		{"capabilities: drop ALL, add none", sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && len(sc.Capabilities.Add) == 0},
+		{"no user override in the container", sc.RunAsUser == nil || *sc.RunAsUser == 65532},
+		{"requests cpu 10m", c.Resources.Requests.Cpu().Equal(resource.MustParse("10m"))},
+		{"requests memory 32Mi", c.Resources.Requests.Memory().Equal(resource.MustParse("32Mi"))},
+		{"limits memory 64Mi", c.Resources.Limits.Memory().Equal(resource.MustParse("64Mi"))},
+		{"no cpu limit (throttling would delay reactions)", c.Resources.Limits.Cpu().IsZero()},
+		{"rolling update", ds.Spec.UpdateStrategy.RollingUpdate != nil},
+	} {
+		if !check.ok {
+			t.Errorf("DaemonSet: want %s", check.what)
+		}
+	}
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil {
+		if ru.MaxSurge == nil || ru.MaxSurge.String() != "0" {
+			t.Errorf("maxSurge = %v, want 0 (host ports)", ru.MaxSurge)
+		}
+		if ru.MaxUnavailable == nil || ru.MaxUnavailable.String() != "10%" {
+			t.Errorf("maxUnavailable = %v, want 10%%", ru.MaxUnavailable)
+		}
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if e := env["NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("NODE_NAME must come from the downward API spec.nodeName: %+v", e)
+	}
+	if e := env["GOMEMLIMIT"]; e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil ||
+		e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" || e.ValueFrom.ResourceFieldRef.ContainerName != c.Name {
+		t.Errorf("GOMEMLIMIT must come from this container's limits.memory: %+v", e)
+	}
+	if !slices.Contains(c.Args, "--node-name=$(NODE_NAME)") {
+		t.Errorf("args %v lack --node-name=$(NODE_NAME)", c.Args)
+	}
+	// The probes and the metrics port are the ports the agent binds.
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	arg := func(flag string) string {
+		for _, a := range c.Args {
+			if v, ok := strings.CutPrefix(a, "--"+flag+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if got := arg("metrics-bind-address"); got != fmt.Sprintf(":%d", ports["metrics"]) || ports["metrics"] != 9810 {
+		t.Errorf("--metrics-bind-address=%s, metrics port %d: want :9810 and 9810", got, ports["metrics"])
+	}
+	if got := arg("health-probe-bind-address"); got != fmt.Sprintf(":%d", ports["probes"]) || ports["probes"] != 9811 {
+		t.Errorf("--health-probe-bind-address=%s, probes port %d: want :9811 and 9811", got, ports["probes"])
+	}
+	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") {
+			t.Errorf("%s probe must be GET %s on port probes: %+v", name, want, p)
+		}
+	}
+}
+
+// podEnv resolves the container's env as the kubelet would for a pod on node, and expands $(VAR)
+// in args the same way.
+func podEnv(t *testing.T, c corev1.Container, node string) (env []string, args []string) {
+	t.Helper()
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		v := e.Value
+		switch {
+		case e.ValueFrom == nil:
+		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
+			v = node
+		case e.ValueFrom.ResourceFieldRef != nil:
+			q := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(e.ValueFrom.ResourceFieldRef.Resource, "limits."))]
+			div := e.ValueFrom.ResourceFieldRef.Divisor
+			if div.IsZero() {
+				div = resource.MustParse("1")
+			}
+			v = strconv.FormatInt(q.Value()/div.Value(), 10)
+		default:
+			t.Fatalf("env %s: source %+v not emulated by the test", e.Name, e.ValueFrom)
+		}
+		vars[e.Name] = v
+		env = append(env, e.Name+"="+v)
+	}
+	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	for _, a := range c.Args {
+		args = append(args, ref.ReplaceAllStringFunc(a, func(m string) string {
+			if v, ok := vars[m[2:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		}))
+	}
+	return env, args
+}
+
+// The real binary, run with the DaemonSet's args and env as uid 65532 with no capability, in a
+// network namespace, with its pod's token and under the admission policy, publishes the Node's
+// addresses, removes the taint, answers the DaemonSet's probes and exposes every metric the alerts use.
+func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
+	harness.RequireE2E(t)
+	ds := daemonSet(t)
+	c := ds.Spec.Template.Spec.Containers[0]
+	const node, other = "worker-1", "worker-2"
+	cp := harness.StartControlPlane(t)
+	applyPolicy(t, cp)
+	for _, n := range []string{node, other} {
+		cp.CreateNode(t, harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
+	}
+	// The agent starts only once the policy is enforced, so its writes really pass through it.
+	waitPolicyEffective(t, agentClient(t, cp, node), merge(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+
+	ns := harness.NewNetns(t, "ds")
+	router := harness.NewNetns(t, "rtr")
+	ns.Link("eth0", router, "r-eth0")
+	ns.IP("addr", "add", "192.0.2.10/24", "dev", "eth0")
+	ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
+	ns.IP("-6", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
+	ns.IP("-6", "route", "add", "default", "via", "2001:db8::1", "dev", "eth0")
+
+	env, args := podEnv(t, c, node)
+	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
+	for _, p := range c.Ports {
+		switch p.Name {
+		case "metrics":
+			a.MetricsPort = int(p.ContainerPort)
+		case "probes":
+			a.ProbePort = int(p.ContainerPort)
+		}
+	}
+
+	n := cp.WaitNode(t, node, 30*time.Second, "published and untainted", func(n *corev1.Node) bool {
+		return len(n.Status.Addresses) == 3 && !slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key)
+	})
+	want := "ExternalIP=192.0.2.10 ExternalIP=2001:db8::10 Hostname=worker-1"
+	var got []string
+	for _, x := range n.Status.Addresses {
+		got = append(got, string(x.Type)+"="+x.Address)
+	}
+	if strings.Join(got, " ") != want {
+		t.Fatalf("addresses = %v, want %s", got, want)
+	}
+	if keys := strings.Join(harness.TaintKeys(n), ","); keys != "example.com/dedicated,node.kubernetes.io/not-ready" {
+		t.Fatalf("taints = %s", keys)
+	}
+	// None of the agent's writes was refused (by RBAC or the policy).
+	evs, err := cp.Audit(harness.AgentUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 && e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && e.ObjectRef.Name == node {
+			t.Errorf("agent request refused: %s %s: %d", e.Verb, e.RequestURI, e.ResponseStatus.Code)
+		}
+	}
+
+	// The kubelet's probes, on the DaemonSet's port and paths.
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		waitHTTP(t, a, a.ProbePort, p.HTTPGet.Path)
+	}
+
+	// The process is the DaemonSet's: uid/gid 65532, no capability at all, no new privileges.
+	status := procStatus(t, a.Pid())
+	for key, want := range map[string]string{
+		"Uid": "65532\t65532\t65532\t65532", "Gid": "65532\t65532\t65532\t65532", "Groups": "",
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1",
+	} {
+		if status[key] != want {
+			t.Errorf("/proc/%d/status %s = %q, want %q", a.Pid(), key, status[key], want)
+		}
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", a.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(string(environ), "\x00"), "GOMEMLIMIT=67108864") {
+		t.Errorf("agent environment lacks GOMEMLIMIT=67108864 (64Mi from limits.memory)")
+	}
+
+	// Every metric the alerts use is exposed (up is Prometheus's own).
+	code, body, err := a.Get(a.MetricsPort, "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	for _, name := range ruleMetrics(t) {
+		if !strings.Contains(body, "\n# TYPE "+name+" ") {
+			t.Errorf("alerts use %s, which /metrics does not expose", name)
+		}
+	}
+	if m := harness.ParseMetrics(body); m["go_gc_gomemlimit_bytes"] != 0 && m["go_gc_gomemlimit_bytes"] != 64<<20 {
+		t.Errorf("go_gc_gomemlimit_bytes = %v, want %d", m["go_gc_gomemlimit_bytes"], 64<<20)
+	}
+}
+
+// procStatus reads /proc/PID/status of the agent once the exec chain (ip netns exec → setpriv →
+// nodeaddr, one pid) has reached nodeaddr.
+func procStatus(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok {
+				out[k] = strings.TrimSpace(v)
+			}
+		}
+		if out["Name"] == "nodeaddr" {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d is %q, not nodeaddr, after 10s", pid, out["Name"])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitHTTP(t *testing.T, a *harness.Agent, port int, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		code, body, err := a.Get(port, path)
+		if err == nil && code == 200 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GET :%d%s: %d %q %v", port, path, code, body, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

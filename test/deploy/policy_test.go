@@ -1,0 +1,203 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+var dedicated = corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+
+// applyPolicy creates deploy/rbac.yaml and deploy/admission-policy.yaml.
+func applyPolicy(t *testing.T, cp *harness.ControlPlane) {
+	t.Helper()
+	cp.ApplyRBAC(t)
+	if err := cp.ApplyManifest(context.Background(), deployFile("admission-policy.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patch is one write the agent's token attempts.
+type patch struct {
+	node, subresource string
+	pt                types.PatchType
+	body              string
+}
+
+func (p patch) do(ctx context.Context, cs kubernetes.Interface) error {
+	var sub []string
+	if p.subresource != "" {
+		sub = []string{p.subresource}
+	}
+	_, err := cs.CoreV1().Nodes().Patch(ctx, p.node, p.pt, []byte(p.body), metav1.PatchOptions{FieldManager: "nodeaddr"}, sub...)
+	return err
+}
+
+func merge(node, subresource, body string) patch {
+	return patch{node: node, subresource: subresource, pt: types.MergePatchType, body: body}
+}
+
+// replaceTaints is the agent's own kind of taint write: a JSON patch that tests the current list.
+func replaceTaints(t *testing.T, cp *harness.ControlPlane, node string, edit func([]corev1.Taint) []corev1.Taint) patch {
+	t.Helper()
+	old := cp.Node(t, node).Spec.Taints
+	body, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/spec/taints", "value": old},
+		{"op": "replace", "path": "/spec/taints", "value": edit(slices.Clone(old))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return patch{node: node, pt: types.JSONPatchType, body: string(body)}
+}
+
+// deniedByPolicy reports whether err is this policy's denial (RBAC's would not name it).
+func deniedByPolicy(err error) bool {
+	return err != nil && strings.Contains(err.Error(), fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policyName))
+}
+
+// waitPolicyEffective retries a write the policy denies until it is denied: a new policy takes a
+// moment to reach the API server's admission chain.
+func waitPolicyEffective(t *testing.T, cs kubernetes.Interface, p patch) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := p.do(context.Background(), cs)
+		if deniedByPolicy(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("policy %s not effective within 30s: last result %v", policyName, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The agent's token for node A may set A's addresses and nodeaddr.io/ annotations and remove A's
+// uninitialized taint; every other write is denied by the policy, through nodes and nodes/status.
+func TestAdmissionPolicyRestrictsAgentToItsOwnNode(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	cp := harness.StartControlPlane(t)
+	applyPolicy(t, cp)
+	const a, b = "node-a", "node-b"
+	for _, n := range []string{a, b} {
+		cp.CreateNode(t, harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
+			Labels: map[string]string{"example.com/role": "worker"}, Annotations: map[string]string{"example.com/owner": "ops"},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
+	}
+	agent := agentClient(t, cp, a)
+	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
+
+	t.Run("allowed", func(t *testing.T) {
+		for name, p := range map[string]patch{
+			"set A's addresses (nodes/status, JSON patch with test)": {node: a, subresource: "status", pt: types.JSONPatchType, body: `[
+				{"op":"test","path":"/status/addresses","value":[{"type":"Hostname","address":"node-a"}]},
+				{"op":"replace","path":"/status/addresses","value":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}]`},
+			"write a nodeaddr.io/ annotation on A":  merge(a, "", `{"metadata":{"annotations":{"nodeaddr.io/published":"192.0.2.10"}}}`),
+			"remove A's uninitialized taint":        replaceTaints(t, cp, a, withoutTaint(harness.Uninitialized.Key)),
+			"remove a nodeaddr.io/ annotation on A": merge(a, "", `{"metadata":{"annotations":{"nodeaddr.io/published":null}}}`),
+		} {
+			if err := p.do(ctx, agent); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		n := cp.Node(t, a)
+		if got, want := strings.Join(harness.TaintKeys(n), ","), "example.com/dedicated,node.kubernetes.io/not-ready"; got != want {
+			t.Errorf("A's taints = %s, want %s", got, want)
+		}
+		if len(n.Status.Addresses) != 2 || n.Status.Addresses[0].Address != "192.0.2.10" {
+			t.Errorf("A's addresses = %v", n.Status.Addresses)
+		}
+	})
+
+	t.Run("denied by the policy", func(t *testing.T) {
+		before := cp.Node(t, a)
+		for _, c := range []struct {
+			name, why string
+			p         patch
+		}{
+			{"set B's addresses", "may not modify Node 'node-b'",
+				merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)},
+			{"annotate B", "may not modify Node 'node-b'",
+				merge(b, "", `{"metadata":{"annotations":{"nodeaddr.io/published":"x"}}}`)},
+			{"remove B's uninitialized taint", "may not modify Node 'node-b'",
+				replaceTaints(t, cp, b, withoutTaint(harness.Uninitialized.Key))},
+			{"add a label to A through nodes", "labels (through nodes)",
+				merge(a, "", `{"metadata":{"labels":{"example.com/x":"1"}}}`)},
+			{"add a label to A through nodes/status", "labels (through nodes/status)",
+				merge(a, "status", `{"metadata":{"labels":{"example.com/x":"1"}}}`)},
+			{"remove a label from A", "labels (through nodes)",
+				merge(a, "", `{"metadata":{"labels":{"example.com/role":null}}}`)},
+			{"remove another taint from A", "only remove the node.cloudprovider.kubernetes.io/uninitialized taint",
+				replaceTaints(t, cp, a, withoutTaint(dedicated.Key))},
+			{"add a taint to A", "only remove the node.cloudprovider.kubernetes.io/uninitialized taint",
+				replaceTaints(t, cp, a, func(ts []corev1.Taint) []corev1.Taint {
+					return append(ts, corev1.Taint{Key: "example.com/evil", Effect: corev1.TaintEffectNoExecute})
+				})},
+			{"write a foreign annotation to A through nodes", "annotations under nodeaddr.io/ (through nodes)",
+				merge(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`)},
+			{"write a foreign annotation to A through nodes/status", "annotations under nodeaddr.io/ (through nodes/status)",
+				merge(a, "status", `{"metadata":{"annotations":{"example.com/x":"1"}}}`)},
+			{"change a foreign annotation on A", "annotations under nodeaddr.io/",
+				merge(a, "", `{"metadata":{"annotations":{"example.com/owner":"me"}}}`)},
+			{"cordon A", "Node spec", merge(a, "", `{"spec":{"unschedulable":true}}`)},
+			{"set A's podCIDR", "Node spec", merge(a, "", `{"spec":{"podCIDR":"10.244.0.0/24","podCIDRs":["10.244.0.0/24"]}}`)},
+			{"set a condition on A", "only status.addresses",
+				merge(a, "status", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Fake"}]}}`)},
+			{"set A's capacity", "only status.addresses", merge(a, "status", `{"status":{"capacity":{"pods":"500"}}}`)},
+		} {
+			err := c.p.do(ctx, agent)
+			if !deniedByPolicy(err) {
+				t.Errorf("%s: got %v, want a denial by %s", c.name, err, policyName)
+				continue
+			}
+			if !strings.Contains(err.Error(), c.why) {
+				t.Errorf("%s: denial %q does not say %q", c.name, err, c.why)
+			}
+		}
+		after := cp.Node(t, a)
+		if after.ResourceVersion != before.ResourceVersion {
+			t.Errorf("node A changed by denied writes: labels %v annotations %v taints %v", after.Labels,
+				after.Annotations, harness.TaintKeys(after))
+		}
+	})
+
+	t.Run("token without a node", func(t *testing.T) {
+		exp := int64(600)
+		tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nodeaddr",
+			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = merge(a, "", `{"metadata":{"annotations":{"nodeaddr.io/published":"x"}}}`).do(ctx, tokenClient(t, cp, tr.Status.Token))
+		if !deniedByPolicy(err) || !strings.Contains(err.Error(), "carries no node name") {
+			t.Fatalf("write with a token bound to no pod: got %v, want a denial naming the missing node", err)
+		}
+	})
+
+	t.Run("others unaffected", func(t *testing.T) {
+		// The policy matches only nodeaddr's ServiceAccount: an administrator still labels nodes.
+		if err := merge(a, "", `{"metadata":{"labels":{"example.com/x":"1"}}}`).do(ctx, cp.Admin); err != nil {
+			t.Fatalf("admin label: %v", err)
+		}
+	})
+}
+
+func withoutTaint(key string) func([]corev1.Taint) []corev1.Taint {
+	return func(ts []corev1.Taint) []corev1.Taint {
+		return slices.DeleteFunc(ts, func(t corev1.Taint) bool { return t.Key == key })
+	}
+}
