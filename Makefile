@@ -10,7 +10,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build test unit e2e e2e-bins lint run bench clean
+.PHONY: all build test unit e2e e2e-bins lint run bench fuzz clean
 
 all: build
 
@@ -44,6 +44,23 @@ lint:
 ## run: throwaway local control plane + nodeaddr for this host, in the foreground (Ctrl-C stops)
 run: e2e-bins
 	cd test && go run ./cmd/localcluster $(ARGS)
+
+## bench: micro-benchmarks and the harness benchmarks; regenerates docs/BENCHMARKS.md (about 30 min)
+bench: e2e-bins
+	mkdir -p $(NODEADDR_CACHE_DIR)
+	go test -run '^$$' -bench . -benchmem ./watcher/ ./resolver/ ./publisher/ | tee $(NODEADDR_CACHE_DIR)/micro.txt
+	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/report.md go test -tags bench -run TestReport -v -count=1 -timeout 90m ./bench/
+	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/scale.md go test -tags bench -run TestScale500 -v -count=1 -timeout 60m ./scale/
+	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md; \
+	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
+	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md
+
+## fuzz: a short fuzzing run of every fuzz target (the seed corpora also run in `make test`)
+FUZZTIME ?= 20s
+fuzz:
+	go test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./publisher/
+	go test -run '^$$' -fuzz '^FuzzParseTargets$$' -fuzztime $(FUZZTIME) ./resolver/
+	go test -run '^$$' -fuzz '^FuzzParseFlags$$' -fuzztime $(FUZZTIME) ./cmd/nodeaddr/
 
 clean:
 	rm -rf bin test/.cache

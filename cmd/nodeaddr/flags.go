@@ -89,7 +89,8 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 			fs.PrintDefaults()
 			return nil, err
 		}
-		return nil, usageError{flagMessage(err)}
+		// One line, whatever the user typed: a flag name may contain a newline.
+		return nil, usageError{strings.ReplaceAll(flagMessage(err), "\n", `\n`)}
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q: nodeaddr takes only flags", fs.Arg(0))

@@ -244,7 +244,8 @@ func TestKernelRouteFlood(t *testing.T) {
 	e := newEnv(t, "flood")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8")
+	// A 64 KiB buffer (a host whose net.core.rmem_max caps the 4 MiB request) overflows for sure.
+	a := e.start("--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	var add, del []string
 	for i := 0; i < 100000; i++ {
@@ -264,6 +265,13 @@ func TestKernelRouteFlood(t *testing.T) {
 	rss := m["process_resident_memory_bytes"]
 	t.Logf("route events %v, resubscriptions %v, RSS %.1f MiB", m[`nodeaddr_netlink_events_total{kind="route"}`],
 		m[`nodeaddr_netlink_resubscriptions_total{subscription="route"}`], rss/(1<<20))
+	if m[`nodeaddr_netlink_resubscriptions_total{subscription="route"}`] == 0 {
+		t.Fatalf("the route subscription never overflowed: the test did not exercise resubscription")
+	}
+	// A resubscription that re-dumped the table would count up to 100 000 extra route events.
+	if ev := m[`nodeaddr_netlink_events_total{kind="route"}`]; ev > 200010 {
+		t.Fatalf("%v route events for 200 000 changes: the table was dumped again", ev)
+	}
 	if rss > 96<<20 {
 		t.Fatalf("RSS %.1f MiB after the flood: memory is not bounded", rss/(1<<20))
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,3 +110,15 @@ func (w *writer) check(t *testing.T, n *corev1.Node) {
 }
 
 func writeFile(path, data string) error { return os.WriteFile(path, []byte(data), 0o644) }
+
+// lockedWriter serializes writes into a strings.Builder shared by stdout and stderr.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
