@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,24 +33,49 @@ func requireTool(t *testing.T, name, pkg string) string {
 	return p
 }
 
-// background starts cmd and stops it when t ends; its output goes to the test log on failure.
-func background(t *testing.T, name string, cmd *exec.Cmd) *exec.Cmd {
+// daemon is a background process group (keepalived forks a VRRP child; dhclient may run hooks).
+type daemon struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// kill ends the whole process group and waits for the leader.
+func (d *daemon) kill() {
+	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	<-d.done
+}
+
+// stop asks the leader to exit (SIGTERM: keepalived then removes its VIPs) and waits.
+func (d *daemon) stop() {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+	}
+	d.kill()
+}
+
+// background starts cmd in its own process group and kills the group when t ends; its output goes
+// to the test log on failure.
+func background(t *testing.T, name string, cmd *exec.Cmd) *daemon {
 	t.Helper()
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &lockedWriter{b: &out}, &lockedWriter{b: &out}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Children that inherit the output pipe must not keep Wait from returning.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	d := &daemon{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(d.done) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
+		d.kill()
 		if t.Failed() {
 			t.Logf("%s output:\n%s", name, out.String())
 		}
 	})
-	return cmd
+	return d
 }
 
 // dhcpScript is the client's hook: like Debian's dhclient-script it flushes the old lease's
@@ -84,7 +110,7 @@ func TestDHCPRenumbering(t *testing.T) {
 	if err := os.WriteFile(script, []byte(dhcpScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(ip string) *exec.Cmd {
+	serve := func(ip string) *daemon {
 		return background(t, "dnsmasq", e.router.Exec(dnsmasq, "--no-daemon", "--conf-file=/dev/null",
 			"--port=0", "--interface=r-eth0", "--bind-interfaces", "--dhcp-authoritative",
 			"--dhcp-range=192.0.2.100,192.0.2.200,255.255.255.0,2m",
@@ -92,7 +118,7 @@ func TestDHCPRenumbering(t *testing.T) {
 			"--dhcp-leasefile="+filepath.Join(dir, "dnsmasq.leases"), "--pid-file="+filepath.Join(dir, "dnsmasq.pid"),
 			"--log-dhcp"))
 	}
-	client := func() *exec.Cmd {
+	client := func() *daemon {
 		return background(t, "dhclient", e.ns.Exec(dhclient, "-d", "-v", "-4", "-sf", script,
 			"-lf", filepath.Join(dir, "dhclient.leases"), "-pf", filepath.Join(dir, "dhclient.pid"), "eth0"))
 	}
@@ -103,12 +129,10 @@ func TestDHCPRenumbering(t *testing.T) {
 
 	// New reservation; the client restarts (as after a reboot or a forced renewal): it asks for its
 	// old address, is refused, and binds the new one, flushing the old address first.
-	srv.Process.Kill()
-	srv.Wait()
+	srv.kill()
 	os.Remove(filepath.Join(dir, "dnsmasq.leases"))
 	serve("192.0.2.60")
-	cl.Process.Kill()
-	cl.Wait()
+	cl.kill()
 	client()
 	e.cp.WaitNode(t, e.node, 60*time.Second, "renumbered by DHCP", func(n *corev1.Node) bool {
 		return format(n.Status.Addresses) == format([]corev1.NodeAddress{addr(ext, "192.0.2.60"), addr(hn, "dhcp")})
@@ -131,82 +155,93 @@ func linkMAC(t *testing.T, ns *harness.Netns, dev string) string {
 	return f[2]
 }
 
-// keepalived VRRP between two routers: the node's second uplink gateway fails over; ExternalIP
-// follows the node's routes, and the VIP moving around does not touch the Node.
+// keepalived on the node and on a peer share a VIP (as for a control-plane endpoint). The VIP,
+// a secondary address in the node's subnet, comes and goes with VRRP failovers and never changes
+// the Node's addresses; neither does a failover of the gateway VIP the node routes through.
 func TestVRRPFailover(t *testing.T) {
 	keepalived := requireTool(t, "keepalived", "keepalived")
 	e := newEnv(t, "vrrp")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
-	// Two routers on one LAN bridge with the node. The routers run VRRP for the gateway VIP
-	// 192.0.2.1; the node's default route points at the VIP.
+	// The node, a peer node and two routers on one LAN bridge. The routers run VRRP for the gateway
+	// VIP 192.0.2.1; the node and the peer run VRRP for the service VIP 192.0.2.100.
 	lan := harness.NewNetns(t, "lan")
 	lan.IP("link", "add", "br0", "type", "bridge")
 	lan.IP("link", "set", "br0", "up")
+	peer := harness.NewNetns(t, "peer")
 	r2 := harness.NewNetns(t, "rtr2")
-	e.ns.Link("eth0", lan, "p-node")
+	e.ns.Link("lan0", lan, "p-node")
+	peer.Link("lan0", lan, "p-peer")
 	e.router.Link("lan0", lan, "p-r1")
 	r2.Link("lan0", lan, "p-r2")
-	for _, p := range []string{"p-node", "p-r1", "p-r2"} {
+	for _, p := range []string{"p-node", "p-peer", "p-r1", "p-r2"} {
 		lan.IP("link", "set", p, "master", "br0")
 	}
+	e.ns.IP("addr", "add", "192.0.2.10/24", "dev", "lan0")
+	peer.IP("addr", "add", "192.0.2.11/24", "dev", "lan0")
 	e.router.IP("addr", "add", "192.0.2.2/24", "dev", "lan0")
 	r2.IP("addr", "add", "192.0.2.3/24", "dev", "lan0")
-	e.ns.IP("addr", "add", "192.0.2.10/24", "dev", "eth0")
-	e.ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
+	e.ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "lan0")
 
 	dir := harness.AgentDir(t)
-	conf := func(name, state string, prio int) string {
-		p := filepath.Join(dir, name+".conf")
-		os.WriteFile(p, []byte(fmt.Sprintf(`global_defs { script_user root
-  enable_script_security }
-vrrp_instance gw {
-  state %s
+	start := func(ns *harness.Netns, name string, vrid, prio int, vip string) *daemon {
+		conf := filepath.Join(dir, name+".conf")
+		os.WriteFile(conf, []byte(fmt.Sprintf(`global_defs {
+  script_user root
+  enable_script_security
+}
+vrrp_instance v%d {
+  state BACKUP
   interface lan0
-  virtual_router_id 51
+  virtual_router_id %d
   priority %d
   advert_int 1
-  virtual_ipaddress { 192.0.2.1/24 }
+  virtual_ipaddress { %s/24 }
 }
-`, state, prio)), 0o644)
-		return p
-	}
-	start := func(ns *harness.Netns, name, state string, prio int) *exec.Cmd {
+`, vrid, vrid, prio, vip)), 0o644)
 		return background(t, "keepalived-"+name, ns.Exec(keepalived, "--dont-fork", "--log-console", "--vrrp",
-			"-f", conf(name, state, prio), "-p", filepath.Join(dir, name+".pid"),
-			"-r", filepath.Join(dir, name+".vrrp.pid")))
+			"-f", conf, "-p", filepath.Join(dir, name+".pid"), "-r", filepath.Join(dir, name+".vrrp.pid"),
+			"-i", name))
 	}
-	k1 := start(e.router, "r1", "MASTER", 200)
-	start(r2, "r2", "BACKUP", 100)
-	waitVIP(t, e.router, "192.0.2.1")
+	k1 := start(e.router, "r1", 51, 200, "192.0.2.1")
+	start(r2, "r2", 51, 100, "192.0.2.1")
+	kn := start(e.ns, "node", 52, 200, "192.0.2.100")
+	start(peer, "peer", 52, 100, "192.0.2.100")
+	waitVIP(t, e.router, "192.0.2.1", true)
+	waitVIP(t, e.ns, "192.0.2.100", true)
 
 	a := e.start("--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	before := a.Metric(`nodeaddr_resolutions_total{result="success"}`)
 
-	// The master dies; the backup takes the VIP. The node's address and routes do not change, so
-	// the Node must not either.
-	k1.Process.Kill()
-	k1.Wait()
-	waitVIP(t, r2, "192.0.2.1")
-	time.Sleep(2 * time.Second)
+	// The node's keepalived stops: the service VIP moves to the peer. Then the gateway's master dies
+	// and the backup router takes over the gateway VIP.
+	kn.stop()
+	waitVIP(t, e.ns, "192.0.2.100", false)
+	waitVIP(t, peer, "192.0.2.100", true)
+	k1.stop()
+	waitVIP(t, r2, "192.0.2.1", true)
+	time.Sleep(2 * time.Second) // debounce and resolution would be done by now
 	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses after VRRP failover = %s", format(n.Status.Addresses))
+		t.Fatalf("addresses after VRRP failovers = %s", format(n.Status.Addresses))
 	}
 	if w := e.statusWrites(); w != 1 {
-		t.Fatalf("status writes = %d, want 1: a gateway failover is not a node address change", w)
+		t.Fatalf("status writes = %d, want 1: a VIP moving is not a node address change", w)
 	}
-	_ = a
+	if after := a.Metric(`nodeaddr_resolutions_total{result="success"}`); after <= before {
+		t.Fatalf("the agent never resolved after the VIP left (resolutions %v -> %v)", before, after)
+	}
 }
 
-func waitVIP(t *testing.T, ns *harness.Netns, vip string) {
+func waitVIP(t *testing.T, ns *harness.Netns, vip string, present bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, _ := exec.Command("ip", "-n", ns.Name, "-4", "addr", "show").Output()
-		if strings.Contains(string(out), " "+vip+"/") {
+		if strings.Contains(string(out), " "+vip+"/") == present {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("VIP %s never appeared in %s", vip, ns.Name)
+			t.Fatalf("VIP %s present=%v never true in %s", vip, present, ns.Name)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
