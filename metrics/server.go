@@ -67,7 +67,7 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 		sctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
 		for _, srv := range servers {
-			srv.Shutdown(sctx)
+			_ = srv.Shutdown(sctx) // best effort: the process is stopping
 		}
 		var errs []error
 		for range servers {

@@ -25,7 +25,7 @@ func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string
 	if oldEmpty {
 		// path is /a/b: build {"metadata":{"resourceVersion":rv},"a":{"b":new}}
 		parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-		var v any = new
+		v := any(new)
 		for i := len(parts) - 1; i >= 0; i-- {
 			v = map[string]any{parts[i]: v}
 		}
