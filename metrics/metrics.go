@@ -28,6 +28,7 @@ type Metrics struct {
 	overwrites      prometheus.Counter
 	overwriteDelay  prometheus.Gauge
 	lastResync      prometheus.Gauge
+	nodeIPMissing   prometheus.Gauge
 
 	mu        sync.Mutex
 	addresses []resolver.Address
@@ -79,6 +80,10 @@ func New(version string) *Metrics {
 			Name: "nodeaddr_last_resync_timestamp_seconds",
 			Help: "Unix time of the last periodic resync.",
 		}),
+		nodeIPMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeaddr_provided_node_ip_missing",
+			Help: "1 while the kubelet's alpha.kubernetes.io/provided-node-ip is not assigned to the host (the Node stays tainted).",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nodeaddr_build_info",
@@ -86,7 +91,7 @@ func New(version string) *Metrics {
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	r.MustRegister(m.netlinkEvents, m.resubscriptions, m.resolutions, m.writes, m.reaction,
-		m.addressInfo, m.taint, m.overwrites, m.overwriteDelay, m.lastResync, build,
+		m.addressInfo, m.taint, m.overwrites, m.overwriteDelay, m.lastResync, m.nodeIPMissing, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
 	for _, k := range []string{"address", "route", "link"} {
@@ -138,6 +143,15 @@ func (m *Metrics) OnOverwrite() { m.overwrites.Inc() }
 
 // OnOverwriteBackoff sets the current rewrite delay.
 func (m *Metrics) OnOverwriteBackoff(d time.Duration) { m.overwriteDelay.Set(d.Seconds()) }
+
+// OnProvidedNodeIP sets whether the provided node IP is missing from the host.
+func (m *Metrics) OnProvidedNodeIP(missing bool) {
+	v := 0.0
+	if missing {
+		v = 1
+	}
+	m.nodeIPMissing.Set(v)
+}
 
 // OnAddresses replaces the address_info series with addrs.
 func (m *Metrics) OnAddresses(addrs []resolver.Address) {

@@ -25,7 +25,7 @@ func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string
 	if oldEmpty {
 		// path is /a/b: build {"metadata":{"resourceVersion":rv},"a":{"b":new}}
 		parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-		v := any(new)
+		v := new
 		for i := len(parts) - 1; i >= 0; i-- {
 			v = map[string]any{parts[i]: v}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,6 +31,10 @@ const (
 	ReasonTaintRemoved         = "TaintRemoved"
 	ReasonAddressesOverwritten = "AddressesOverwritten"
 	ReasonWriteFailed          = "AddressesWriteFailed"
+	// ReasonProvidedNodeIPNotFound: the kubelet's provided-node-ip is not on the host.
+	ReasonProvidedNodeIPNotFound = "ProvidedNodeIPNotFound"
+	// ReasonProvidedNodeIPInvalid: the annotation cannot be parsed and is ignored.
+	ReasonProvidedNodeIPInvalid = "ProvidedNodeIPInvalid"
 )
 
 // Write kinds and results, the labels of nodeaddr_node_writes_total.
@@ -51,6 +56,8 @@ type Observer interface {
 	OnOverwrite()
 	// OnOverwriteBackoff reports the current delay before rewriting reverted addresses (0: none).
 	OnOverwriteBackoff(d time.Duration)
+	// OnProvidedNodeIP reports whether the kubelet's provided node IP is missing from the host.
+	OnProvidedNodeIP(missing bool)
 }
 
 // Config configures a Publisher.
@@ -75,6 +82,9 @@ type Config struct {
 	// OverwriteBackoff and OverwriteBackoffMax bound the delay before rewriting addresses another
 	// writer keeps reverting (see RevertBackoff); defaults 10s and 10m.
 	OverwriteBackoff, OverwriteBackoffMax time.Duration
+	// OnPodCIDRs, if set, is given the Node's pod CIDRs whenever they change (the resolver
+	// excludes them from selection). It must not block.
+	OnPodCIDRs func([]netip.Prefix)
 }
 
 // Publisher reconciles one Node. Publish may be called from any goroutine; Run owns all API calls.
@@ -98,6 +108,10 @@ type Publisher struct {
 	synced   atomic.Bool
 	failures int
 	warned   bool
+
+	podCIDRs     []netip.Prefix // last given to OnPodCIDRs (under mu)
+	podCIDRsSent bool
+	nodeIPWarned string // the provided-node-ip problem last warned about ("" none); worker only
 }
 
 // New returns a publisher. Nothing happens until Run.
@@ -152,6 +166,7 @@ func (nopObserver) OnAddresses([]resolver.Address)   {}
 func (nopObserver) OnTaint(bool)                     {}
 func (nopObserver) OnOverwrite()                     {}
 func (nopObserver) OnOverwriteBackoff(time.Duration) {}
+func (nopObserver) OnProvidedNodeIP(bool)            {}
 
 // Publish sets the desired state (latest wins) and wakes the worker. It never blocks.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {
@@ -219,7 +234,16 @@ func (p *Publisher) observe(o any) {
 		p.node = n
 		p.checkOverwrite(n)
 	}
+	cidrs := podCIDRs(p.node)
+	send := p.cfg.OnPodCIDRs != nil && (!p.podCIDRsSent || !slices.Equal(cidrs, p.podCIDRs))
+	if send {
+		p.podCIDRs, p.podCIDRsSent = cidrs, true
+	}
 	p.mu.Unlock()
+	if send {
+		p.log.Info("pod CIDRs excluded from selection", "pod_cidrs", fmt.Sprint(cidrs))
+		p.cfg.OnPodCIDRs(cidrs)
+	}
 	p.obs.OnTaint(hasUninitialized(n))
 	p.wake()
 }
@@ -333,11 +357,12 @@ func (h holdError) Error() string { return "rewrite held back until " + h.until.
 // reconcile makes one pass: write the addresses if they differ, then remove the taint if it is
 // there and the addresses are right. A nil error means nothing is left to do for now.
 func (p *Publisher) reconcile(ctx context.Context) error {
-	node, desired, since := p.snapshot()
+	node, desired, _ := p.snapshot()
 	if desired == nil || node == nil {
 		return nil // nothing resolved yet, or the Node does not exist: a later event wakes us
 	}
-	next := Merge(node.Status.Addresses, desired.Managed, desired.Addresses)
+	nip := p.nodeIP(node, desired)
+	next := Merge(node.Status.Addresses, desired.Managed, nip.Addresses)
 	if !slices.Equal(next, node.Status.Addresses) {
 		if until := p.holdUntil(); !until.IsZero() {
 			return holdError{until}
@@ -346,11 +371,13 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 			return err
 		}
 		// Latest state wins: the desired state and the Node may have moved during the wait.
+		var since time.Time
 		node, desired, since = p.snapshot()
 		if desired == nil || node == nil {
 			return nil
 		}
-		next = Merge(node.Status.Addresses, desired.Managed, desired.Addresses)
+		nip = p.nodeIP(node, desired)
+		next = Merge(node.Status.Addresses, desired.Managed, nip.Addresses)
 		if !slices.Equal(next, node.Status.Addresses) {
 			if err := p.writeAddresses(ctx, node, next, since); err != nil {
 				return err
@@ -362,7 +389,8 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	} else {
 		p.clearSince()
 	}
-	if p.cfg.RemoveTaint && len(desired.Addresses) > 0 && hasUninitialized(node) {
+	p.reportNodeIP(node, nip)
+	if p.cfg.RemoveTaint && len(nip.Addresses) > 0 && len(nip.Missing) == 0 && hasUninitialized(node) {
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
@@ -372,6 +400,42 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	}
 	p.ready.Store(true)
 	return nil
+}
+
+// nodeIP applies the kubelet's provided-node-ip annotation to the desired state.
+func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) NodeIPResult {
+	return ApplyProvidedNodeIP(node.Annotations[AnnotationProvidedNodeIP], *desired)
+}
+
+// reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
+// metric) and says so when it is solved. Called by the worker only.
+func (p *Publisher) reportNodeIP(node *corev1.Node, r NodeIPResult) {
+	p.obs.OnProvidedNodeIP(len(r.Missing) > 0)
+	var key string
+	switch {
+	case r.Err != nil:
+		key = r.Err.Error()
+		if key != p.nodeIPWarned {
+			p.log.Warn("provided node IP ignored", "reason", "invalid-annotation", "err", r.Err)
+			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonProvidedNodeIPInvalid,
+				"Ignoring %v", r.Err)
+		}
+	case len(r.Missing) > 0:
+		key = fmt.Sprint(r.Provided, r.Missing)
+		if key != p.nodeIPWarned {
+			p.log.Warn("provided node IP is not on this host: keeping the uninitialized taint",
+				"reason", "provided-node-ip-not-found", "address", fmt.Sprint(r.Missing),
+				"annotation", node.Annotations[AnnotationProvidedNodeIP])
+			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonProvidedNodeIPNotFound,
+				"The kubelet's node IP %v (annotation %s) is not assigned to this host; the node keeps the %s taint until it is (check the kubelet's --node-ip)",
+				r.Missing, AnnotationProvidedNodeIP, UninitializedTaint)
+		}
+	default:
+		if p.nodeIPWarned != "" {
+			p.log.Info("provided node IP problem resolved", "address", fmt.Sprint(r.Provided))
+		}
+	}
+	p.nodeIPWarned = key
 }
 
 // holdUntil returns when a rewrite fought over with another writer may happen, zero if now.

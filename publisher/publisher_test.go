@@ -149,6 +149,13 @@ type recObserver struct {
 	taint      []bool
 	overwrites int
 	backoffs   []time.Duration
+	nodeIP     []bool // OnProvidedNodeIP: missing
+}
+
+func (o *recObserver) OnProvidedNodeIP(missing bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.nodeIP = append(o.nodeIP, missing)
 }
 
 func (o *recObserver) OnWrite(kind, result string) {

@@ -69,7 +69,7 @@ func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
 		fresh[s] = true
 		h.held[s] = heldAddr{addr: a}
 	}
-	out := State{Managed: resolved.Managed, Addresses: append([]Address(nil), resolved.Addresses...)}
+	out := State{Managed: resolved.Managed, Addresses: append([]Address(nil), resolved.Addresses...), Local: resolved.Local}
 	var next time.Time
 	for s, ha := range h.held {
 		if fresh[s] {

@@ -55,8 +55,8 @@ func TestKernelIPv4DefaultRoute(t *testing.T) {
 	}
 	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.10"), "r4"}}, kTarget4)
 
-	// A secondary address in the same subnet (IFA_F_SECONDARY = 0x01) is usable when the route
-	// names it as its source.
+	// A secondary address in the same subnet (IFA_F_SECONDARY = 0x01) is how keepalived adds a
+	// VIP: skipped even when the route names it as its source, unless --allow-secondary.
 	netnstest.IP(t, "addr", "add", "192.0.2.11/24", "dev", "r4")
 	netnstest.IP(t, "route", "replace", "default", "via", "192.0.2.1", "src", "192.0.2.11")
 	addrs, err := Netlink{}.Addresses()
@@ -67,7 +67,15 @@ func TestKernelIPv4DefaultRoute(t *testing.T) {
 	if i < 0 || addrs[i].Flags&unix.IFA_F_SECONDARY == 0 || addrs[i].Link != "r4" {
 		t.Fatalf("192.0.2.11 in %+v: want it on r4 flagged secondary", addrs)
 	}
-	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.11"), "r4"}}, kTarget4)
+	st, skips := resolveKernel(t, kTarget4)
+	if len(st.Addresses) != 0 || len(skips) != 1 || skips[0].Reason != errSecondary.Error() {
+		t.Fatalf("Resolve with a secondary route source = %v, skips %+v; want nothing, skipped as secondary", st.Addresses, skips)
+	}
+	st, _, err = ResolvePolicy(Netlink{}, Policy{Managed: []AddressType{ExternalIP},
+		Targets: []Target{{ExternalIP, kTarget4}}, AllowSecondary: true}, State{})
+	if err != nil || !slices.Equal(st.Addresses, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.11"), "r4"}}) {
+		t.Fatalf("Resolve with --allow-secondary = %v, %v; want 192.0.2.11", st.Addresses, err)
+	}
 }
 
 func TestKernelIPv6DefaultRoute(t *testing.T) {

@@ -3,6 +3,9 @@ package resolver
 import (
 	"context"
 	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -29,9 +32,11 @@ type Observer interface {
 
 // LoopConfig configures Loop.
 type LoopConfig struct {
-	Kernel         Kernel
-	Managed        []AddressType
-	Targets        []Target
+	Kernel  Kernel
+	Managed []AddressType
+	Targets []Target
+	// Policy is the selection policy; its Managed and Targets default to the fields above.
+	Policy         Policy
 	Debounce       time.Duration
 	MaxDelay       time.Duration
 	RemovalGrace   time.Duration
@@ -52,6 +57,10 @@ type Loop struct {
 	trigger  Trigger
 	sink     Sink
 	lastTurn atomic.Int64 // unix nanos of the last loop iteration, for health
+	kick     chan struct{}
+
+	mu       sync.Mutex
+	podCIDRs []netip.Prefix
 }
 
 // NewLoop returns a loop reading changes from trigger and publishing to sink.
@@ -62,9 +71,41 @@ func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = time.Second
 	}
-	l := &Loop{cfg: cfg, trigger: trigger, sink: sink}
+	if cfg.Policy.Managed == nil {
+		cfg.Policy.Managed = cfg.Managed
+	}
+	if cfg.Policy.Targets == nil {
+		cfg.Policy.Targets = cfg.Targets
+	}
+	l := &Loop{cfg: cfg, trigger: trigger, sink: sink, kick: make(chan struct{}, 1)}
 	l.lastTurn.Store(time.Now().UnixNano())
 	return l
+}
+
+// SetPodCIDRs sets the Node's spec.podCIDRs, excluded from selection, and resolves again when
+// they changed. The publisher, which watches the Node, calls it; it never blocks.
+func (l *Loop) SetPodCIDRs(p []netip.Prefix) {
+	l.mu.Lock()
+	changed := !slices.Equal(l.podCIDRs, p)
+	l.podCIDRs = slices.Clone(p)
+	l.mu.Unlock()
+	if changed {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// policy returns the configured policy with the current pod CIDRs excluded.
+func (l *Loop) policy() Policy {
+	p := l.cfg.Policy
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.podCIDRs) > 0 {
+		p.ExcludeCIDRs = append(slices.Clone(p.ExcludeCIDRs), l.podCIDRs...)
+	}
+	return p
 }
 
 // LastTurn returns when the loop last woke up.
@@ -93,7 +134,11 @@ func (l *Loop) Run(ctx context.Context) {
 		now := time.Now()
 		deb.Reset()
 		retryAt = time.Time{}
-		raw, skips, err := Resolve(l.cfg.Kernel, l.cfg.Managed, l.cfg.Targets)
+		var prev State
+		if published != nil {
+			prev = *published
+		}
+		raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.policy(), prev)
 		if err != nil {
 			l.observe("error")
 			log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
@@ -105,6 +150,10 @@ func (l *Loop) Run(ctx context.Context) {
 		}
 		l.observe("success")
 		for _, s := range skips {
+			if !s.Target.IP.IsValid() {
+				log.Debug("candidate skipped", "type", s.Target.Type, "address", s.Source, "reason", s.Reason)
+				continue
+			}
 			log.Debug("target not resolved", "type", s.Target.Type, "target", s.Target.IP,
 				"source", s.Source, "reason", s.Reason)
 		}
@@ -167,6 +216,8 @@ func (l *Loop) Run(ctx context.Context) {
 				since = first
 			}
 			deb.Event(time.Now())
+		case <-l.kick:
+			resolve("pod-cidrs-changed")
 		case now := <-resync:
 			if o := l.cfg.Observer; o != nil {
 				o.OnResync(now)

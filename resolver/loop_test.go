@@ -116,6 +116,7 @@ type loopTest struct {
 	obs     *recordingObserver
 	start   time.Time
 	stop    func()
+	loop    *Loop
 }
 
 var (
@@ -143,6 +144,7 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 	cfg.Targets = []Target{{ExternalIP, target4}}
 	cfg.Observer = lt.obs
 	l := NewLoop(cfg, lt.trigger, lt.sink)
+	lt.loop = l
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -420,6 +422,32 @@ func TestLoopReportsRouteTables(t *testing.T) {
 		<-done
 		if want := [][]int{{100, 254}, {100, 254}}; !slices.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("OnRouteTables calls = %v, want %v (one per resolution)", got, want)
+		}
+	})
+}
+
+// The Loop hands its last published state to the policy: an equal-priority newcomer (even the new
+// route source) does not flip the address; pod CIDRs set later are excluded at once.
+func TestLoopStickyAndPodCIDRs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second,
+			Policy: Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}}
+		lt := startLoop(t, cfg, nil)
+		newcomer := LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
+		lt.kernel.set(map[netip.Addr]netip.Addr{target4: newcomer.IP}, newcomer, local(src4.String()))
+		lt.raise()
+		lt.sleep(time.Second)
+		got := lt.sink.all()
+		if last := got[len(got)-1].state; !last.Equal(extOnly) {
+			t.Fatalf("after an equal-priority newcomer: %v, want %v kept", last, extOnly)
+		}
+
+		lt.loop.SetPodCIDRs([]netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")})
+		synctest.Wait()
+		got = lt.sink.all()
+		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, newcomer.IP, "eth1"}}}
+		if last := got[len(got)-1]; !last.state.Equal(want) || last.at != time.Second {
+			t.Fatalf("after SetPodCIDRs: %v, want %v published at once", last, want)
 		}
 	})
 }

@@ -41,7 +41,8 @@ func noRoute(err error) bool {
 	return false
 }
 
-// Addresses lists every address of every interface, with the interface's name.
+// Addresses lists every address of every interface, with the interface's name, prefix length and
+// (IPv4) label.
 func (Netlink) Addresses() ([]LocalAddr, error) {
 	list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
@@ -61,8 +62,12 @@ func (Netlink) Addresses() ([]LocalAddr, error) {
 		if !ok {
 			continue
 		}
-		out = append(out, LocalAddr{IP: ip.Unmap(), LinkIndex: a.LinkIndex, Link: names[a.LinkIndex],
-			Flags: a.Flags, Scope: a.Scope, PreferredLft: a.PreferedLft})
+		la := LocalAddr{IP: ip.Unmap(), LinkIndex: a.LinkIndex, Link: names[a.LinkIndex],
+			Flags: a.Flags, Scope: a.Scope, PreferredLft: a.PreferedLft, Label: a.Label}
+		if a.IPNet != nil {
+			la.PrefixLen, _ = a.Mask.Size()
+		}
+		out = append(out, la)
 	}
 	return out, nil
 }

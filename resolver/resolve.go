@@ -2,7 +2,6 @@ package resolver
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
@@ -18,6 +17,11 @@ type LocalAddr struct {
 	// PreferredLft is the preferred lifetime in seconds; 0 means deprecated. Addresses without a
 	// lifetime report 0xFFFFFFFF (forever).
 	PreferredLft int
+	// PrefixLen is the address's prefix length (32 or 128 for a host address); 0 when unknown.
+	PrefixLen int
+	// Label is the IPv4 address label (IFA_LABEL): the interface name unless someone set an alias
+	// such as "eth0:vip"; empty for IPv6.
+	Label string
 }
 
 // Kernel is the snapshot source a resolution reads. The netlink implementation is Netlink; tests use
@@ -70,37 +74,10 @@ type Skip struct {
 
 // Resolve takes one snapshot of k and returns, for each target, the usable source address of the
 // route toward it. A target without a route resolves to nothing. managed lists the types the caller
-// manages (targets may be empty for a managed type).
+// manages (targets may be empty for a managed type). It is ResolvePolicy with route sources only and
+// the default address filters (IPv4 secondaries and VIPs skipped).
 func Resolve(k Kernel, managed []AddressType, targets []Target) (State, []Skip, error) {
-	st := State{Managed: managed}
-	var skips []Skip
-	var addrs []LocalAddr
-	for _, t := range targets {
-		src, err := k.RouteSource(t.IP)
-		if err != nil {
-			return State{}, nil, fmt.Errorf("route to %s: %w", t.IP, err)
-		}
-		if !src.IsValid() {
-			skips = append(skips, Skip{Target: t, Reason: "no route"})
-			continue
-		}
-		if addrs == nil {
-			if addrs, err = k.Addresses(); err != nil {
-				return State{}, nil, fmt.Errorf("list addresses: %w", err)
-			}
-		}
-		la, ok := find(addrs, src)
-		if !ok {
-			skips = append(skips, Skip{Target: t, Source: src, Reason: "source is not assigned to a local interface"})
-			continue
-		}
-		if err := Usable(la); err != nil {
-			skips = append(skips, Skip{Target: t, Source: src, Reason: err.Error()})
-			continue
-		}
-		st.Addresses = append(st.Addresses, Address{Type: t.Type, IP: src, Interface: la.Link})
-	}
-	return st.Normalize(), skips, nil
+	return ResolvePolicy(k, Policy{Managed: managed, Targets: targets}, State{})
 }
 
 func find(addrs []LocalAddr, ip netip.Addr) (LocalAddr, bool) {

@@ -66,6 +66,9 @@ func (a Address) String() string { return fmt.Sprintf("%s=%s", a.Type, a.IP) }
 type State struct {
 	Managed   []AddressType
 	Addresses []Address
+	// Local lists every address assigned to the host when the policy asks for it (ReportLocal), so
+	// the publisher can check the kubelet's provided-node-ip; Equal ignores it.
+	Local []netip.Addr
 }
 
 // Normalize sorts the addresses by type (in Managed order) then family (IPv4 first), so two states
@@ -77,7 +80,7 @@ func (s State) Normalize() State {
 		}
 		return len(s.Managed)
 	}
-	out := State{Managed: slices.Clone(s.Managed), Addresses: slices.Clone(s.Addresses)}
+	out := State{Managed: slices.Clone(s.Managed), Addresses: slices.Clone(s.Addresses), Local: s.Local}
 	slices.SortStableFunc(out.Addresses, func(a, b Address) int {
 		return cmp.Or(cmp.Compare(rank(a.Type), rank(b.Type)), cmp.Compare(FamilyOf(a.IP), FamilyOf(b.IP)))
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +39,12 @@ type options struct {
 	overwriteBackoff time.Duration
 	overwriteMax     time.Duration
 	deprecations     []string
+
+	// Selection policy (README, "Selection policy").
+	typePolicy        map[resolver.AddressType]resolver.TypePolicy
+	allowSecondary    bool
+	defaultExclusions bool
+	serviceCIDRs      []netip.Prefix
 }
 
 // usageError is a bad command line: exit code 2, one line on stderr.
@@ -81,6 +89,18 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.DurationVar(&o.overwriteBackoff, "overwrite-backoff", 10*time.Second, "first delay before rewriting addresses another writer (e.g. a kubelet without --cloud-provider=external) keeps reverting; doubles with each further revert")
 	fs.DurationVar(&o.overwriteMax, "overwrite-backoff-max", 10*time.Minute, "longest delay before rewriting reverted addresses")
 	fs.IntVar(&o.netlinkRcvBuf, "netlink-receive-buffer", 4<<20, "requested netlink socket receive buffer in bytes (capped by net.core.rmem_max)")
+	type typeFlags struct{ interfaces, exclude, cidrs string }
+	perType := map[resolver.AddressType]*typeFlags{resolver.InternalIP: {}, resolver.ExternalIP: {}}
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		pre, tf := flagPrefix(t), perType[t]
+		fs.StringVar(&tf.interfaces, pre+"-interfaces", "", "comma-separated regular expressions (anchored) of interfaces whose addresses are "+string(t)+" candidates besides the route source")
+		fs.StringVar(&tf.exclude, pre+"-exclude-interfaces", "", "comma-separated regular expressions (anchored) of interfaces never used for "+string(t)+", added to the default exclusions")
+		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface")
+	}
+	fs.BoolVar(&o.allowSecondary, "allow-secondary", false, "accept IPv4 secondary addresses (keepalived and kube-vip add VIPs as secondaries)")
+	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces, " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
+	var serviceCIDR string
+	fs.StringVar(&serviceCIDR, "service-cidr", "", "the cluster's service CIDR(s), comma-separated: never a node address")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -108,8 +128,46 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	if o.externalTargets, err = resolver.ParseTargets(resolver.ExternalIP, external); err != nil {
 		return nil, usagef("--external-ip-target: %v", err)
 	}
-	if len(o.internalTargets) == 0 && len(o.externalTargets) == 0 {
+	o.typePolicy = map[resolver.AddressType]resolver.TypePolicy{}
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		pre, tf := flagPrefix(t), perType[t]
+		var tp resolver.TypePolicy
+		if tp.Interfaces, err = resolver.ParseInterfaceRegexps(tf.interfaces); err != nil {
+			return nil, usagef("--%s-interfaces: %v", pre, err)
+		}
+		if tp.ExcludeInterfaces, err = resolver.ParseInterfaceRegexps(tf.exclude); err != nil {
+			return nil, usagef("--%s-exclude-interfaces: %v", pre, err)
+		}
+		if tp.CIDRs, err = resolver.ParseCIDRRules(tf.cidrs); err != nil {
+			return nil, usagef("--%s-cidrs: %v", pre, err)
+		}
+		if o.defaultExclusions {
+			tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces...), tp.ExcludeInterfaces...)
+		}
+		o.typePolicy[t] = tp
+	}
+	if o.serviceCIDRs, err = resolver.ParsePrefixes(serviceCIDR); err != nil {
+		return nil, usagef("--service-cidr: %v", err)
+	}
+	if len(o.managed()) == 0 {
+		for _, name := range []string{"internal-ip-interfaces", "internal-ip-cidrs", "external-ip-interfaces", "external-ip-cidrs"} {
+			if v := fs.Lookup(name).Value.String(); strings.Trim(v, ", ") != "" {
+				return nil, usagef("--%s: nothing to manage: no target, interface or accepting CIDR for InternalIP or ExternalIP", name)
+			}
+		}
 		return nil, usagef("--internal-ip-target and --external-ip-target are both empty: nothing to manage")
+	}
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		if slices.Contains(o.managed(), t) {
+			continue
+		}
+		// Set but empty is fine (a Helm chart passes every flag).
+		for _, f := range []struct{ name, v string }{{"exclude-interfaces", perType[t].exclude}, {"cidrs", perType[t].cidrs}} {
+			if name := f.name; strings.Trim(f.v, ", ") != "" {
+				return nil, usagef("--%s-%s: %s is not managed (it has no --%s-target, --%s-interfaces or accepting --%s-cidrs)",
+					flagPrefix(t), name, t, flagPrefix(t), flagPrefix(t), flagPrefix(t))
+			}
+		}
 	}
 	if set["reconcile-interval"] {
 		if set["resync-interval"] {
@@ -219,15 +277,38 @@ func flagMessage(err error) string {
 	return msg
 }
 
+// flagPrefix is the flag-name prefix of an address type: internal-ip or external-ip.
+func flagPrefix(t resolver.AddressType) string {
+	if t == resolver.InternalIP {
+		return "internal-ip"
+	}
+	return "external-ip"
+}
+
+// managed lists the types nodeaddr owns: those with a target or an interface source.
 func (o *options) managed() []resolver.AddressType {
 	var m []resolver.AddressType
-	if len(o.internalTargets) > 0 {
+	if len(o.internalTargets) > 0 || o.enumerates(resolver.InternalIP) {
 		m = append(m, resolver.InternalIP)
 	}
-	if len(o.externalTargets) > 0 {
+	if len(o.externalTargets) > 0 || o.enumerates(resolver.ExternalIP) {
 		m = append(m, resolver.ExternalIP)
 	}
 	return m
+}
+
+func (o *options) enumerates(t resolver.AddressType) bool {
+	tp := o.typePolicy[t]
+	return len(tp.Interfaces) > 0 || slices.ContainsFunc(tp.CIDRs, func(r resolver.CIDRRule) bool { return !r.Exclude })
+}
+
+// policy is the selection policy the flags describe (pod CIDRs are added at run time).
+func (o *options) policy() resolver.Policy {
+	return resolver.Policy{
+		Managed: o.managed(), Targets: o.targets(), Types: o.typePolicy,
+		AllowSecondary: o.allowSecondary, AllowVIPs: !o.defaultExclusions,
+		ExcludeCIDRs: o.serviceCIDRs,
+	}
 }
 
 func (o *options) targets() []resolver.Target {

@@ -119,6 +119,41 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) bool {
 				return o.runOnce && o.timeout == 5*time.Second && o.publishRate == 0.5 && o.publishBurst == 1 && !o.removeTaint
 			}, "run-once 5s 0.5 1 no taint removal"},
+		{"policy defaults", []string{"--node-name=a"}, env(),
+			func(o *options) bool {
+				p := o.policy()
+				return !p.AllowSecondary && !p.AllowVIPs && p.ExcludeCIDRs == nil && o.defaultExclusions &&
+					len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == len(resolver.DefaultExcludeInterfaces) &&
+					p.Types[resolver.ExternalIP].Interfaces == nil && p.Types[resolver.ExternalIP].CIDRs == nil
+			}, "secondaries and VIPs skipped, default interface exclusions, no CIDRs"},
+		{"InternalIP from interfaces only", []string{"--node-name=a", "--internal-ip-interfaces=eth1, bond.*", "--external-ip-target="}, env(),
+			func(o *options) bool {
+				tp := o.policy().Types[resolver.InternalIP]
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(tp.Interfaces) == 2 &&
+					tp.Interfaces[0].MatchString("eth1") && !tp.Interfaces[0].MatchString("eth10") && tp.Interfaces[1].MatchString("bond0")
+			}, "InternalIP managed, two anchored interface expressions"},
+		{"InternalIP from CIDRs only", []string{"--node-name=a", "--internal-ip-cidrs=!10.96.0.0/12,10.0.0.0/8"}, env(),
+			func(o *options) bool {
+				r := o.policy().Types[resolver.InternalIP].CIDRs
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) &&
+					len(r) == 2 && r[0].Exclude && r[0].Prefix == netip.MustParsePrefix("10.96.0.0/12") && !r[1].Exclude
+			}, "InternalIP managed from a CIDR list"},
+		{"exclusions added to the defaults", []string{"--node-name=a", "--external-ip-exclude-interfaces=wg.*"}, env(),
+			func(o *options) bool {
+				ex := o.policy().Types[resolver.ExternalIP].ExcludeInterfaces
+				return len(ex) == len(resolver.DefaultExcludeInterfaces)+1 && ex[len(ex)-1].MatchString("wg0")
+			}, "defaults plus wg.*"},
+		{"--default-exclusions=false", []string{"--node-name=a", "--default-exclusions=false", "--external-ip-exclude-interfaces=wg.*"}, env(),
+			func(o *options) bool {
+				p := o.policy()
+				return p.AllowVIPs && len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == 1
+			}, "VIPs allowed, only wg.* excluded"},
+		{"--allow-secondary, --service-cidr", []string{"--node-name=a", "--allow-secondary", "--service-cidr=10.96.0.0/12,fd00:96::/108"}, env(),
+			func(o *options) bool {
+				p := o.policy()
+				return p.AllowSecondary && slices.Equal(p.ExcludeCIDRs,
+					[]netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")})
+			}, "secondaries allowed, two service CIDRs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parse(tc.args, tc.env)
@@ -181,6 +216,20 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"no node name", []string{"--run-once"}, nil, nil, "--node-name (or NODE_NAME) is required"},
 		{"blank NODE_NAME", nil, env("NODE_NAME", "  "), nil, "--node-name (or NODE_NAME) is required"},
 		{"dry run, no hostname", []string{"--dry-run"}, nil, noHost, "--node-name not set and the hostname is unknown: uname failed"},
+		{"bad --internal-ip-interfaces", []string{"--internal-ip-interfaces=eth(0"}, nil, nil,
+			`--internal-ip-interfaces: "eth(0" is not a valid regular expression: missing closing ): ` + "`^(?:eth(0)$`"},
+		{"bad --external-ip-exclude-interfaces", []string{"--external-ip-exclude-interfaces=*"}, nil, nil,
+			"--external-ip-exclude-interfaces: \"*\" is not a valid regular expression: missing argument to repetition operator: `*`"},
+		{"bad --internal-ip-cidrs", []string{"--internal-ip-cidrs=10.0.0.0/8,!10.1.0.0"}, nil, nil,
+			`--internal-ip-cidrs: "10.1.0.0" is not a CIDR`},
+		{"bad --external-ip-cidrs", []string{"--external-ip-cidrs=10.0.0.0/33"}, nil, nil,
+			`--external-ip-cidrs: "10.0.0.0/33" is not a CIDR`},
+		{"bad --service-cidr", []string{"--service-cidr=10.96.0.0"}, nil, nil, `--service-cidr: "10.96.0.0" is not a CIDR`},
+		{"bad --allow-secondary", []string{"--allow-secondary=sometimes"}, nil, nil, `--allow-secondary: invalid value "sometimes": parse error`},
+		{"exclusions for an unmanaged type", []string{"--node-name=a", "--internal-ip-exclude-interfaces=eth1"}, nil, nil,
+			"--internal-ip-exclude-interfaces: InternalIP is not managed (it has no --internal-ip-target, --internal-ip-interfaces or accepting --internal-ip-cidrs)"},
+		{"only ! CIDRs and nothing else", []string{"--node-name=a", "--external-ip-target=", "--internal-ip-cidrs=!10.0.0.0/8"}, nil, nil,
+			"--internal-ip-cidrs: nothing to manage: no target, interface or accepting CIDR for InternalIP or ExternalIP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			getenv, hostname := tc.env, tc.hostname
@@ -244,6 +293,9 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--node-name=a", "--log-level=trace"}, "--log-level"},
 		{[]string{"--node-name=a", "--log-format=yaml"}, "--log-format"},
 		{[]string{"--run-once"}, "--node-name"},
+		{[]string{"--node-name=a", "--internal-ip-interfaces=("}, "--internal-ip-interfaces"},
+		{[]string{"--node-name=a", "--external-ip-cidrs=!x"}, "--external-ip-cidrs"},
+		{[]string{"--node-name=a", "--service-cidr=10.96.0.0/40"}, "--service-cidr"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runArgs(t, env(), tc.args...)

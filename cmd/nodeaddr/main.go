@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -88,8 +90,11 @@ type agent struct {
 
 func (a *agent) run(ctx context.Context) error {
 	o := a.opts
+	policy := o.policy()
+	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
+	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
 	if o.dryRun && o.runOnce {
-		st, _, err := resolver.Resolve(resolver.Netlink{}, o.managed(), o.targets())
+		st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy, resolver.State{})
 		if err != nil {
 			return err
 		}
@@ -118,17 +123,23 @@ func (a *agent) run(ctx context.Context) error {
 		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
 	}
 	var pub *publisher.Publisher
+	var podCIDRs func([]netip.Prefix) // set once the loop exists; the publisher starts after
 	if client != nil {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Client: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
 			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
+			OnPodCIDRs: func(p []netip.Prefix) {
+				if o.defaultExclusions && podCIDRs != nil {
+					podCIDRs(p)
+				}
+			},
 		})
 	}
 
 	if o.runOnce {
-		st, _, err := resolver.Resolve(resolver.Netlink{}, o.managed(), o.targets())
+		st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy, resolver.State{})
 		if err != nil {
 			return err
 		}
@@ -151,12 +162,13 @@ func (a *agent) run(ctx context.Context) error {
 		sink = dry
 	}
 	loop := resolver.NewLoop(resolver.LoopConfig{
-		Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(),
+		Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(), Policy: policy,
 		Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
 		ResyncInterval: o.resyncInterval, OnRouteTables: w.SetRouteTables,
 		Logger: a.log, Observer: m,
 	}, sig, sink)
 
+	podCIDRs = loop.SetPodCIDRs
 	srv := &metrics.Server{
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Metrics: m, Logger: a.log,
 		Healthz: func() error {
@@ -190,7 +202,9 @@ func (a *agent) run(ctx context.Context) error {
 		return err
 	}
 	a.log.Info("nodeaddr starting", "version", version, "node", o.nodeName, "dry_run", o.dryRun,
-		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()))
+		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()),
+		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
+		"service_cidrs", fmt.Sprint(o.serviceCIDRs))
 
 	var wg sync.WaitGroup
 	var pubErr error

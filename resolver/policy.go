@@ -1,0 +1,372 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
+// addresses unless the default exclusions are turned off (anchored Go regular expressions).
+var DefaultExcludeInterfaces = []string{
+	`cali.*`, `cilium_.*`, `flannel.*`, `cni.*`, `veth.*`, `docker.*`, `kube-ipvs.*`, `lo`,
+}
+
+// CIDRRule is one entry of an ordered CIDR list. An address inside Prefix is accepted with the
+// rule's index as its priority (0 is best), or rejected when Exclude (written "!CIDR").
+type CIDRRule struct {
+	Prefix  netip.Prefix
+	Exclude bool
+}
+
+func (r CIDRRule) String() string {
+	if r.Exclude {
+		return "!" + r.Prefix.String()
+	}
+	return r.Prefix.String()
+}
+
+// TypePolicy is the selection policy of one managed address type.
+type TypePolicy struct {
+	// Interfaces adds the addresses of every interface whose name matches one of these (anchored)
+	// expressions to the candidates. When it is empty but CIDRs has an accepting rule, every
+	// interface is a source (as with Calico's cidrs= method).
+	Interfaces []*regexp.Regexp
+	// ExcludeInterfaces rejects any candidate on a matching interface, route sources included.
+	ExcludeInterfaces []*regexp.Regexp
+	// CIDRs is the ordered CIDR list; empty accepts everything at priority 0. An address no rule
+	// matches is rejected when some rule accepts, and accepted (priority len(CIDRs)) when all rules
+	// are exclusions: "!10.96.0.0/12" alone means "anything but the service network".
+	CIDRs []CIDRRule
+}
+
+// enumerates reports whether the type takes candidates from interfaces, not only from routes.
+func (tp TypePolicy) enumerates() bool {
+	return len(tp.Interfaces) > 0 || slices.ContainsFunc(tp.CIDRs, func(r CIDRRule) bool { return !r.Exclude })
+}
+
+// Policy is the complete address selection policy (README, "Selection policy").
+type Policy struct {
+	// Managed lists the types nodeaddr owns, even when nothing resolves for them.
+	Managed []AddressType
+	// Targets ask for route-to-target sources (at most one per type and family).
+	Targets []Target
+	// Types holds each type's interface and CIDR policy; a missing type uses route sources only.
+	Types map[AddressType]TypePolicy
+	// AllowSecondary accepts IPv4 secondary addresses (IFA_F_SECONDARY), which are otherwise
+	// skipped: keepalived and kube-vip add their VIPs as secondaries.
+	AllowSecondary bool
+	// AllowVIPs turns off the VIP heuristics (see vipReason).
+	AllowVIPs bool
+	// ExcludeCIDRs rejects addresses inside any of these (the service CIDR, the Node's pod CIDRs).
+	ExcludeCIDRs []netip.Prefix
+	// ReportLocal fills State.Local with every address of the host (for provided-node-ip).
+	ReportLocal bool
+}
+
+// Reasons a candidate is rejected by the policy (beyond Usable).
+var (
+	errSecondary     = errors.New("IPv4 secondary address (a VIP?); --allow-secondary accepts it")
+	errVIPLoopback   = errors.New("host-prefix address on the loopback interface (a VIP)")
+	errVIPLabel      = errors.New("address label differs from the interface name (a VIP alias)")
+	errVIPHost       = errors.New("IPv4 /32 next to a wider address on the same interface (a VIP)")
+	errExcludedIface = errors.New("interface excluded")
+	errExcludedCIDR  = errors.New("inside an excluded network (service or pod CIDR)")
+	errNoCIDRRule    = errors.New("matches no CIDR rule")
+	errCIDRExcluded  = errors.New("excluded by a ! CIDR rule")
+	errNotLocal      = errors.New("source is not assigned to a local interface")
+)
+
+// candidate is one address that could become a node address of some type.
+type candidate struct {
+	la    LocalAddr
+	route bool // the source of the route toward a target
+	prio  int
+}
+
+// Select is the policy's pure decision. sources maps each target to the source the kernel's route
+// toward it uses (missing: no route); addrs is the host's address list; prev is the effective state
+// published last (stickiness). It returns the selected addresses (Managed and Local are left to the
+// caller) and the reasons candidates were passed over.
+//
+// For each managed type and family: the candidates are the route source plus, when the type
+// enumerates interfaces, the addresses of matching interfaces. A candidate must be usable (Usable),
+// not an IPv4 secondary unless allowed, not a VIP, not on an excluded interface, not in an excluded
+// network, and accepted by the CIDR list. The best (lowest) priority wins; among equal priority the
+// previous address stays while it is a candidate, else the route source, else the first address in
+// kernel order. A new address of equal priority therefore never flips the Node, while one of better
+// priority replaces it.
+func Select(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) ([]Address, []Skip) {
+	var out []Address
+	var skips []Skip
+	for _, t := range p.Managed {
+		tp := p.Types[t]
+		for _, f := range []Family{IPv4, IPv6} {
+			var cands []candidate
+			tgt, hasTarget := targetFor(p.Targets, t, f)
+			if hasTarget {
+				src, ok := sources[tgt]
+				switch {
+				case !ok || !src.IsValid():
+					skips = append(skips, Skip{Target: tgt, Reason: "no route"})
+				default:
+					la, found := find(addrs, src)
+					if !found {
+						skips = append(skips, Skip{Target: tgt, Source: src, Reason: errNotLocal.Error()})
+						break
+					}
+					if prio, err := p.accept(tp, la, addrs); err != nil {
+						skips = append(skips, Skip{Target: tgt, Source: src, Reason: err.Error()})
+					} else {
+						cands = append(cands, candidate{la: la, route: true, prio: prio})
+					}
+				}
+			}
+			if tp.enumerates() {
+				for _, la := range addrs {
+					if FamilyOf(la.IP) != f || !matchAny(tp.Interfaces, la.Link, len(tp.Interfaces) == 0) {
+						continue
+					}
+					if slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == la.IP }) {
+						continue
+					}
+					prio, err := p.accept(tp, la, addrs)
+					if err != nil {
+						if la.Scope == unix.RT_SCOPE_UNIVERSE { // link-local and loopback are noise
+							skips = append(skips, Skip{Target: Target{Type: t}, Source: la.IP,
+								Reason: "interface " + la.Link + ": " + err.Error()})
+						}
+						continue
+					}
+					cands = append(cands, candidate{la: la, prio: prio})
+				}
+			}
+			if c, ok := pick(cands, prev, t, f); ok {
+				out = append(out, Address{Type: t, IP: c.la.IP, Interface: c.la.Link})
+			}
+		}
+	}
+	return out, skips
+}
+
+// pick chooses among accepted candidates: best priority; the previous address stays among equals.
+func pick(cands []candidate, prev State, t AddressType, f Family) (candidate, bool) {
+	if len(cands) == 0 {
+		return candidate{}, false
+	}
+	best := slices.MinFunc(cands, func(a, b candidate) int { return a.prio - b.prio }).prio
+	if old, ok := prev.Get(t, f); ok {
+		for _, c := range cands {
+			if c.la.IP == old.IP && c.prio == best {
+				return c, true
+			}
+		}
+	}
+	for _, c := range cands { // route source first: it is listed first
+		if c.prio == best {
+			return c, true
+		}
+	}
+	return candidate{}, false
+}
+
+func targetFor(ts []Target, t AddressType, f Family) (Target, bool) {
+	for _, x := range ts {
+		if x.Type == t && FamilyOf(x.IP) == f {
+			return x, true
+		}
+	}
+	return Target{}, false
+}
+
+// accept applies every filter to la and returns its priority, or why it is rejected.
+func (p Policy) accept(tp TypePolicy, la LocalAddr, addrs []LocalAddr) (int, error) {
+	if err := Usable(la); err != nil {
+		return 0, err
+	}
+	if la.IP.Is4() && la.Flags&unix.IFA_F_SECONDARY != 0 && !p.AllowSecondary {
+		return 0, errSecondary
+	}
+	if !p.AllowVIPs {
+		if err := vipReason(la, addrs); err != nil {
+			return 0, err
+		}
+	}
+	if matchAny(tp.ExcludeInterfaces, la.Link, false) {
+		return 0, fmt.Errorf("%w: %s", errExcludedIface, la.Link)
+	}
+	for _, pfx := range p.ExcludeCIDRs {
+		if pfx.Contains(la.IP) {
+			return 0, fmt.Errorf("%w: %s", errExcludedCIDR, pfx)
+		}
+	}
+	return cidrPriority(tp.CIDRs, la.IP)
+}
+
+// cidrPriority is the index of the first rule containing ip, or an error when a ! rule matches
+// first or (with some accepting rule) none matches.
+func cidrPriority(rules []CIDRRule, ip netip.Addr) (int, error) {
+	accepting := false
+	for i, r := range rules {
+		if r.Prefix.Contains(ip) {
+			if r.Exclude {
+				return 0, fmt.Errorf("%w: %s", errCIDRExcluded, r)
+			}
+			return i, nil
+		}
+		accepting = accepting || !r.Exclude
+	}
+	if accepting {
+		return 0, errNoCIDRRule
+	}
+	return len(rules), nil
+}
+
+// vipReason recognises the addresses keepalived, kube-vip and similar tools float between hosts:
+// a host prefix (/32, /128) on the loopback (kube-vip BGP mode, anycast), an IPv4 label other than
+// the interface name (`ip addr add ... label eth0:vip`, keepalived's `label`), and an IPv4 /32 on an
+// interface that also carries a wider IPv4 address (kube-vip ARP mode). A lone /32 (point-to-point
+// uplinks at some hosting providers) and IPv6 /128s (DHCPv6) stay usable.
+func vipReason(la LocalAddr, addrs []LocalAddr) error {
+	host := la.PrefixLen == la.IP.BitLen()
+	switch {
+	case host && la.Link == "lo":
+		return errVIPLoopback
+	case la.IP.Is4() && la.Label != "" && la.Link != "" && la.Label != la.Link:
+		return errVIPLabel
+	case host && la.IP.Is4() && slices.ContainsFunc(addrs, func(o LocalAddr) bool {
+		return o.LinkIndex == la.LinkIndex && o.IP.Is4() && o.PrefixLen > 0 && o.PrefixLen < 32 &&
+			o.Flags&unix.IFA_F_SECONDARY == 0
+	}):
+		return errVIPHost
+	}
+	return nil
+}
+
+func matchAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
+	if len(res) == 0 {
+		return emptyMatches
+	}
+	return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
+}
+
+// ParseInterfaceRegexps parses a comma-separated list of Go regular expressions, each anchored to
+// the whole interface name ("eth.*" matches eth0, not veth0).
+func ParseInterfaceRegexps(s string) ([]*regexp.Regexp, error) {
+	var out []*regexp.Regexp
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		re, err := regexp.Compile(`^(?:` + f + `)$`)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a valid regular expression: %v", f, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// MustInterfaceRegexps is ParseInterfaceRegexps for known-good expressions.
+func MustInterfaceRegexps(exprs ...string) []*regexp.Regexp {
+	res, err := ParseInterfaceRegexps(strings.Join(exprs, ","))
+	if err != nil {
+		panic(err)
+	}
+	return res
+}
+
+// ParseCIDRRules parses an ordered, comma-separated CIDR list; "!CIDR" is an exclusion.
+func ParseCIDRRules(s string) ([]CIDRRule, error) {
+	var out []CIDRRule
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		r := CIDRRule{}
+		if rest, ok := strings.CutPrefix(f, "!"); ok {
+			r.Exclude, f = true, strings.TrimSpace(rest)
+		}
+		pfx, err := ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		r.Prefix = pfx
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ParsePrefix parses one CIDR and masks it ("10.1.2.3/8" means 10.0.0.0/8).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	pfx, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil || pfx.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
+	}
+	if pfx.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped CIDR: write it as IPv4", s)
+	}
+	return pfx.Masked(), nil
+}
+
+// ParsePrefixes parses a comma-separated CIDR list.
+func ParsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		pfx, err := ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pfx)
+	}
+	return out, nil
+}
+
+// ResolvePolicy takes one snapshot of k and applies p; prev is the state published last (for
+// stickiness; the zero State for none). Addresses are listed only when something needs them.
+func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
+	st := State{Managed: p.Managed}
+	sources := make(map[Target]netip.Addr, len(p.Targets))
+	need := p.ReportLocal
+	for _, t := range p.Targets {
+		src, err := k.RouteSource(t.IP)
+		if err != nil {
+			return State{}, nil, fmt.Errorf("route to %s: %w", t.IP, err)
+		}
+		if src.IsValid() {
+			sources[t] = src
+			need = true
+		}
+	}
+	for _, t := range p.Managed {
+		need = need || p.Types[t].enumerates()
+	}
+	var addrs []LocalAddr
+	if need {
+		var err error
+		if addrs, err = k.Addresses(); err != nil {
+			return State{}, nil, fmt.Errorf("list addresses: %w", err)
+		}
+	}
+	var skips []Skip
+	st.Addresses, skips = Select(p, sources, addrs, prev)
+	if p.ReportLocal {
+		st.Local = make([]netip.Addr, 0, len(addrs))
+		for _, a := range addrs {
+			if a.Flags&unix.IFA_F_DADFAILED == 0 {
+				st.Local = append(st.Local, a.IP)
+			}
+		}
+	}
+	return st.Normalize(), skips, nil
+}
