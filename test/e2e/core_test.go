@@ -42,12 +42,9 @@ func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
 	if w := e.cp.Writes(t, e.node); w["status"] != 1 || w[""] != 1 {
 		t.Fatalf("agent writes = %v, want one status write and one taint write", w)
 	}
-	if ev := e.cp.Events(t, e.node, "AddressesUpdated"); len(ev) != 1 {
-		t.Fatalf("AddressesUpdated events = %d, want 1", len(ev))
-	}
-	if ev := e.cp.Events(t, e.node, "TaintRemoved"); len(ev) != 1 {
-		t.Fatalf("TaintRemoved events = %d, want 1", len(ev))
-	}
+	// The event recorder sends asynchronously: wait for the events, then check there is one each.
+	waitEvents(t, e.cp, e.node, "AddressesUpdated", 1)
+	waitEvents(t, e.cp, e.node, "TaintRemoved", 1)
 }
 
 // Scenario 2: renumbering the uplink, make-before-break and break-before-make, is one write each and

@@ -88,3 +88,22 @@ func format(a []corev1.NodeAddress) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// waitEvents waits until exactly n Events with reason exist for node (and fails if more appear).
+func waitEvents(t *testing.T, cp *harness.ControlPlane, node, reason string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := len(cp.Events(t, node, reason))
+		if got > n {
+			t.Fatalf("%s events = %d, want %d", reason, got, n)
+		}
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s events = %d after 10s, want %d", reason, got, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
