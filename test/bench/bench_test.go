@@ -28,33 +28,22 @@ import (
 )
 
 type env struct {
-	t      *testing.T
-	cp     *harness.ControlPlane
-	node   string
-	ns     *harness.Netns
-	router *harness.Netns
-	kc     string
+	*harness.Host
+	t    *testing.T
+	cp   *harness.ControlPlane
+	node string
+	ns   *harness.Netns
 }
 
+// newEnv is a Host with one uplink (192.0.2.10/24, default via 192.0.2.1).
 func newEnv(t *testing.T, node string) *env {
-	harness.RequireE2E(t)
-	cp := harness.StartControlPlane(t)
-	cp.ApplyRBAC(t)
-	ns := harness.NewNetns(t, "node")
-	router := harness.NewNetns(t, "rtr")
-	ns.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
-	ns.Sysctl("net.ipv4.conf.default.promote_secondaries", "1")
-	e := &env{t: t, cp: cp, node: node, ns: ns, router: router}
-	e.kc = cp.AgentKubeconfig(t, ns, node)
-	ns.Link("eth0", router, "r-eth0")
-	ns.IP("addr", "add", "192.0.2.10/24", "dev", "eth0")
-	ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
-	return e
+	h := harness.NewHost(t, node)
+	h.Uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	return &env{Host: h, t: t, cp: h.CP, node: node, ns: h.NS}
 }
 
 func (e *env) start(args ...string) *harness.Agent {
-	return harness.StartAgent(e.t, e.ns, harness.AgentOptions{
-		Args: append([]string{"--node-name=" + e.node, "--external-ip-target=8.8.8.8"}, args...), Kubeconfig: e.kc})
+	return e.Start(append([]string{"--external-ip-target=8.8.8.8"}, args...)...)
 }
 
 // nodeWatch reports the time each new address list of the Node was seen by a client-go watch.
@@ -356,12 +345,7 @@ func TestReport(t *testing.T) {
 		e.cp.WaitNode(t, e.node, 30*time.Second, "published", func(n *corev1.Node) bool { return addrs(n) == "ExternalIP=192.0.2.10" })
 		w0 := e.cp.Writes(t, e.node)["status"]
 		c0 := cpuSeconds(t, a.Pid())
-		var add, del []string
-		for i := 0; i < 50000; i++ {
-			r := fmt.Sprintf("route %%s 10.%d.%d.0/24 via 192.0.2.1 dev eth0", i>>8, i&255)
-			add = append(add, fmt.Sprintf(r, "add"))
-			del = append(del, fmt.Sprintf(r, "del"))
-		}
+		add, del := harness.RouteBatch(50000, "192.0.2.1", "eth0")
 		t0 := time.Now()
 		e.ns.Batch(add)
 		e.ns.Batch(del)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -25,12 +24,7 @@ func TestNetlinkOverflowResubscribesAndConverges(t *testing.T) {
 
 	// A routing daemon's burst: 20 000 routes in and out of the main table, with a renumbering in
 	// the middle of it.
-	var add, del []string
-	for i := 0; i < 20000; i++ {
-		r := fmt.Sprintf("route %%s 10.%d.%d.0/24 via 192.0.2.1 dev eth0", i/256, i%256)
-		add = append(add, fmt.Sprintf(r, "add"))
-		del = append(del, fmt.Sprintf(r, "del"))
-	}
+	add, del := harness.RouteBatch(20000, "192.0.2.1", "eth0")
 	e.ns.Batch(add)
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")

@@ -247,12 +247,7 @@ func TestKernelRouteFlood(t *testing.T) {
 	// A 64 KiB buffer (a host whose net.core.rmem_max caps the 4 MiB request) overflows for sure.
 	a := e.start("--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
-	var add, del []string
-	for i := 0; i < 100000; i++ {
-		r := fmt.Sprintf("route %%s 10.%d.%d.%d/32 via 192.0.2.1 dev eth0", i>>16, (i>>8)&255, i&255)
-		add = append(add, fmt.Sprintf(r, "add"))
-		del = append(del, fmt.Sprintf(r, "del"))
-	}
+	add, del := harness.RouteBatch(100000, "192.0.2.1", "eth0")
 	e.ns.Batch(add)
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")

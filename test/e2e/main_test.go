@@ -16,9 +16,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(harness.MainE2E(m)) }
 
-// env is one test's world: a control plane, a node namespace linked to a router namespace, and the
-// agent's kubeconfig.
+// env is one test's world (harness.Host) with short names for the tests.
 type env struct {
+	h      *harness.Host
 	t      *testing.T
 	cp     *harness.ControlPlane
 	node   string
@@ -28,35 +28,13 @@ type env struct {
 }
 
 func newEnv(t *testing.T, node string) *env {
-	harness.RequireE2E(t)
-	cp := harness.StartControlPlane(t)
-	cp.ApplyRBAC(t)
-	ns := harness.NewNetns(t, "node")
-	router := harness.NewNetns(t, "rtr")
-	ns.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
-	ns.Sysctl("net.ipv4.conf.default.promote_secondaries", "1")
-	e := &env{t: t, cp: cp, node: node, ns: ns, router: router}
-	e.kc = cp.AgentKubeconfig(t, ns, node)
-	return e
+	h := harness.NewHost(t, node)
+	return &env{h: h, t: t, cp: h.CP, node: node, ns: h.NS, router: h.Router, kc: h.Kubeconfig}
 }
 
-// uplink links the node to the router through dev with a v4 address and a default route of metric.
-func (e *env) uplink(dev, cidr4, gw4 string, metric int) {
-	e.ns.Link(dev, e.router, "r-"+dev)
-	e.ns.IP("addr", "add", cidr4, "dev", dev)
-	e.ns.IP("route", "add", "default", "via", gw4, "dev", dev, "metric", itoa(metric))
-}
-
-// uplink6 adds a v6 address (without DAD) and default route on dev.
-func (e *env) uplink6(dev, cidr6, gw6 string, metric int) {
-	e.ns.IP("-6", "addr", "add", cidr6, "dev", dev, "nodad")
-	e.ns.IP("-6", "route", "add", "default", "via", gw6, "dev", dev, "metric", itoa(metric))
-}
-
-func (e *env) start(args ...string) *harness.Agent {
-	return harness.StartAgent(e.t, e.ns, harness.AgentOptions{
-		Args: append([]string{"--node-name=" + e.node}, args...), Kubeconfig: e.kc})
-}
+func (e *env) uplink(dev, cidr4, gw4 string, metric int)  { e.h.Uplink(dev, cidr4, gw4, metric) }
+func (e *env) uplink6(dev, cidr6, gw6 string, metric int) { e.h.Uplink6(dev, cidr6, gw6, metric) }
+func (e *env) start(args ...string) *harness.Agent        { return e.h.Start(args...) }
 
 func (e *env) waitAddresses(want []corev1.NodeAddress) *corev1.Node {
 	e.t.Helper()

@@ -1,0 +1,63 @@
+package harness
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+)
+
+// Host is one end-to-end world: a control plane with the agent's RBAC, a node namespace linked to a
+// router namespace, and a kubeconfig with a pod-bound token for the agent of Node.
+type Host struct {
+	T          testing.TB
+	CP         *ControlPlane
+	Node       string
+	NS, Router *Netns
+	Kubeconfig string
+}
+
+// NewHost builds a Host; everything is torn down when t ends. IPv4 secondary addresses are promoted
+// when the primary goes (make-before-break renumbering, as network managers do it).
+func NewHost(t testing.TB, node string) *Host {
+	t.Helper()
+	RequireE2E(t)
+	cp := StartControlPlane(t)
+	cp.ApplyRBAC(t)
+	h := &Host{T: t, CP: cp, Node: node, NS: NewNetns(t, "node"), Router: NewNetns(t, "rtr")}
+	h.NS.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
+	h.NS.Sysctl("net.ipv4.conf.default.promote_secondaries", "1")
+	h.Kubeconfig = cp.AgentKubeconfig(t, h.NS, node)
+	return h
+}
+
+// Uplink links the node to the router through dev, with an IPv4 address and a default route of
+// metric.
+func (h *Host) Uplink(dev, cidr4, gw4 string, metric int) {
+	h.T.Helper()
+	h.NS.Link(dev, h.Router, "r-"+dev)
+	h.NS.IP("addr", "add", cidr4, "dev", dev)
+	h.NS.IP("route", "add", "default", "via", gw4, "dev", dev, "metric", strconv.Itoa(metric))
+}
+
+// Uplink6 adds an IPv6 address (without duplicate-address detection) and default route on dev.
+func (h *Host) Uplink6(dev, cidr6, gw6 string, metric int) {
+	h.T.Helper()
+	h.NS.IP("-6", "addr", "add", cidr6, "dev", dev, "nodad")
+	h.NS.IP("-6", "route", "add", "default", "via", gw6, "dev", dev, "metric", strconv.Itoa(metric))
+}
+
+// Start runs the agent for Node with args.
+func (h *Host) Start(args ...string) *Agent {
+	return StartAgent(h.T, h.NS, AgentOptions{Args: append([]string{"--node-name=" + h.Node}, args...), Kubeconfig: h.Kubeconfig})
+}
+
+// RouteBatch returns `ip -batch` lines that add, and then delete, n distinct /32 routes via gw on
+// dev: the churn a routing daemon or a busy CNI produces.
+func RouteBatch(n int, gw, dev string) (add, del []string) {
+	for i := 0; i < n; i++ {
+		r := fmt.Sprintf("10.%d.%d.%d/32 via %s dev %s", i>>16, (i>>8)&255, i&255, gw, dev)
+		add = append(add, "route add "+r)
+		del = append(del, "route del "+r)
+	}
+	return add, del
+}
