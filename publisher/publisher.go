@@ -102,6 +102,9 @@ type Publisher struct {
 	written  []corev1.NodeAddress
 	writeRV  string // resourceVersion our last address write produced
 	reverted bool   // an overwrite of our last write was already counted
+	// inflight is the managed list of the address write under way: the watch may deliver our own
+	// write before the PATCH response returns, and that echo is not another writer's change.
+	inflight []corev1.NodeAddress
 	fight    RevertBackoff
 
 	ready    atomic.Bool
@@ -254,7 +257,11 @@ func (p *Publisher) checkOverwrite(n *corev1.Node) {
 	if p.written == nil || p.reverted || n.ResourceVersion == p.writeRV || !newerRV(n.ResourceVersion, p.writeRV) {
 		return
 	}
-	if got := Managed(n.Status.Addresses, p.cfg.Managed); !slices.Equal(got, p.written) {
+	got := Managed(n.Status.Addresses, p.cfg.Managed)
+	if p.inflight != nil && slices.Equal(got, p.inflight) {
+		return // the echo of our own write, arriving before its response
+	}
+	if !slices.Equal(got, p.written) {
 		p.reverted = true
 		p.obs.OnOverwrite()
 		delay := p.fight.Revert(time.Now())
@@ -465,8 +472,14 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	p.inflight = Managed(next, p.cfg.Managed)
+	p.mu.Unlock()
 	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
 		metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, "status")
+	p.mu.Lock()
+	p.inflight = nil
+	p.mu.Unlock()
 	if err != nil {
 		return p.failed(ctx, KindAddresses, node, err)
 	}

@@ -756,6 +756,34 @@ func TestObserveCountsOverwriteOnce(t *testing.T) {
 	}
 }
 
+// The watch can deliver our own write before the PATCH response returns: that echo is not an
+// overwrite (found by the latency benchmark: the false reverts engaged the back-off).
+func TestOwnWriteEchoBeforeResponseIsNotAnOverwrite(t *testing.T) {
+	f := newFixture(t, testNode("10", kubeletAddrs()))
+	f.start(t, externalState("203.0.113.7"))
+	if err := f.p.reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.p.observe(f.get(t))
+	f.events()
+	// The next write's watch event reaches the informer while the PATCH is still in flight.
+	f.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		echo := testNode(nextRV(nextRV(f.get(t).ResourceVersion)), append(kubeletAddrs(), external("203.0.113.8")))
+		f.p.observe(echo)
+		return false, nil, nil
+	})
+	f.p.Publish(externalState("203.0.113.8"), time.Now())
+	if err := f.p.reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.obs.Overwrites(); got != 0 {
+		t.Fatalf("%d overwrites counted for the echo of our own write", got)
+	}
+	assertEqual(t, "events", f.events(), []string{
+		"Normal AddressesUpdated Addresses changed from [{ExternalIP 203.0.113.7}] to [{ExternalIP 203.0.113.8}]",
+	})
+}
+
 func TestObserveOverwriteAfterEachWrite(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs()))
 	f.start(t, externalState("203.0.113.7"))

@@ -1,0 +1,507 @@
+//go:build bench
+
+package scale
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// Failure bounds, never expected durations.
+const (
+	convergeBound = 10 * time.Minute
+	quietBound    = 30 * time.Second
+)
+
+// Settings of every agent: those of the DaemonSet (client-go's default QPS/Burst, nodeaddr's
+// default publish rate and burst).
+const (
+	clientQPS    = 5
+	clientBurst  = 10
+	publishRate  = 1
+	publishBurst = 3
+)
+
+func TestScale500(t *testing.T) {
+	n := envInt(t, "NODEADDR_SCALE_NODES", 500)
+	idle := envDuration(t, "NODEADDR_SCALE_IDLE", 60*time.Second)
+	if n < 1 || n > 65535 {
+		t.Fatalf("NODEADDR_SCALE_NODES=%d: want 1..65535", n)
+	}
+	ctx := context.Background()
+	r := &report{nodes: n, idle: idle}
+
+	cp := harness.StartControlPlane(t)
+	cp.ApplyRBAC(t)
+	// The per-node admission policy the DaemonSet ships: its CEL runs on every agent write.
+	if err := cp.ApplyManifest(ctx, filepath.Join(harness.RepoDir(), "deploy", "admission-policy.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	api := findAPIServer(t, cp.Port)
+
+	// Nodes as a kubelet with --cloud-provider=external registers them, and one pod-bound token each.
+	setup := time.Now()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("scale-%05d", i)
+	}
+	if err := createNodes(ctx, cp.Admin, names, 16); err != nil {
+		t.Fatal(err)
+	}
+	r.nodesSetup = time.Since(setup)
+	tokenStart := time.Now()
+	tokens, err := cp.AgentTokens(ctx, names, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tokensSetup = time.Since(tokenStart)
+	t.Logf("%d nodes in %s, %d pods and tokens in %s", n, r.nodesSetup.Round(time.Millisecond), n,
+		r.tokensSetup.Round(time.Millisecond))
+
+	// One admin watch on every Node tells when each shows its address.
+	tr := newTracker(n)
+	runCtx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactory(cp.Admin, 0)
+	inf := factory.Core().V1().Nodes().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { tr.observe(o.(*corev1.Node)) },
+		UpdateFunc: func(_, o any) { tr.observe(o.(*corev1.Node)) },
+	})
+	factory.Start(runCtx.Done())
+	if !cache.WaitForCacheSync(runCtx.Done(), inf.HasSynced) {
+		t.Fatal("admin node informer did not sync")
+	}
+	r.apiRSSBefore = api.rssMiB()
+
+	agents := make([]*agent, n)
+	for i := range agents {
+		if agents[i], err = newAgent(runCtx, cp.Config.Host, names[i], tokens[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		for _, a := range agents {
+			a.events.Shutdown()
+		}
+	})
+
+	// (1) Start every agent with its first address: time until every Node shows it, and until every
+	// uninitialized taint is gone.
+	want := func(phase int) map[string]string {
+		m := make(map[string]string, n)
+		for i, name := range names {
+			m[name] = externalIP(phase, i).String()
+		}
+		return m
+	}
+	tr.expect(want(1))
+	cpu0 := api.cpuSeconds()
+	start := time.Now()
+	for i, a := range agents {
+		a.pub.Publish(state(externalIP(1, i)), start)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.pub.Run(runCtx); err != nil && runCtx.Err() == nil {
+				t.Errorf("agent %s: %v", a.node, err)
+			}
+		}()
+	}
+	r.start = tr.wait(t, start, "first addresses")
+	r.taint = tr.waitTaints(t, start)
+	quiet(t, cp.AuditLog)
+	r.startCPU = api.cpuSeconds() - cpu0
+	r.startReqs = countRequests(t, cp, start, time.Now())
+	r.startObs = sumCounters(agents)
+	r.selfRSS, r.heapPerAgent, r.goroutines = selfMemory(n)
+	r.apiRSSAgents = api.rssMiB()
+
+	// (2) Mass change: a new address for every node at once.
+	tr.expect(want(2))
+	cpu0 = api.cpuSeconds()
+	massStart := time.Now()
+	for i, a := range agents {
+		a.pub.Publish(state(externalIP(2, i)), massStart)
+	}
+	r.mass = tr.wait(t, massStart, "mass change")
+	quiet(t, cp.AuditLog)
+	r.massCPU = api.cpuSeconds() - cpu0
+	r.massReqs = countRequests(t, cp, massStart, time.Now())
+	r.massObs = sumCounters(agents).minus(r.startObs)
+
+	// (3) Idle. Halfway through, every agent is handed its unchanged state again, as the periodic
+	// resync does: that must cost nothing either.
+	cpu0 = api.cpuSeconds()
+	idleStart := time.Now()
+	time.Sleep(idle / 2)
+	for i, a := range agents {
+		a.pub.Publish(state(externalIP(2, i)), time.Time{})
+	}
+	time.Sleep(idle - idle/2)
+	idleEnd := time.Now()
+	r.idleCPU = api.cpuSeconds() - cpu0
+	r.idleReqs = countRequests(t, cp, idleStart, idleEnd)
+	r.idleActual = idleEnd.Sub(idleStart)
+	r.apiRSSIdle = api.rssMiB()
+
+	r.idleObs = sumCounters(agents).minus(r.startObs).minus(r.massObs)
+	r.write(t)
+}
+
+// externalIP is node i's address in a phase: 10.(64+phase).hi.lo.
+func externalIP(phase, i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(64 + phase), byte(i >> 8), byte(i)})
+}
+
+func state(ip netip.Addr) resolver.State {
+	return resolver.State{Managed: []resolver.AddressType{resolver.ExternalIP},
+		Addresses: []resolver.Address{{Type: resolver.ExternalIP, IP: ip, Interface: "eth0"}}}
+}
+
+// createNodes registers Nodes as a kubelet with --cloud-provider=external does: the uninitialized
+// taint, and an InternalIP plus Hostname in the status.
+func createNodes(ctx context.Context, c kubernetes.Interface, names []string, workers int) error {
+	return parallel(len(names), workers, func(i int) error {
+		n, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: names[i]},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{harness.Uninitialized}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create node %s: %w", names[i], err)
+		}
+		n.Status.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}).String()},
+			{Type: corev1.NodeHostName, Address: names[i]},
+		}
+		if _, err := c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
+			return fmt.Errorf("set node %s addresses: %w", names[i], err)
+		}
+		return nil
+	})
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					next.Store(int64(n))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// agent is one in-process nodeaddr: its own client (own transport, so its own TLS connection, as a
+// separate process has), event recorder and publisher.
+type agent struct {
+	node   string
+	pub    *publisher.Publisher
+	obs    *writeCounter
+	events record.EventBroadcaster
+}
+
+func newAgent(ctx context.Context, host, node, token string) (*agent, error) {
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	cfg := &rest.Config{
+		Host:            host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		UserAgent:       "nodeaddr/scale",
+		QPS:             clientQPS,
+		Burst:           clientBurst,
+		// A Dial function makes client-go build a transport for this client alone instead of sharing
+		// its cached one: 500 agents are 500 connections, not 500 streams of one HTTP/2 connection.
+		Dial: dialer.DialContext,
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	obs := &writeCounter{}
+	pub := publisher.New(publisher.Config{
+		NodeName: node, Client: cs, Managed: []resolver.AddressType{resolver.ExternalIP}, RemoveTaint: true,
+		Rate: publishRate, Burst: publishBurst, Observer: obs,
+		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node}),
+	})
+	return &agent{node: node, pub: pub, obs: obs, events: b}, nil
+}
+
+// counters are write outcomes summed over agents.
+type counters struct{ conflicts, errors, overwrites int64 }
+
+func (c counters) minus(o counters) counters {
+	return counters{c.conflicts - o.conflicts, c.errors - o.errors, c.overwrites - o.overwrites}
+}
+
+func (c counters) String() string {
+	return fmt.Sprintf("%d / %d / %d", c.conflicts, c.errors, c.overwrites)
+}
+
+func sumCounters(agents []*agent) counters {
+	var c counters
+	for _, a := range agents {
+		c.conflicts += a.obs.conflicts.Load()
+		c.errors += a.obs.errors.Load()
+		c.overwrites += a.obs.overwrites.Load()
+	}
+	return c
+}
+
+// writeCounter is a publisher.Observer counting write outcomes.
+type writeCounter struct {
+	conflicts, errors, overwrites atomic.Int64
+}
+
+func (w *writeCounter) OnWrite(_, result string) {
+	switch result {
+	case publisher.ResultConflict:
+		w.conflicts.Add(1)
+	case publisher.ResultError:
+		w.errors.Add(1)
+	}
+}
+func (w *writeCounter) OnReaction(time.Duration)         {}
+func (w *writeCounter) OnAddresses([]resolver.Address)   {}
+func (w *writeCounter) OnTaint(bool)                     {}
+func (w *writeCounter) OnOverwrite()                     { w.overwrites.Add(1) }
+func (w *writeCounter) OnOverwriteBackoff(time.Duration) {}
+func (w *writeCounter) OnProvidedNodeIP(bool)            {}
+
+// tracker records, from one watch on all Nodes, when each Node first shows the ExternalIP it should.
+type tracker struct {
+	n         int
+	mu        sync.Mutex
+	want      map[string]string
+	at        map[string]time.Time
+	done      chan struct{}
+	untainted map[string]time.Time
+	taintDone chan struct{}
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{n: n, untainted: map[string]time.Time{}, taintDone: make(chan struct{})}
+}
+
+// expect starts a phase: every Node must show want[name].
+func (tr *tracker) expect(want map[string]string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.want, tr.at, tr.done = want, make(map[string]time.Time, len(want)), make(chan struct{})
+}
+
+func (tr *tracker) observe(n *corev1.Node) {
+	now := time.Now()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if w, ok := tr.want[n.Name]; ok {
+		if _, seen := tr.at[n.Name]; !seen && hasExternal(n, w) {
+			tr.at[n.Name] = now
+			if len(tr.at) == len(tr.want) {
+				close(tr.done)
+			}
+		}
+	}
+	if _, seen := tr.untainted[n.Name]; !seen && !hasTaint(n, publisher.UninitializedTaint) {
+		tr.untainted[n.Name] = now
+		if len(tr.untainted) == tr.n {
+			close(tr.taintDone)
+		}
+	}
+}
+
+// wait blocks until every Node converged and returns the per-node delays from start.
+func (tr *tracker) wait(t *testing.T, start time.Time, what string) []time.Duration {
+	t.Helper()
+	tr.mu.Lock()
+	done := tr.done
+	tr.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(convergeBound):
+		tr.mu.Lock()
+		got := len(tr.at)
+		tr.mu.Unlock()
+		t.Fatalf("%s: only %d of %d nodes converged within %s", what, got, tr.n, convergeBound)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return delays(tr.at, start)
+}
+
+func (tr *tracker) waitTaints(t *testing.T, start time.Time) []time.Duration {
+	t.Helper()
+	select {
+	case <-tr.taintDone:
+	case <-time.After(convergeBound):
+		t.Fatalf("uninitialized taint still on some nodes after %s", convergeBound)
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return delays(tr.untainted, start)
+}
+
+func delays(at map[string]time.Time, start time.Time) []time.Duration {
+	out := make([]time.Duration, 0, len(at))
+	for _, ts := range at {
+		out = append(out, ts.Sub(start))
+	}
+	return out
+}
+
+func hasExternal(n *corev1.Node, ip string) bool {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeExternalIP && a.Address == ip {
+			return true
+		}
+	}
+	return false
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// quiet waits until the audit log has not grown for two seconds: the agents' trailing requests
+// (Events, sent asynchronously by the recorder) are done.
+func quiet(t *testing.T, auditLog string) {
+	t.Helper()
+	size := func() int64 {
+		st, err := os.Stat(auditLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	deadline := time.Now().Add(quietBound)
+	last, since := size(), time.Now()
+	for time.Since(since) < 2*time.Second {
+		if time.Now().After(deadline) {
+			t.Logf("audit log still growing after %s; measuring anyway", quietBound)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+		if s := size(); s != last {
+			last, since = s, time.Now()
+		}
+	}
+}
+
+// countRequests counts the agents' API requests received in [from, to), by "verb resource[/sub]",
+// with the status code appended when it is not 2xx (a 429 from the API server's in-flight limit is
+// a request too: client-go retries it after the Retry-After delay).
+// A watch is counted when it starts (its ResponseStarted record), every other request when it
+// completes.
+func countRequests(t *testing.T, cp *harness.ControlPlane, from, to time.Time) map[string]int {
+	t.Helper()
+	evs, err := cp.AuditSince(harness.AgentUser, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range evs {
+		if !e.RequestReceived.Before(to) {
+			continue
+		}
+		counted := e.Stage == "ResponseComplete" || e.Stage == "Panic"
+		if e.Verb == "watch" {
+			counted = e.Stage == "ResponseStarted" || (e.Stage == "ResponseComplete" && e.ResponseStatus != nil && e.ResponseStatus.Code != 200)
+		}
+		if !counted {
+			continue
+		}
+		key := e.Verb
+		if e.ObjectRef != nil {
+			key += " " + e.ObjectRef.Resource
+			if e.ObjectRef.Subresource != "" {
+				key += "/" + e.ObjectRef.Subresource
+			}
+		}
+		if e.ResponseStatus != nil && (e.ResponseStatus.Code < 200 || e.ResponseStatus.Code > 299) {
+			key += fmt.Sprintf(" (%d)", e.ResponseStatus.Code)
+		}
+		out[key]++
+	}
+	return out
+}
+
+// selfMemory reports this process's RSS, heap in use per agent and goroutines.
+func selfMemory(n int) (rssMiB float64, heapPerAgentKiB float64, goroutines int) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return procRSSMiB("self"), float64(ms.HeapInuse) / 1024 / float64(n), runtime.NumGoroutine()
+}
+
+func envInt(t *testing.T, key string, def int) int {
+	s := os.Getenv(key)
+	if s == "" {
+		return def
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", key, s, err)
+	}
+	return v
+}
+
+func envDuration(t *testing.T, key string, def time.Duration) time.Duration {
+	s := os.Getenv(key)
+	if s == "" {
+		return def
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", key, s, err)
+	}
+	return v
+}
