@@ -1,0 +1,532 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// chartDir is deploy/helm/nodeaddr.
+func chartDir() string { return deployFile("helm", "nodeaddr") }
+
+// helmTemplate renders the chart as `helm install nodeaddr deploy/helm/nodeaddr -n kube-system`
+// would, with extra arguments (--set ...).
+func helmTemplate(t *testing.T, extra ...string) string {
+	t.Helper()
+	helm := harness.MustBuildHelm(t)
+	home := t.TempDir()
+	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
+	cmd := exec.Command(helm, args...)
+	// Helm's caches and configuration go to a throwaway home: nothing is fetched or written elsewhere.
+	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}
+
+type object = map[string]any
+
+var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
+
+// decodeDocs splits multi-document YAML into objects keyed by kind/namespace/name.
+func decodeDocs(t *testing.T, data string) map[string]object {
+	t.Helper()
+	out := map[string]object{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o object
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			t.Fatalf("%v\n%s", err, doc)
+		}
+		if o == nil {
+			continue
+		}
+		md, _ := o["metadata"].(object)
+		if clusterScoped[fmt.Sprint(o["kind"])] {
+			// kustomize sets its namespace on kinds it does not know to be cluster-scoped
+			// (ValidatingAdmissionPolicy); the API server ignores it.
+			delete(md, "namespace")
+		}
+		key := fmt.Sprintf("%v/%v/%v", o["kind"], md["namespace"], md["name"])
+		if _, dup := out[key]; dup {
+			t.Fatalf("%s rendered twice", key)
+		}
+		out[key] = o
+	}
+	return out
+}
+
+// helmLabels are the labels the chart adds for Helm's bookkeeping; the kustomize base has none.
+var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
+
+// substance removes what may differ between the chart and the kustomize base without changing what
+// the cluster runs: Helm's labels, an imagePullPolicy equal to the API server's default, the order
+// and spelling of the agent's flags (replaced by the effective configuration) and trailing
+// whitespace of ConfigMap data (a YAML block scalar's chomping).
+func substance(t *testing.T, o object, defaults map[string]string) object {
+	t.Helper()
+	md := o["metadata"].(object)
+	if labels, ok := md["labels"].(object); ok {
+		for _, l := range helmLabels {
+			delete(labels, l)
+		}
+	}
+	if o["kind"] == "ConfigMap" {
+		if data, ok := o["data"].(object); ok {
+			for k, v := range data {
+				data[k] = strings.TrimRight(v.(string), "\n ")
+			}
+		}
+	}
+	if o["kind"] == "ValidatingAdmissionPolicy" {
+		// CEL ignores whitespace; kustomize re-folds a block scalar with a more-indented line into
+		// one with an extra blank line.
+		o["spec"] = collapseSpace(o["spec"])
+	}
+	if o["kind"] != "DaemonSet" {
+		return o
+	}
+	pod := o["spec"].(object)["template"].(object)["spec"].(object)
+	for _, c := range pod["containers"].([]any) {
+		c := c.(object)
+		image, _ := c["image"].(string)
+		if c["imagePullPolicy"] == "IfNotPresent" && !strings.HasSuffix(image, ":latest") && strings.Contains(image, ":") {
+			delete(c, "imagePullPolicy")
+		}
+		var args []string
+		for _, a := range c["args"].([]any) {
+			args = append(args, a.(string))
+		}
+		c["args"] = effectiveFlags(t, defaults, args)
+	}
+	return o
+}
+
+// collapseSpace replaces each run of whitespace in every string of v with one space.
+func collapseSpace(v any) any {
+	switch v := v.(type) {
+	case string:
+		return strings.Join(strings.Fields(v), " ")
+	case []any:
+		for i := range v {
+			v[i] = collapseSpace(v[i])
+		}
+	case object:
+		for k := range v {
+			v[k] = collapseSpace(v[k])
+		}
+	}
+	return v
+}
+
+// effectiveFlags is the configuration the binary runs with: its defaults, overridden by args
+// (--reconcile-interval folded into --resync-interval), values normalized (60s == 1m0s).
+func effectiveFlags(t *testing.T, defaults map[string]string, args []string) map[string]any {
+	t.Helper()
+	eff := map[string]any{}
+	for k, v := range defaults {
+		eff[k] = normalize(v)
+	}
+	for _, a := range args {
+		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !ok {
+			value = "true" // a bare boolean flag
+		}
+		if _, known := defaults[name]; !known || !strings.HasPrefix(a, "-") {
+			t.Errorf("argument %q is not a flag of nodeaddr", a)
+			continue
+		}
+		if name == "reconcile-interval" {
+			name = "resync-interval"
+		}
+		eff[name] = normalize(value)
+	}
+	delete(eff, "reconcile-interval")
+	return eff
+}
+
+func normalize(v string) string {
+	if d, err := time.ParseDuration(v); err == nil {
+		return d.String()
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	return v
+}
+
+var (
+	helpFlagRE    = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\w+))?$`)
+	helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
+)
+
+// binaryFlags parses `nodeaddr --help` of the built binary: each flag with its default value ("" or
+// "false" when the usage prints none).
+func binaryFlags(t *testing.T) map[string]string {
+	t.Helper()
+	bin := harness.MustBuild(t).Nodeaddr
+	out, _ := exec.Command(bin, "--help").CombinedOutput() // exits 0 or 2 depending on flag's ErrHelp handling
+	flags := map[string]string{}
+	var cur, typ string
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
+			cur, typ = m[1], m[2]
+			flags[cur] = ""
+			if typ == "" { // boolean
+				flags[cur] = "false"
+			}
+			continue
+		}
+		if cur == "" || !strings.HasPrefix(line, "    \t") {
+			continue
+		}
+		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+			v := m[1]
+			if typ == "string" {
+				if u, err := strconv.Unquote(v); err == nil {
+					v = u
+				}
+			}
+			flags[cur] = v
+		}
+	}
+	if len(flags) < 20 {
+		t.Fatalf("parsed only %d flags from nodeaddr --help:\n%s", len(flags), out)
+	}
+	return flags
+}
+
+// compareRenders checks that the chart and the kustomize output hold the same objects, equal in
+// substance.
+func compareRenders(t *testing.T, chart, kustomize string) {
+	t.Helper()
+	defaults := binaryFlags(t)
+	h, k := decodeDocs(t, chart), decodeDocs(t, kustomize)
+	hk, kk := slices.Sorted(maps.Keys(h)), slices.Sorted(maps.Keys(k))
+	if !slices.Equal(hk, kk) {
+		t.Fatalf("objects differ:\n helm:      %v\n kustomize: %v", hk, kk)
+	}
+	same := true
+	for _, key := range kk {
+		ho, ko := substance(t, h[key], defaults), substance(t, k[key], defaults)
+		if !reflect.DeepEqual(ho, ko) {
+			same = false
+			hy, _ := yaml.Marshal(ho)
+			ky, _ := yaml.Marshal(ko)
+			t.Errorf("%s differs in substance:\n--- helm\n%s\n--- kustomize\n%s", key, hy, ky)
+		}
+	}
+	if same {
+		t.Logf("helm and kustomize agree on %d objects: %v", len(kk), kk)
+	}
+}
+
+func kustomize(t *testing.T, dirs ...string) string {
+	t.Helper()
+	kubectl := harness.MustBuild(t).Kubectl
+	var parts []string
+	for _, d := range dirs {
+		parts = append(parts, run(t, "", kubectl, "kustomize", d))
+	}
+	return strings.Join(parts, "---\n")
+}
+
+// The chart's default output is the kustomize base: same objects, same DaemonSet (args compared
+// as the configuration the binary ends up with), same RBAC rules, same admission policy.
+func TestHelmDefaultMatchesKustomize(t *testing.T) {
+	harness.RequireE2E(t)
+	compareRenders(t, helmTemplate(t), kustomize(t, deployFile()))
+}
+
+// With monitoring on, the chart adds what deploy/monitoring/ holds: the headless Service, the
+// ServiceMonitor, the PrometheusRule and the Grafana dashboard ConfigMap.
+func TestHelmMonitoringMatchesKustomize(t *testing.T) {
+	harness.RequireE2E(t)
+	compareRenders(t, helmTemplate(t, "--set", "monitoring.enabled=true"), kustomize(t, deployFile(), deployFile("monitoring")))
+	// The chart cannot read files outside itself: its copies must stay equal to deploy/monitoring's.
+	a, err := os.ReadFile(deployFile("monitoring", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(chartDir(), "files", "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("deploy/helm/nodeaddr/files/dashboard.json differs from deploy/monitoring/dashboard.json: copy it")
+	}
+}
+
+// The switches of the chart: policy off, API server override, image, tolerations, the deprecated
+// and conditional flags.
+func TestHelmValues(t *testing.T) {
+	harness.RequireE2E(t)
+	objs := decodeDocs(t, helmTemplate(t,
+		"--set", "admissionPolicy.enabled=false",
+		"--set", "apiServer.host=10.0.0.10", "--set", "apiServer.port=6443",
+		"--set", "image.repository=mirror/nodeaddr", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
+		"--set", "config.reconcileInterval=10s", "--set", "config.v=2", "--set", "config.logLevel=",
+		"--set", "config.internalIPTarget=10.0.0.1", "--set", "config.publishRate=0.5", "--set", "config.netlinkReceiveBuffer=16777216",
+		"--set", "tolerations=null", "--set", "priorityClassName=",
+		"--set", "config.metricsBindAddress=:19810"))
+	for key := range objs {
+		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
+			t.Errorf("admissionPolicy.enabled=false still renders %s", key)
+		}
+	}
+	ds, ok := objs["DaemonSet/kube-system/nodeaddr"]
+	if !ok {
+		t.Fatalf("no DaemonSet in %v", slices.Collect(maps.Keys(objs)))
+	}
+	pod := ds["spec"].(object)["template"].(object)["spec"].(object)
+	c := pod["containers"].([]any)[0].(object)
+	if c["image"] != "mirror/nodeaddr:v9.9.9" || c["imagePullPolicy"] != "Always" {
+		t.Errorf("image %v, pull policy %v", c["image"], c["imagePullPolicy"])
+	}
+	if _, ok := pod["tolerations"]; ok {
+		t.Errorf("tolerations=null still renders tolerations")
+	}
+	if _, ok := pod["priorityClassName"]; ok {
+		t.Errorf("priorityClassName= still renders priorityClassName")
+	}
+	env := map[string]any{}
+	for _, e := range c["env"].([]any) {
+		env[e.(object)["name"].(string)] = e.(object)["value"]
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "10.0.0.10" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
+		t.Errorf("API server override: env %v", env)
+	}
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	for _, want := range []string{"--reconcile-interval=10s", "--v=2", "--internal-ip-target=10.0.0.1",
+		"--publish-rate=0.5", "--netlink-receive-buffer=16777216", "--metrics-bind-address=:19810"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args lack %s: %v", want, args)
+		}
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--resync-interval=") || strings.HasPrefix(a, "--log-level=") {
+			t.Errorf("%s rendered although its alternative is set (the binary refuses both)", a)
+		}
+	}
+	if ports := fmt.Sprint(c["ports"]); !strings.Contains(ports, "containerPort:19810") {
+		t.Errorf("metrics container port does not follow config.metricsBindAddress: %s", ports)
+	}
+	// The binary accepts what the chart renders (exit 2 is a usage error).
+	checkArgsParse(t, args)
+}
+
+// checkArgsParse runs the built binary once with args, in dry-run mode without ports, and fails on
+// a usage error.
+func checkArgsParse(t *testing.T, args []string) {
+	t.Helper()
+	bin := harness.MustBuild(t).Nodeaddr
+	full := append(slices.Clone(args), "--run-once", "--dry-run", "--timeout=2s",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, full...)
+	cmd.Env = []string{"NODE_NAME=worker-1"}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 2 {
+		t.Errorf("nodeaddr refuses the chart's arguments %v:\n%s", args, out)
+	}
+}
+
+// Every flag of the binary has a value in the chart, is passed by the DaemonSet template, and is
+// documented in README.md's flags table and in docs/install.md's Helm values table.
+func TestEveryFlagInChartAndDocs(t *testing.T) {
+	harness.RequireE2E(t)
+	flags := binaryFlags(t)
+	valuesData, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Config map[string]any `json:"config"`
+	}
+	if err := yaml.Unmarshal(valuesData, &values); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile(filepath.Join(chartDir(), "templates", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(harness.RepoDir(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	install, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, flagsSection, _ := strings.Cut(string(readme), "\n## Flags\n")
+	flagsSection, _, _ = strings.Cut(flagsSection, "\n## ")
+	var tableRows []string
+	for _, l := range strings.Split(flagsSection, "\n") {
+		if strings.HasPrefix(l, "| `--") {
+			tableRows = append(tableRows, l)
+		}
+	}
+	rendered := defaultArgs(t)
+	conditional := map[string]string{"reconcile-interval": "config.reconcileInterval=10s", "v": "config.v=1"}
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		key := valueKey(name)
+		if _, ok := values.Config[key]; !ok {
+			t.Errorf("--%s: no config.%s in deploy/helm/nodeaddr/values.yaml", name, key)
+		}
+		if !bytes.Contains(tmpl, []byte(`"--`+name+`=`)) || !bytes.Contains(tmpl, []byte("$c."+key)) {
+			t.Errorf("--%s: templates/daemonset.yaml does not render it from config.%s", name, key)
+		}
+		if set, ok := conditional[name]; ok {
+			if !slices.ContainsFunc(argsWith(t, set), func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
+				t.Errorf("--%s: not rendered with --set %s", name, set)
+			}
+		} else if !slices.ContainsFunc(rendered, func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
+			t.Errorf("--%s: not in the default render's args", name)
+		}
+		if !slices.ContainsFunc(tableRows, func(r string) bool { return strings.Contains(r, "`--"+name+"`") }) {
+			t.Errorf("--%s: not in README.md's flags table", name)
+		}
+		if !strings.Contains(string(install), "`config."+key+"`") {
+			t.Errorf("--%s: docs/install.md's Helm values table lacks `config.%s`", name, key)
+		}
+	}
+	for key := range values.Config {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(flags)), func(f string) bool { return valueKey(f) == key }) {
+			t.Errorf("values.yaml config.%s is no flag of nodeaddr", key)
+		}
+	}
+	checkArgsParse(t, rendered)
+}
+
+// valueKey is the chart's name for a flag: camelCase, with IP and CIDR in capitals
+// (--internal-ip-cidrs: internalIPCIDRs).
+func valueKey(flag string) string {
+	parts := strings.Split(flag, "-")
+	for i, p := range parts {
+		switch {
+		case i == 0:
+		case p == "ip":
+			parts[i] = "IP"
+		case p == "cidr":
+			parts[i] = "CIDR"
+		case p == "cidrs":
+			parts[i] = "CIDRs"
+		default:
+			parts[i] = strings.ToUpper(p[:1]) + p[1:]
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+func defaultArgs(t *testing.T) []string { return argsWith(t) }
+
+// argsWith renders the chart with --set for each of sets and returns the agent's args.
+func argsWith(t *testing.T, sets ...string) []string {
+	t.Helper()
+	var extra []string
+	for _, s := range sets {
+		extra = append(extra, "--set", s)
+	}
+	objs := decodeDocs(t, helmTemplate(t, extra...))
+	ds := objs["DaemonSet/kube-system/nodeaddr"]
+	c := ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0].(object)
+	var args []string
+	for _, a := range c["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}
+
+// The chart's output (monitoring on) applies with a server-side dry run and then for real on the
+// API server, and an upgrade re-applies cleanly.
+func TestHelmAppliesOnAPIServer(t *testing.T) {
+	harness.RequireE2E(t)
+	rendered := helmTemplate(t, "--set", "monitoring.enabled=true")
+	kubectl := harness.MustBuild(t).Kubectl
+	cp := harness.StartControlPlane(t)
+	kc := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
+	k := func(stdin string, args ...string) string {
+		t.Helper()
+		return run(t, stdin, kubectl, append([]string{"--kubeconfig=" + kc}, args...)...)
+	}
+	crds := operatorCRDs(t)
+	k("", "apply", "--server-side", "-f", crds[0], "-f", crds[1])
+	k("", "wait", "--for=condition=Established", "--timeout=30s",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+
+	out := k(rendered, "apply", "--server-side", "--field-manager=helm", "--dry-run=server", "-f", "-")
+	t.Logf("dry run:\n%s", out)
+	ctx := context.Background()
+	if _, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after a dry run the DaemonSet exists (or the get failed): %v", err)
+	}
+	out = k(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
+	t.Logf("apply:\n%s", out)
+	if strings.Contains(out, "Warning:") {
+		t.Errorf("the API server warned about the chart's output:\n%s", out)
+	}
+	objects := len(decodeDocs(t, rendered))
+	if got := strings.Count(out, "serverside-applied"); got != objects {
+		t.Errorf("apply reported %d objects applied, rendered %d:\n%s", got, objects, out)
+	}
+	ds, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:v0.1.0" {
+		t.Errorf("DaemonSet image = %q, want nodeaddr:v0.1.0", img)
+	}
+	if _, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policyName, metav1.GetOptions{}); err != nil {
+		t.Errorf("policy binding: %v", err)
+	}
+	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(ctx, "nodeaddr-dashboard", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Labels["grafana_dashboard"] != "1" || !strings.Contains(cm.Data["nodeaddr.json"], `"uid": "nodeaddr"`) {
+		t.Errorf("dashboard ConfigMap: labels %v, %d bytes of JSON", cm.Labels, len(cm.Data["nodeaddr.json"]))
+	}
+	for _, r := range []string{"servicemonitor/nodeaddr", "prometheusrule/nodeaddr", "service/nodeaddr"} {
+		k("", "-n", "kube-system", "get", r)
+	}
+	k(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
+}
