@@ -237,6 +237,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
+	checkGolden(t, body)
 	for _, name := range ruleMetrics(t) {
 		if !strings.Contains(body, "\n# TYPE "+name+" ") {
 			t.Errorf("alerts use %s, which /metrics does not expose", name)
