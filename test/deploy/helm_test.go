@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -481,43 +480,8 @@ func argsWith(t *testing.T, sets ...string) []string {
 func TestHelmAppliesOnAPIServer(t *testing.T) {
 	harness.RequireE2E(t)
 	rendered := helmTemplate(t, "--set", "monitoring.enabled=true")
-	kubectl := harness.MustBuild(t).Kubectl
-	cp := harness.StartControlPlane(t)
-	kc := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
-	k := func(stdin string, args ...string) string {
-		t.Helper()
-		return run(t, stdin, kubectl, append([]string{"--kubeconfig=" + kc}, args...)...)
-	}
-	crds := operatorCRDs(t)
-	k("", "apply", "--server-side", "-f", crds[0], "-f", crds[1])
-	k("", "wait", "--for=condition=Established", "--timeout=30s",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-
-	out := k(rendered, "apply", "--server-side", "--field-manager=helm", "--dry-run=server", "-f", "-")
-	t.Logf("dry run:\n%s", out)
+	cp, k := applyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "helm")
 	ctx := context.Background()
-	if _, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("after a dry run the DaemonSet exists (or the get failed): %v", err)
-	}
-	out = k(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
-	t.Logf("apply:\n%s", out)
-	if strings.Contains(out, "Warning:") {
-		t.Errorf("the API server warned about the chart's output:\n%s", out)
-	}
-	objects := len(decodeDocs(t, rendered))
-	if got := strings.Count(out, "serverside-applied"); got != objects {
-		t.Errorf("apply reported %d objects applied, rendered %d:\n%s", got, objects, out)
-	}
-	ds, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:v0.1.0" {
-		t.Errorf("DaemonSet image = %q, want nodeaddr:v0.1.0", img)
-	}
-	if _, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policyName, metav1.GetOptions{}); err != nil {
-		t.Errorf("policy binding: %v", err)
-	}
 	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(ctx, "nodeaddr-dashboard", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

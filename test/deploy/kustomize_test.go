@@ -61,44 +61,9 @@ func TestKustomizeAppliesOnAPIServer(t *testing.T) {
 		}
 	}
 
-	cp := harness.StartControlPlane(t)
-	kc := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
-	k := func(stdin string, args ...string) string {
-		t.Helper()
-		return kubectl(stdin, append([]string{"--kubeconfig=" + kc}, args...)...)
-	}
-	crds := operatorCRDs(t)
-	k("", "apply", "--server-side", "-f", crds[0], "-f", crds[1])
-	k("", "wait", "--for=condition=Established", "--timeout=30s",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
-
 	rendered := base + "---\n" + monitoring
-	out := k(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "--dry-run=server", "-f", "-")
-	t.Logf("dry run:\n%s", out)
+	cp, k := applyToAPIServer(t, bins.Kubectl, rendered, "nodeaddr-install")
 	ctx := context.Background()
-	if _, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("after a dry run the DaemonSet exists (or the get failed): %v", err)
-	}
-	out = k(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
-	t.Logf("apply:\n%s", out)
-	if strings.Contains(out, "Warning:") {
-		t.Errorf("the API server warned about the manifests:\n%s", out)
-	}
-	objects := strings.Count("\n"+rendered, "\nkind: ")
-	if got := strings.Count(out, "serverside-applied"); got != objects {
-		t.Errorf("apply reported %d objects applied, rendered %d:\n%s", got, objects, out)
-	}
-
-	ds, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:v0.1.0" {
-		t.Errorf("DaemonSet image = %q, want nodeaddr:v0.1.0", img)
-	}
-	if _, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policyName, metav1.GetOptions{}); err != nil {
-		t.Errorf("policy binding: %v", err)
-	}
 	svc, err := cp.Admin.CoreV1().Services("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,4 +76,49 @@ func TestKustomizeAppliesOnAPIServer(t *testing.T) {
 	}
 	// An upgrade re-applies the output: it must not conflict with itself.
 	k(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+}
+
+// applyToAPIServer starts a control plane with the Prometheus Operator CRDs, applies rendered with a
+// server-side dry run (which must create nothing), then for real (no warnings, every object
+// applied), checks the DaemonSet and the policy binding exist, and returns the control plane and a
+// kubectl bound to it for further checks.
+func applyToAPIServer(t *testing.T, kubectl, rendered, manager string) (*harness.ControlPlane, func(stdin string, args ...string) string) {
+	t.Helper()
+	cp := harness.StartControlPlane(t)
+	kc := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
+	k := func(stdin string, args ...string) string {
+		t.Helper()
+		return run(t, stdin, kubectl, append([]string{"--kubeconfig=" + kc}, args...)...)
+	}
+	crds := operatorCRDs(t)
+	k("", "apply", "--server-side", "-f", crds[0], "-f", crds[1])
+	k("", "wait", "--for=condition=Established", "--timeout=30s",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+
+	out := k(rendered, "apply", "--server-side", "--field-manager="+manager, "--dry-run=server", "-f", "-")
+	t.Logf("dry run:\n%s", out)
+	ctx := context.Background()
+	if _, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after a dry run the DaemonSet exists (or the get failed): %v", err)
+	}
+	out = k(rendered, "apply", "--server-side", "--field-manager="+manager, "-f", "-")
+	t.Logf("apply:\n%s", out)
+	if strings.Contains(out, "Warning:") {
+		t.Errorf("the API server warned about the manifests:\n%s", out)
+	}
+	objects := len(decodeDocs(t, rendered))
+	if got := strings.Count(out, "serverside-applied"); got != objects {
+		t.Errorf("apply reported %d objects applied, rendered %d:\n%s", got, objects, out)
+	}
+	ds, err := cp.Admin.AppsV1().DaemonSets("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:v0.1.0" {
+		t.Errorf("DaemonSet image = %q, want nodeaddr:v0.1.0", img)
+	}
+	if _, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policyName, metav1.GetOptions{}); err != nil {
+		t.Errorf("policy binding: %v", err)
+	}
+	return cp, k
 }

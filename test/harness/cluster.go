@@ -12,7 +12,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,40 +105,11 @@ func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 // mount for the DaemonSet pod: the token carries the node name.
 func (cp *ControlPlane) AgentToken(t testing.TB, node string) string {
 	t.Helper()
-	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "nodeaddr-", Namespace: "kube-system"},
-		Spec: corev1.PodSpec{
-			NodeName:           node,
-			ServiceAccountName: "nodeaddr",
-			Containers:         []corev1.Container{{Name: "nodeaddr", Image: "nodeaddr:test"}},
-		},
-	}
-	var err error
-	// The ServiceAccount admission plugin may not see a just-created ServiceAccount for a moment.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var created *corev1.Pod
-		created, err = cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
-		if err == nil {
-			pod = created
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create pod for token: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	exp := int64(3600)
-	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nodeaddr", &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{
-			ExpirationSeconds: &exp,
-			BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
+	token, err := cp.agentToken(context.Background(), node)
 	if err != nil {
-		t.Fatalf("token request: %v", err)
+		t.Fatalf("agent token for node %s: %v", node, err)
 	}
-	return tr.Status.Token
+	return token
 }
 
 // NodeSpec describes a Node to create.
