@@ -13,37 +13,6 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// After a real netlink overflow the agent resubscribes (without re-dumping the route table) and the
-// Node ends exact.
-func TestNetlinkOverflowResubscribesAndConverges(t *testing.T) {
-	e := newEnv(t, "overflow")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
-	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8", "--netlink-receive-buffer=4096")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
-
-	// A routing daemon's burst: 20 000 routes in and out of the main table, with a renumbering in
-	// the middle of it.
-	add, del := harness.RouteBatch(20000, "192.0.2.1", "eth0")
-	e.ns.Batch(add)
-	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
-	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
-	e.ns.Batch(del)
-
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
-	m, err := a.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	resub := m[`nodeaddr_netlink_resubscriptions_total{subscription="route"}`]
-	if resub == 0 {
-		t.Fatalf("no route resubscription after a 40 000-message flood into a 4 KiB buffer")
-	}
-	waitHealthy(t, a)
-	t.Logf("route resubscriptions: %v; address writes: %v", resub,
-		m[`nodeaddr_node_writes_total{kind="addresses",result="success"}`])
-}
-
 // The metrics are well-formed for promtool, the probes answer, and SIGTERM stops the agent cleanly.
 func TestMetricsProbesAndShutdown(t *testing.T) {
 	e := newEnv(t, "metrics")

@@ -273,4 +273,5 @@ func TestKernelRouteFlood(t *testing.T) {
 	if w := e.statusWrites(); w != 2 {
 		t.Fatalf("status writes = %d, want 2", w)
 	}
+	waitHealthy(t, a) // every subscription is back
 }
