@@ -1,9 +1,6 @@
 package resolver
 
-import (
-	"net/netip"
-	"time"
-)
+import "time"
 
 // Debouncer is a trailing-edge debounce with a maximum delay: a burst of events is resolved Quiet
 // after its last event, but never later than MaxDelay after its first, so continuous churn cannot
@@ -90,16 +87,6 @@ func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
 		}
 	}
 	return out.Normalize(), next
-}
-
-// Holding reports whether ip is being held although it no longer resolves.
-func (h *HoldDown) Holding(ip netip.Addr) bool {
-	for _, ha := range h.held {
-		if ha.addr.IP == ip && !ha.gone.IsZero() {
-			return true
-		}
-	}
-	return false
 }
 
 func managed(ts []AddressType, t AddressType) bool {

@@ -174,23 +174,3 @@ func TestHoldDown(t *testing.T) {
 		})
 	}
 }
-
-func TestHoldDownHolding(t *testing.T) {
-	a4, a6 := addr(ExternalIP, "192.0.2.10"), addr(ExternalIP, "2001:db8::10")
-	h := HoldDown{Grace: 5 * time.Second}
-	h.Apply(at(0), State{Managed: []AddressType{ExternalIP}, Addresses: []Address{a4, a6}})
-	if h.Holding(a4.IP) || h.Holding(a6.IP) {
-		t.Fatal("Holding reports an address that still resolves")
-	}
-	h.Apply(at(100), State{Managed: []AddressType{ExternalIP}, Addresses: []Address{a6}})
-	if !h.Holding(a4.IP) {
-		t.Error("Holding(a4) = false while a4 is held")
-	}
-	if h.Holding(a6.IP) {
-		t.Error("Holding(a6) = true although a6 resolves")
-	}
-	h.Apply(at(5100), State{Managed: []AddressType{ExternalIP}, Addresses: []Address{a6}})
-	if h.Holding(a4.IP) {
-		t.Error("Holding(a4) = true after the grace expired")
-	}
-}

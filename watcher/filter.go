@@ -10,9 +10,6 @@ const (
 	KindAddress = "address"
 	KindRoute   = "route"
 	KindLink    = "link"
-	// KindResync marks a signal raised after a resubscription: the kernel may have changed while the
-	// socket was not listening, so a full resolution is forced.
-	KindResync = "resync"
 )
 
 // Netlink messages are hints, not truth: the filters below only decide whether a message could change

@@ -93,15 +93,6 @@ func (a *agent) run(ctx context.Context) error {
 	policy := o.policy()
 	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
 	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
-	if o.dryRun && o.runOnce {
-		st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy, resolver.State{})
-		if err != nil {
-			return err
-		}
-		(&dryRunSink{w: a.stdout}).Publish(st, time.Time{})
-		return nil
-	}
-
 	var client kubernetes.Interface
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
@@ -139,18 +130,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 
 	if o.runOnce {
-		st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy, resolver.State{})
-		if err != nil {
-			return err
-		}
-		m.OnAddresses(st.Addresses)
-		tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
-		defer cancel()
-		if err := pub.ReconcileOnce(tctx, st); err != nil {
-			return fmt.Errorf("reconcile node %q: %w", o.nodeName, err)
-		}
-		a.log.Info("node reconciled", "node", o.nodeName, "addresses", st.String())
-		return nil
+		return a.runOnce(ctx, policy, pub)
 	}
 
 	sig := watcher.NewSignal()
@@ -222,6 +202,27 @@ func (a *agent) run(ctx context.Context) error {
 	wg.Wait()
 	a.log.Info("nodeaddr stopped")
 	return errors.Join(pubErr, serveErr)
+}
+
+// runOnce resolves once and prints the result (--dry-run) or reconciles the Node with it, retrying
+// until --timeout.
+func (a *agent) runOnce(ctx context.Context, policy resolver.Policy, pub *publisher.Publisher) error {
+	o := a.opts
+	st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy, resolver.State{})
+	if err != nil {
+		return err
+	}
+	if pub == nil { // --dry-run
+		(&dryRunSink{w: a.stdout}).Publish(st, time.Time{})
+		return nil
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
+	defer cancel()
+	if err := pub.ReconcileOnce(tctx, st); err != nil {
+		return fmt.Errorf("reconcile node %q: %w", o.nodeName, err)
+	}
+	a.log.Info("node reconciled", "node", o.nodeName, "addresses", st.String())
+	return nil
 }
 
 // restConfig loads --kubeconfig (or $KUBECONFIG, which may list several files), else the in-cluster

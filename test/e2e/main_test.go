@@ -44,7 +44,6 @@ func (e *env) waitAddresses(want []corev1.NodeAddress) *corev1.Node {
 }
 
 func (e *env) statusWrites() int { return e.cp.Writes(e.t, e.node)["status"] }
-func (e *env) nodeWrites() int   { return e.cp.Writes(e.t, e.node)[""] }
 
 func hasTaint(n *corev1.Node, key string) bool {
 	return slices.Contains(harness.TaintKeys(n), key)

@@ -231,21 +231,18 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 }
 
 // StopAPIServer stops kube-apiserver (etcd keeps running).
-func (cp *ControlPlane) StopAPIServer() {
-	cp.mu.Lock()
-	p := cp.api
-	cp.api = nil
-	cp.mu.Unlock()
-	p.stop()
-}
+func (cp *ControlPlane) StopAPIServer() { cp.take(&cp.api).stop() }
 
 // StopEtcd stops etcd.
-func (cp *ControlPlane) StopEtcd() {
+func (cp *ControlPlane) StopEtcd() { cp.take(&cp.etcd).stop() }
+
+// take clears *slot under the lock and returns what it held.
+func (cp *ControlPlane) take(slot **proc) *proc {
 	cp.mu.Lock()
-	p := cp.etcd
-	cp.etcd = nil
-	cp.mu.Unlock()
-	p.stop()
+	defer cp.mu.Unlock()
+	p := *slot
+	*slot = nil
+	return p
 }
 
 // Stop stops both.
