@@ -66,8 +66,13 @@ func ApplyProvidedNodeIP(annotation string, s resolver.State) NodeIPResult {
 		return r
 	}
 	r.Provided = ips
-	for _, ip := range ips {
-		if s.Local != nil && !slices.Contains(s.Local, ip) {
+	bits := make([]int, len(ips))
+	for i, ip := range ips {
+		j := slices.IndexFunc(s.Local, func(p netip.Prefix) bool { return p.Addr() == ip })
+		switch {
+		case j >= 0:
+			bits[i] = s.Local[j].Bits()
+		case s.Local != nil:
 			r.Missing = append(r.Missing, ip)
 		}
 	}
@@ -75,8 +80,8 @@ func ApplyProvidedNodeIP(annotation string, s resolver.State) NodeIPResult {
 		return r
 	}
 	out := make([]resolver.Address, 0, len(s.Addresses)+len(ips))
-	for _, ip := range ips {
-		out = append(out, resolver.Address{Type: resolver.InternalIP, IP: ip})
+	for i, ip := range ips {
+		out = append(out, resolver.Address{Type: resolver.InternalIP, IP: ip, PrefixLen: bits[i]})
 	}
 	for _, a := range s.Addresses {
 		if a.Type != resolver.InternalIP {

@@ -13,10 +13,11 @@ import (
 )
 
 func TestApplyProvidedNodeIP(t *testing.T) {
-	local := func(ips ...string) []netip.Addr {
-		out := []netip.Addr{}
+	local := func(ips ...string) []netip.Prefix {
+		out := []netip.Prefix{}
 		for _, s := range ips {
-			out = append(out, netip.MustParseAddr(s))
+			ip := netip.MustParseAddr(s)
+			out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
 		}
 		return out
 	}
@@ -91,12 +92,13 @@ func annotated(n *corev1.Node, v string) *corev1.Node {
 }
 
 func internalState(local []string, ips ...string) resolver.State {
-	s := resolver.State{Managed: manageInternal, Local: []netip.Addr{}}
+	s := resolver.State{Managed: manageInternal, Local: []netip.Prefix{}}
 	for _, ip := range ips {
 		s.Addresses = append(s.Addresses, want(resolver.InternalIP, ip))
 	}
 	for _, ip := range local {
-		s.Local = append(s.Local, netip.MustParseAddr(ip))
+		a := netip.MustParseAddr(ip)
+		s.Local = append(s.Local, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return s
 }

@@ -53,7 +53,7 @@ func TestKernelIPv4DefaultRoute(t *testing.T) {
 	if err != nil || src != netip.MustParseAddr("192.0.2.10") {
 		t.Fatalf("RouteSource(%s) = %v, %v; want 192.0.2.10", kTarget4, src, err)
 	}
-	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.10"), "r4"}}, kTarget4)
+	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.10"), "r4", 24}}, kTarget4)
 
 	// A secondary address in the same subnet (IFA_F_SECONDARY = 0x01) is how keepalived adds a
 	// VIP: skipped even when the route names it as its source, unless --allow-secondary.
@@ -73,7 +73,7 @@ func TestKernelIPv4DefaultRoute(t *testing.T) {
 	}
 	st, _, err = ResolvePolicy(Netlink{}, Policy{Managed: []AddressType{ExternalIP},
 		Targets: []Target{{ExternalIP, kTarget4}}, AllowSecondary: true}, State{})
-	if err != nil || !slices.Equal(st.Addresses, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.11"), "r4"}}) {
+	if err != nil || !slices.Equal(st.Addresses, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.11"), "r4", 24}}) {
 		t.Fatalf("Resolve with --allow-secondary = %v, %v; want 192.0.2.11", st.Addresses, err)
 	}
 }
@@ -88,7 +88,7 @@ func TestKernelIPv6DefaultRoute(t *testing.T) {
 	if err != nil || src != netip.MustParseAddr("2001:db8::10") {
 		t.Fatalf("RouteSource(%s) = %v, %v; want 2001:db8::10", kTarget6, src, err)
 	}
-	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("2001:db8::10"), "r6"}}, kTarget6)
+	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("2001:db8::10"), "r6", 64}}, kTarget6)
 }
 
 func TestKernelDualStack(t *testing.T) {
@@ -99,8 +99,8 @@ func TestKernelDualStack(t *testing.T) {
 	netnstest.IP(t, "route", "add", "default", "via", "192.0.2.1")
 	netnstest.IP(t, "-6", "route", "add", "default", "via", "2001:db8::1", "dev", "rd")
 	wantResolved(t, []Address{
-		{ExternalIP, netip.MustParseAddr("192.0.2.10"), "rd"},
-		{ExternalIP, netip.MustParseAddr("2001:db8::10"), "rd"},
+		{ExternalIP, netip.MustParseAddr("192.0.2.10"), "rd", 24},
+		{ExternalIP, netip.MustParseAddr("2001:db8::10"), "rd", 64},
 	}, kTarget6, kTarget4)
 }
 
@@ -117,12 +117,12 @@ func TestKernelDefaultRouteMoves(t *testing.T) {
 	netnstest.IP(t, "-6", "route", "add", "default", "via", "2001:db8:a::1", "dev", "rma", "metric", "100")
 	netnstest.IP(t, "-6", "route", "add", "default", "via", "2001:db8:b::1", "dev", "rmb", "metric", "200")
 	onA := []Address{
-		{ExternalIP, netip.MustParseAddr("192.0.2.10"), "rma"},
-		{ExternalIP, netip.MustParseAddr("2001:db8:a::10"), "rma"},
+		{ExternalIP, netip.MustParseAddr("192.0.2.10"), "rma", 24},
+		{ExternalIP, netip.MustParseAddr("2001:db8:a::10"), "rma", 64},
 	}
 	onB := []Address{
-		{ExternalIP, netip.MustParseAddr("203.0.113.10"), "rmb"},
-		{ExternalIP, netip.MustParseAddr("2001:db8:b::10"), "rmb"},
+		{ExternalIP, netip.MustParseAddr("203.0.113.10"), "rmb", 24},
+		{ExternalIP, netip.MustParseAddr("2001:db8:b::10"), "rmb", 64},
 	}
 	wantResolved(t, onA, kTarget4, kTarget6)
 
@@ -164,7 +164,7 @@ func TestKernelTentativeIPv6(t *testing.T) {
 	}
 
 	// DAD takes about a second; poll, do not sleep a fixed time.
-	want := []Address{{ExternalIP, addr, "rt"}}
+	want := []Address{{ExternalIP, addr, "rt", 64}}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		st, skips = resolveKernel(t, kTarget6)
 		if len(st.Addresses) > 0 {
@@ -257,5 +257,5 @@ func TestKernelPolicyRouting(t *testing.T) {
 		t.Errorf("RouteTables = %v, want %v", tables, want)
 	}
 	// The lookup follows the rule into table 100.
-	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("203.0.113.10"), "rpb"}}, kTarget4)
+	wantResolved(t, []Address{{ExternalIP, netip.MustParseAddr("203.0.113.10"), "rpb", 24}}, kTarget4)
 }

@@ -445,7 +445,7 @@ func TestLoopStickyAndPodCIDRs(t *testing.T) {
 		lt.loop.SetPodCIDRs([]netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")})
 		synctest.Wait()
 		got = lt.sink.all()
-		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, newcomer.IP, "eth1"}}}
+		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, newcomer.IP, "eth1", 0}}}
 		if last := got[len(got)-1]; !last.state.Equal(want) || last.at != time.Second {
 			t.Fatalf("after SetPodCIDRs: %v, want %v published at once", last, want)
 		}

@@ -147,7 +147,7 @@ func Select(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev Sta
 				}
 			}
 			if c, ok := pick(cands, prev, t, f); ok {
-				out = append(out, Address{Type: t, IP: c.la.IP, Interface: c.la.Link})
+				out = append(out, Address{Type: t, IP: c.la.IP, Interface: c.la.Link, PrefixLen: c.la.PrefixLen})
 			}
 		}
 	}
@@ -361,12 +361,21 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 	var skips []Skip
 	st.Addresses, skips = Select(p, sources, addrs, prev)
 	if p.ReportLocal {
-		st.Local = make([]netip.Addr, 0, len(addrs))
+		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {
 			if a.Flags&unix.IFA_F_DADFAILED == 0 {
-				st.Local = append(st.Local, a.IP)
+				st.Local = append(st.Local, localPrefix(a))
 			}
 		}
 	}
 	return st.Normalize(), skips, nil
+}
+
+// localPrefix is a's address with its prefix length (the host length when the kernel gave none).
+func localPrefix(a LocalAddr) netip.Prefix {
+	bits := a.PrefixLen
+	if bits <= 0 || bits > a.IP.BitLen() {
+		bits = a.IP.BitLen()
+	}
+	return netip.PrefixFrom(a.IP, bits)
 }

@@ -50,7 +50,7 @@ func TestSelect(t *testing.T) {
 			ExcludeInterfaces: MustInterfaceRegexps(DefaultExcludeInterfaces...)}}
 	}
 	prevIP := func(s string) State {
-		return State{Managed: internalOnly, Addresses: []Address{{InternalIP, ip(s), ""}}}
+		return State{Managed: internalOnly, Addresses: []Address{{InternalIP, ip(s), "", 0}}}
 	}
 	tests := []struct {
 		name    string
@@ -273,7 +273,7 @@ func TestSelectTwoTypes(t *testing.T) {
 	}
 	addrs := []LocalAddr{on("ens3", "203.0.113.7/24"), on("ens4", "10.0.0.7/24")}
 	got, _ := Select(p, map[Target]netip.Addr{tExt: ip("203.0.113.7")}, addrs, State{})
-	want := []Address{{InternalIP, ip("10.0.0.7"), "ens4"}, {ExternalIP, ip("203.0.113.7"), "ens3"}}
+	want := []Address{{InternalIP, ip("10.0.0.7"), "ens4", 24}, {ExternalIP, ip("203.0.113.7"), "ens3", 24}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Select = %v, want %v", got, want)
 	}
@@ -286,7 +286,7 @@ func TestResolvePolicyReportsLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(st.Local, []netip.Addr{ip("192.0.2.10")}) || len(st.Addresses) != 0 {
+	if !slices.Equal(st.Local, []netip.Prefix{netip.MustParsePrefix("192.0.2.10/24")}) || len(st.Addresses) != 0 {
 		t.Errorf("state %+v, want Local [192.0.2.10] (dad-failed left out) and no address", st)
 	}
 }

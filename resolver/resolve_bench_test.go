@@ -88,10 +88,10 @@ func BenchmarkResolve(b *testing.B) {
 // same state again and must cost nothing downstream).
 func BenchmarkStateEqual(b *testing.B) {
 	s := State{Managed: []AddressType{InternalIP, ExternalIP}, Addresses: []Address{
-		{InternalIP, netip.MustParseAddr("10.0.0.5"), "eth0"},
-		{InternalIP, netip.MustParseAddr("fd00::5"), "eth0"},
-		{ExternalIP, netip.MustParseAddr("192.0.2.10"), "eth1"},
-		{ExternalIP, netip.MustParseAddr("2001:db8::10"), "eth1"},
+		{InternalIP, netip.MustParseAddr("10.0.0.5"), "eth0", 0},
+		{InternalIP, netip.MustParseAddr("fd00::5"), "eth0", 0},
+		{ExternalIP, netip.MustParseAddr("192.0.2.10"), "eth1", 0},
+		{ExternalIP, netip.MustParseAddr("2001:db8::10"), "eth1", 0},
 	}}
 	o := s.Normalize()
 	b.ReportAllocs()

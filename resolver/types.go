@@ -57,6 +57,9 @@ type Address struct {
 	IP   netip.Addr
 	// Interface is the link the address is on (informational, for logs).
 	Interface string
+	// PrefixLen is the prefix length the address has on its interface (0 when unknown): consumers
+	// such as Calico want the address in CIDR form (publisher annotations).
+	PrefixLen int
 }
 
 func (a Address) String() string { return fmt.Sprintf("%s=%s", a.Type, a.IP) }
@@ -66,9 +69,10 @@ func (a Address) String() string { return fmt.Sprintf("%s=%s", a.Type, a.IP) }
 type State struct {
 	Managed   []AddressType
 	Addresses []Address
-	// Local lists every address assigned to the host when the policy asks for it (ReportLocal), so
-	// the publisher can check the kubelet's provided-node-ip; Equal ignores it.
-	Local []netip.Addr
+	// Local lists every address assigned to the host, with its prefix length, when the policy asks
+	// for it (ReportLocal), so the publisher can check the kubelet's provided-node-ip; Equal ignores
+	// it.
+	Local []netip.Prefix
 }
 
 // Normalize sorts the addresses by type (in Managed order) then family (IPv4 first), so two states
@@ -87,11 +91,12 @@ func (s State) Normalize() State {
 	return out
 }
 
-// Equal reports whether s and o hold the same managed types and addresses (interfaces ignored).
+// Equal reports whether s and o hold the same managed types and addresses (interfaces ignored; a
+// changed prefix length counts, annotations in CIDR form carry it).
 func (s State) Equal(o State) bool {
 	a, b := s.Normalize(), o.Normalize()
 	return slices.Equal(a.Managed, b.Managed) && slices.EqualFunc(a.Addresses, b.Addresses,
-		func(x, y Address) bool { return x.Type == y.Type && x.IP == y.IP })
+		func(x, y Address) bool { return x.Type == y.Type && x.IP == y.IP && x.PrefixLen == y.PrefixLen })
 }
 
 // Get returns the address of type t and family f, if any.
