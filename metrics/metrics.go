@@ -53,7 +53,7 @@ func New(version string) *Metrics {
 		}, []string{"result"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeaddr_node_writes_total",
-			Help: "Writes to the Node, by kind (addresses, taint) and result (success, conflict, error).",
+			Help: "Writes to the Node, by kind (addresses, annotations, taint) and result (success, conflict, error).",
 		}, []string{"kind", "result"}),
 		reaction: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "nodeaddr_reaction_seconds",
@@ -103,7 +103,7 @@ func New(version string) *Metrics {
 	for _, r := range []string{"success", "error"} {
 		m.resolutions.WithLabelValues(r)
 	}
-	for _, k := range []string{"addresses", "taint"} {
+	for _, k := range []string{"addresses", "annotations", "taint"} {
 		for _, r := range []string{"success", "conflict", "error"} {
 			m.writes.WithLabelValues(k, r)
 		}

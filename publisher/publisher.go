@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ import (
 const (
 	ReasonAddressesUpdated     = "AddressesUpdated"
 	ReasonTaintRemoved         = "TaintRemoved"
+	ReasonAnnotationsUpdated   = "AnnotationsUpdated"
 	ReasonAddressesOverwritten = "AddressesOverwritten"
 	ReasonWriteFailed          = "AddressesWriteFailed"
 	// ReasonProvidedNodeIPNotFound: the kubelet's provided-node-ip is not on the host.
@@ -39,8 +41,9 @@ const (
 
 // Write kinds and results, the labels of nodeaddr_node_writes_total.
 const (
-	KindAddresses = "addresses"
-	KindTaint     = "taint"
+	KindAddresses   = "addresses"
+	KindAnnotations = "annotations"
+	KindTaint       = "taint"
 
 	ResultSuccess  = "success"
 	ResultConflict = "conflict"
@@ -67,6 +70,9 @@ type Config struct {
 	// Managed lists the address types nodeaddr owns; every other entry is left alone.
 	Managed     []resolver.AddressType
 	RemoveTaint bool
+	// Annotations are written from the published addresses (--annotations); other annotations are
+	// left alone.
+	Annotations []AnnotationSpec
 	// Rate and Burst bound writes (both kinds together). The first write passes at once.
 	Rate  rate.Limit
 	Burst int
@@ -397,6 +403,10 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		p.clearSince()
 	}
 	p.reportNodeIP(node, nip)
+	node, err := p.syncAnnotations(ctx, node, nip.Addresses)
+	if err != nil || node == nil {
+		return err
+	}
 	if p.cfg.RemoveTaint && len(nip.Addresses) > 0 && len(nip.Missing) == 0 && hasUninitialized(node) {
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
@@ -407,6 +417,53 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	}
 	p.ready.Store(true)
 	return nil
+}
+
+// syncAnnotations writes the configured annotations for the addresses on the Node (before the taint
+// goes, so consumers waiting for them find them). It returns the freshest Node, nil if it vanished.
+func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, resolved []resolver.Address) (*corev1.Node, error) {
+	changes := func(n *corev1.Node) map[string]string {
+		return AnnotationChanges(n.Annotations, p.cfg.Annotations,
+			InStatusOrder(n.Status.Addresses, p.cfg.Managed, resolved))
+	}
+	if len(p.cfg.Annotations) == 0 || changes(node) == nil {
+		return node, nil
+	}
+	if err := p.limiter.Wait(ctx); err != nil {
+		return nil, err
+	}
+	if node, _, _ = p.snapshot(); node == nil {
+		return nil, nil
+	}
+	ch := changes(node) // the Node may have moved during the wait
+	if ch == nil {
+		return node, nil
+	}
+	pt, data, err := annotationsPatch(node, ch)
+	if err != nil {
+		return nil, err
+	}
+	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
+		metav1.PatchOptions{FieldManager: p.cfg.FieldManager})
+	if err != nil {
+		return nil, p.failed(ctx, KindAnnotations, node, err)
+	}
+	p.succeeded(KindAnnotations)
+	p.mu.Lock()
+	if newer(res, p.node) {
+		p.node = res
+	}
+	p.mu.Unlock()
+	desc := make([]string, 0, len(ch))
+	for _, a := range p.cfg.Annotations {
+		if v, ok := ch[a.Key]; ok {
+			desc = append(desc, fmt.Sprintf("%s=%q", a.Key, v))
+		}
+	}
+	p.log.Info("annotations updated", "reason", "addresses-changed", "annotations", strings.Join(desc, " "),
+		"resourceVersion", res.ResourceVersion)
+	p.cfg.Recorder.Eventf(res, corev1.EventTypeNormal, ReasonAnnotationsUpdated, "Annotations set: %s", strings.Join(desc, " "))
+	return res, nil
 }
 
 // nodeIP applies the kubelet's provided-node-ip annotation to the desired state.

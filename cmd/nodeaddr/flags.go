@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -45,6 +46,8 @@ type options struct {
 	allowSecondary    bool
 	defaultExclusions bool
 	serviceCIDRs      []netip.Prefix
+
+	annotations []publisher.AnnotationSpec
 }
 
 // usageError is a bad command line: exit code 2, one line on stderr.
@@ -101,6 +104,8 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces, " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
 	var serviceCIDR string
 	fs.StringVar(&serviceCIDR, "service-cidr", "", "the cluster's service CIDR(s), comma-separated: never a node address")
+	var annotations string
+	fs.StringVar(&annotations, "annotations", getenv("NODEADDR_ANNOTATIONS"), "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(publisher.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -168,6 +173,9 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 					flagPrefix(t), name, t, flagPrefix(t), flagPrefix(t), flagPrefix(t))
 			}
 		}
+	}
+	if o.annotations, err = publisher.ParseAnnotations(annotations, o.managed()); err != nil {
+		return nil, usagef("--annotations: %v", err)
 	}
 	if set["reconcile-interval"] {
 		if set["resync-interval"] {

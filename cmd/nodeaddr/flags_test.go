@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -154,6 +155,10 @@ func TestParseFlags(t *testing.T) {
 				return p.AllowSecondary && slices.Equal(p.ExcludeCIDRs,
 					[]netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:96::/108")})
 			}, "secondaries allowed, two service CIDRs"},
+		{"--annotations from NODEADDR_ANNOTATIONS", []string{"--node-name=a"}, env("NODEADDR_ANNOTATIONS", "k3s, x.io/ip=external-ipv4-cidr"),
+			func(o *options) bool {
+				return fmt.Sprint(o.annotations) == "[k3s.io/external-ip=external-ips x.io/ip=external-ipv4-cidr]"
+			}, "k3s's ExternalIP key and one explicit key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parse(tc.args, tc.env)
@@ -225,6 +230,10 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"bad --external-ip-cidrs", []string{"--external-ip-cidrs=10.0.0.0/33"}, nil, nil,
 			`--external-ip-cidrs: "10.0.0.0/33" is not a CIDR`},
 		{"bad --service-cidr", []string{"--service-cidr=10.96.0.0"}, nil, nil, `--service-cidr: "10.96.0.0" is not a CIDR`},
+		{"bad --annotations preset", []string{"--node-name=a", "--annotations=nodeaddr,calico"}, nil, nil,
+			"--annotations: preset calico writes InternalIP, which is not managed"},
+		{"bad --annotations format", []string{"--node-name=a", "--annotations=x.io/ip=external"}, nil, nil,
+			`--annotations: x.io/ip: format "external" is not one of internal-ipv4, internal-ipv6, internal-ips, internal-ipv4-cidr, internal-ipv6-cidr (or external-…)`},
 		{"bad --allow-secondary", []string{"--allow-secondary=sometimes"}, nil, nil, `--allow-secondary: invalid value "sometimes": parse error`},
 		{"exclusions for an unmanaged type", []string{"--node-name=a", "--internal-ip-exclude-interfaces=eth1"}, nil, nil,
 			"--internal-ip-exclude-interfaces: InternalIP is not managed (it has no --internal-ip-target, --internal-ip-interfaces or accepting --internal-ip-cidrs)"},
@@ -296,6 +305,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--node-name=a", "--internal-ip-interfaces=("}, "--internal-ip-interfaces"},
 		{[]string{"--node-name=a", "--external-ip-cidrs=!x"}, "--external-ip-cidrs"},
 		{[]string{"--node-name=a", "--service-cidr=10.96.0.0/40"}, "--service-cidr"},
+		{[]string{"--node-name=a", "--annotations=k3s.io/internal-ip=internal-ips"}, "--annotations"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runArgs(t, env(), tc.args...)

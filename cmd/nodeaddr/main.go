@@ -118,6 +118,7 @@ func (a *agent) run(ctx context.Context) error {
 	if client != nil {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Client: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
+			Annotations: o.annotations,
 			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
@@ -138,7 +139,7 @@ func (a *agent) run(ctx context.Context) error {
 	var sink resolver.Sink = pub
 	var dry *dryRunSink
 	if o.dryRun {
-		dry = &dryRunSink{w: a.stdout}
+		dry = &dryRunSink{w: a.stdout, annotations: o.annotations}
 		sink = dry
 	}
 	loop := resolver.NewLoop(resolver.LoopConfig{
@@ -213,7 +214,7 @@ func (a *agent) runOnce(ctx context.Context, policy resolver.Policy, pub *publis
 		return err
 	}
 	if pub == nil { // --dry-run
-		(&dryRunSink{w: a.stdout}).Publish(st, time.Time{})
+		(&dryRunSink{w: a.stdout, annotations: o.annotations}).Publish(st, time.Time{})
 		return nil
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
@@ -246,11 +247,13 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// dryRunSink prints one JSON line per change of the managed addresses.
+// dryRunSink prints one JSON line per change of the managed addresses (and of the annotations
+// that --annotations would write).
 type dryRunSink struct {
-	w    io.Writer
-	mu   sync.Mutex
-	last *resolver.State
+	w           io.Writer
+	annotations []publisher.AnnotationSpec
+	mu          sync.Mutex
+	last        *resolver.State
 }
 
 type jsonAddress struct {
@@ -266,10 +269,19 @@ func (d *dryRunSink) Publish(s resolver.State, _ time.Time) {
 	}
 	d.last = &s
 	out := struct {
-		Addresses []jsonAddress `json:"addresses"`
+		Addresses   []jsonAddress     `json:"addresses"`
+		Annotations map[string]string `json:"annotations,omitempty"`
 	}{Addresses: []jsonAddress{}}
-	for _, a := range publisher.Merge(nil, s.Managed, s.Addresses) {
+	merged := publisher.Merge(nil, s.Managed, s.Addresses)
+	for _, a := range merged {
 		out.Addresses = append(out.Addresses, jsonAddress{Type: string(a.Type), Address: a.Address})
+	}
+	if len(d.annotations) > 0 {
+		// What would be written to a Node without annotations; an empty value is a removal.
+		out.Annotations = map[string]string{}
+		for k, v := range publisher.AnnotationChanges(nil, d.annotations, publisher.InStatusOrder(merged, s.Managed, s.Addresses)) {
+			out.Annotations[k] = v
+		}
 	}
 	b, _ := json.Marshal(out)
 	fmt.Fprintf(d.w, "%s\n", b)

@@ -1,0 +1,216 @@
+package publisher
+
+import (
+	"errors"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+func addr(t resolver.AddressType, cidr string) resolver.Address {
+	p := netip.MustParsePrefix(cidr)
+	return resolver.Address{Type: t, IP: p.Addr(), PrefixLen: p.Bits()}
+}
+
+func TestParseAnnotations(t *testing.T) {
+	both := []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}
+	tests := []struct {
+		name    string
+		in      string
+		managed []resolver.AddressType
+		want    []string // key=format
+		err     string
+	}{
+		{name: "empty", in: " , ", managed: both},
+		{name: "nodeaddr preset, both types", in: "nodeaddr", managed: both, want: []string{
+			"nodeaddr.io/internal-ipv4=internal-ipv4", "nodeaddr.io/internal-ipv6=internal-ipv6",
+			"nodeaddr.io/external-ipv4=external-ipv4", "nodeaddr.io/external-ipv6=external-ipv6"}},
+		{name: "preset keys of unmanaged types are left out", in: "nodeaddr,k3s", managed: manageExternal, want: []string{
+			"nodeaddr.io/external-ipv4=external-ipv4", "nodeaddr.io/external-ipv6=external-ipv6",
+			"k3s.io/external-ip=external-ips"}},
+		{name: "calico", in: "calico", managed: manageInternal, want: []string{
+			"projectcalico.org/IPv4Address=internal-ipv4-cidr", "projectcalico.org/IPv6Address=internal-ipv6-cidr"}},
+		{name: "flannel", in: "flannel", managed: both, want: []string{
+			"flannel.alpha.coreos.com/public-ip-overwrite=external-ipv4",
+			"flannel.alpha.coreos.com/public-ipv6-overwrite=external-ipv6"}},
+		{name: "explicit keys, spaces", in: " example.com/ip = internal-ips ,node-ip=external-ipv6-cidr", managed: both, want: []string{
+			"example.com/ip=internal-ips", "node-ip=external-ipv6-cidr"}},
+		{name: "unknown preset", in: "cilium", managed: both, err: `"cilium" is neither a preset (calico, flannel, k3s, nodeaddr) nor KEY=FORMAT`},
+		{name: "preset with nothing managed", in: "flannel", managed: manageInternal, err: "preset flannel writes ExternalIP, which is not managed"},
+		{name: "explicit key of an unmanaged type", in: "a.io/x=external-ipv4", managed: manageInternal, err: "a.io/x=external-ipv4: ExternalIP is not managed"},
+		{name: "bad format", in: "a.io/x=internal-ip", managed: both, err: `a.io/x: format "internal-ip" is not one of internal-ipv4`},
+		{name: "bad key", in: "a b=internal-ipv4", managed: both, err: `"a b" is not a valid annotation key`},
+		{name: "empty key", in: "=internal-ipv4", managed: both, err: `"" is not a valid annotation key`},
+		{name: "key twice", in: "k3s,k3s.io/internal-ip=internal-ipv4", managed: both, err: "annotation k3s.io/internal-ip given twice (preset k3s and k3s.io/internal-ip=internal-ipv4)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseAnnotations(tt.in, tt.managed)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want it to contain %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s []string
+			for _, a := range got {
+				s = append(s, a.String())
+			}
+			assertEqual(t, "specs", s, tt.want)
+		})
+	}
+}
+
+func TestAnnotationValue(t *testing.T) {
+	addrs := []resolver.Address{
+		addr(resolver.InternalIP, "fd00::5/64"), addr(resolver.InternalIP, "10.0.0.5/24"),
+		addr(resolver.ExternalIP, "203.0.113.7/32"), {Type: resolver.ExternalIP, IP: netip.MustParseAddr("2001:db8::7")},
+	}
+	tests := []struct {
+		format, want string
+	}{
+		{"internal-ipv4", "10.0.0.5"},
+		{"internal-ipv6", "fd00::5"},
+		{"internal-ips", "fd00::5,10.0.0.5"}, // the status order: IPv6 primary here
+		{"internal-ipv4-cidr", "10.0.0.5/24"},
+		{"internal-ipv6-cidr", "fd00::5/64"},
+		{"external-ipv4-cidr", "203.0.113.7/32"},
+		{"external-ipv6-cidr", "2001:db8::7/128"}, // prefix unknown: a host prefix
+	}
+	for _, tt := range tests {
+		a, err := parseFormat(tt.format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.Value(addrs); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.format, got, tt.want)
+		}
+	}
+	none, _ := parseFormat("external-ipv6")
+	if got := none.Value(addrs[:3]); got != "" {
+		t.Errorf("no IPv6 ExternalIP: %q, want empty", got)
+	}
+}
+
+func TestAnnotationChanges(t *testing.T) {
+	specs, err := ParseAnnotations("nodeaddr", manageExternal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4 := []resolver.Address{addr(resolver.ExternalIP, "192.0.2.10/24")}
+	tests := []struct {
+		name    string
+		current map[string]string
+		addrs   []resolver.Address
+		want    map[string]string
+	}{
+		{name: "fresh", current: nil, addrs: v4, want: map[string]string{"nodeaddr.io/external-ipv4": "192.0.2.10"}},
+		{name: "up to date", current: map[string]string{"nodeaddr.io/external-ipv4": "192.0.2.10", "other": "x"}, addrs: v4},
+		{name: "changed, and a stale IPv6 removed", current: map[string]string{"nodeaddr.io/external-ipv4": "192.0.2.9", "nodeaddr.io/external-ipv6": "2001:db8::9"},
+			addrs: v4, want: map[string]string{"nodeaddr.io/external-ipv4": "192.0.2.10", "nodeaddr.io/external-ipv6": ""}},
+		{name: "an empty value is removed", current: map[string]string{"nodeaddr.io/external-ipv4": "192.0.2.10", "nodeaddr.io/external-ipv6": ""},
+			addrs: v4, want: map[string]string{"nodeaddr.io/external-ipv6": ""}},
+		{name: "nothing resolved, nothing there", current: map[string]string{"other": "x"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := AnnotationChanges(tt.current, specs, tt.addrs); !maps.Equal(got, tt.want) {
+				t.Errorf("changes %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAnnotationsPatch(t *testing.T) {
+	n := testNode("7", nil)
+	n.Annotations = map[string]string{"a/b~c": "old", "keep": "x"}
+	pt, data, err := annotationsPatch(n, map[string]string{"a/b~c": "", "new.io/ip": "192.0.2.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"op":"test","path":"/metadata/annotations/a~1b~0c","value":"old"},{"op":"remove","path":"/metadata/annotations/a~1b~0c","value":null},` +
+		`{"op":"test","path":"/metadata/annotations/new.io~1ip","value":null},{"op":"add","path":"/metadata/annotations/new.io~1ip","value":"192.0.2.1"}]`
+	if pt != "application/json-patch+json" || string(data) != want {
+		t.Errorf("patch %s %s\nwant %s", pt, data, want)
+	}
+	n.Annotations = nil
+	pt, data, _ = annotationsPatch(n, map[string]string{"new.io/ip": "192.0.2.1", "gone": ""})
+	if pt != "application/merge-patch+json" || string(data) != `{"metadata":{"annotations":{"new.io/ip":"192.0.2.1"},"resourceVersion":"7"}}` {
+		t.Errorf("patch without annotations: %s %s", pt, data)
+	}
+}
+
+// The publisher writes the annotations after the addresses and before the taint, once per change,
+// leaving every other annotation alone; the `test` of an absent key holds on the fake's JSON patch
+// (the API server's library), and a concurrent change of one of our keys is a conflict.
+func TestReconcileWritesAnnotations(t *testing.T) {
+	node := testNode("10", kubeletAddrs(), uninitTaint)
+	node.Annotations = map[string]string{"other.io/x": "1", "nodeaddr.io/external-ipv6": "2001:db8::1"}
+	specs, _ := ParseAnnotations("nodeaddr,k3s", manageExternal)
+	f := newFixture(t, node, func(c *Config) { c.Annotations = specs })
+	st := externalState()
+	st.Addresses = []resolver.Address{addr(resolver.ExternalIP, "203.0.113.7/24")}
+	f.start(t, st)
+	if err := f.p.reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "annotations/success", "taint/success"})
+	got := f.get(t).Annotations
+	want := map[string]string{"other.io/x": "1", "nodeaddr.io/external-ipv4": "203.0.113.7", "k3s.io/external-ip": "203.0.113.7"}
+	if !maps.Equal(got, want) {
+		t.Errorf("annotations %v, want %v", got, want)
+	}
+	ev := f.events()
+	if !slices.Contains(ev, `Normal AnnotationsUpdated Annotations set: nodeaddr.io/external-ipv4="203.0.113.7" nodeaddr.io/external-ipv6="" k3s.io/external-ip="203.0.113.7"`) {
+		t.Errorf("events %v", ev)
+	}
+
+	// Nothing changed: nothing written.
+	f.p.observe(f.get(t))
+	if err := f.p.reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.patches()); n != 3 {
+		t.Errorf("%d patches after a no-op reconcile, want 3", n)
+	}
+
+	// Someone sets one of our keys after our last read: the `test` fails (a conflict), the Node is
+	// re-read and the next pass writes over it; the other keys are untouched.
+	f.p.cfg.Annotations, _ = ParseAnnotations("nodeaddr,example.com/cidr=external-ipv4-cidr", manageExternal)
+	f.p.observe(f.get(t))
+	if err := f.p.reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stale := f.get(t).DeepCopy()
+	f.p.observe(stale)
+	theirs := stale.DeepCopy()
+	theirs.Annotations["example.com/cidr"] = "198.51.100.1/8"
+	theirs.ResourceVersion = nextRV(stale.ResourceVersion)
+	if err := f.client.Tracker().Update(nodesGVR, theirs, ""); err != nil {
+		t.Fatal(err)
+	}
+	st.Addresses = []resolver.Address{addr(resolver.ExternalIP, "203.0.113.7/25")} // only the prefix changes
+	f.p.Publish(st, time.Now())
+	if err := f.p.reconcile(t.Context()); !errors.Is(err, errConflict) {
+		t.Fatalf("reconcile over a concurrent change: %v, want a conflict", err)
+	}
+	if err := f.p.reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got = f.get(t).Annotations
+	want = map[string]string{"other.io/x": "1", "nodeaddr.io/external-ipv4": "203.0.113.7",
+		"k3s.io/external-ip": "203.0.113.7", "example.com/cidr": "203.0.113.7/25"}
+	if !maps.Equal(got, want) {
+		t.Errorf("annotations %v, want %v", got, want)
+	}
+	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "annotations/success", "taint/success",
+		"annotations/success", "annotations/conflict", "annotations/success"})
+}
