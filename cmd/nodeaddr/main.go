@@ -119,7 +119,7 @@ func (a *agent) run(ctx context.Context) error {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Client: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
 			Annotations: o.annotations,
-			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
+			Rate:        rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 			OnPodCIDRs: func(p []netip.Prefix) {
