@@ -251,7 +251,21 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 	return (ut + st) / 100
 }
 
+// runs reports whether a section is selected by $NODEADDR_BENCH_ONLY, a comma-separated list of
+// latency, api, flap, churn, footprint (empty: every section).
+func runs(name string) bool {
+	only := os.Getenv("NODEADDR_BENCH_ONLY")
+	return only == "" || slices.Contains(strings.Split(only, ","), name)
+}
+
 func TestReport(t *testing.T) {
+	if only := os.Getenv("NODEADDR_BENCH_ONLY"); only != "" {
+		for _, n := range strings.Split(only, ",") {
+			if !slices.Contains([]string{"latency", "api", "flap", "churn", "footprint"}, n) {
+				t.Fatalf("NODEADDR_BENCH_ONLY: unknown section %q (latency, api, flap, churn, footprint)", n)
+			}
+		}
+	}
 	samples := envInt("NODEADDR_BENCH_SAMPLES", 200)
 	idle := time.Duration(envInt("NODEADDR_BENCH_IDLE_SECONDS", 300)) * time.Second
 	commit, _ := exec.Command("git", "-C", harness.RepoDir(), "rev-parse", "--short", "HEAD").Output()
@@ -271,21 +285,23 @@ func TestReport(t *testing.T) {
 		strings.TrimSpace(string(commit)), runtime.NumCPU(), cpu, strings.TrimSpace(string(kernel)), runtime.Version(), harness.KubernetesVersion)
 
 	// 1. Reaction latency.
-	def := reactionLatency(t, "default", samples)
-	zero := reactionLatency(t, "debounce=0", samples, "--debounce=0")
-	start := startToTaintRemoved(t, 10)
-	section("## 1. Reaction latency\n\nTime from the `ip addr del` that renumbers the uplink returning to a client-go watch seeing the Node's new ExternalIP; %d changes per setting at random phase (1.0–1.4 s apart, so the default 1 write/s limiter is not the bottleneck). Target: p99 within the debounce plus 25 ms.\n\n", samples)
-	section("| setting | n | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|\n")
-	for _, r := range []struct {
-		name string
-		q    quantiles
-	}{{"default (`--debounce=100ms`)", def}, {"`--debounce=0`", zero}, {"process start → taint removed", start}} {
-		section("| %s | %d | %s | %s | %s | %s |\n", r.name, r.q.n, ms(r.q.p50), ms(r.q.p95), ms(r.q.p99), ms(r.q.max))
+	if runs("latency") {
+		def := reactionLatency(t, "default", samples)
+		zero := reactionLatency(t, "debounce=0", samples, "--debounce=0")
+		start := startToTaintRemoved(t, 10)
+		section("## 1. Reaction latency\n\nTime from the `ip addr del` that renumbers the uplink returning to a client-go watch seeing the Node's new ExternalIP; %d changes per setting at random phase (1.0–1.4 s apart, so the default 1 write/s limiter is not the bottleneck). Target: p99 within the debounce plus 25 ms.\n\n", samples)
+		section("| setting | n | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|\n")
+		for _, r := range []struct {
+			name string
+			q    quantiles
+		}{{"default (`--debounce=100ms`)", def}, {"`--debounce=0`", zero}, {"process start → taint removed", start}} {
+			section("| %s | %d | %s | %s | %s | %s |\n", r.name, r.q.n, ms(r.q.p50), ms(r.q.p95), ms(r.q.p99), ms(r.q.max))
+		}
+		section("\nlocal-ccm polls every 10 s: its reaction is uniformly 0–10 s (p50 5 s, p99 9.9 s).\n\n")
 	}
-	section("\nlocal-ccm polls every 10 s: its reaction is uniformly 0–10 s (p50 5 s, p99 9.9 s).\n\n")
 
 	// 2. API cost while idle, beside a 10 s polling agent.
-	{
+	if runs("api") {
 		e := newEnv(t, "cost")
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
 		e.cp.CreateNode(t, harness.NodeSpec{Name: "polled"})
@@ -312,7 +328,7 @@ func TestReport(t *testing.T) {
 	}
 
 	// 3. Flap storm.
-	{
+	if runs("flap") {
 		e := newEnv(t, "storm")
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 		a := e.start()
@@ -338,7 +354,7 @@ func TestReport(t *testing.T) {
 	}
 
 	// 4. Kernel churn.
-	{
+	if runs("churn") {
 		e := newEnv(t, "churn")
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 		a := e.start()
@@ -362,7 +378,7 @@ func TestReport(t *testing.T) {
 	}
 
 	// 5. Footprint.
-	{
+	if runs("footprint") {
 		e := newEnv(t, "idle")
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 		a := e.start()
