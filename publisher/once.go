@@ -20,9 +20,10 @@ func (p *Publisher) ReconcileOnce(ctx context.Context, s resolver.State) error {
 	backoff := p.cfg.MinBackoff
 	var last error
 	for {
-		n, err := p.cfg.Client.CoreV1().Nodes().Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
+		n, err := p.cfg.Nodes.Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
 		switch {
 		case err == nil:
+			trimNode(n)
 			p.mu.Lock()
 			p.node = n
 			p.mu.Unlock()

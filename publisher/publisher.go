@@ -18,8 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -66,7 +66,8 @@ type Observer interface {
 // Config configures a Publisher.
 type Config struct {
 	NodeName string
-	Client   kubernetes.Interface
+	// Nodes is the Node API (a clientset's CoreV1().Nodes() will do).
+	Nodes NodeClient
 	// Managed lists the address types nodeaddr owns; every other entry is left alone.
 	Managed     []resolver.AddressType
 	RemoveTaint bool
@@ -203,11 +204,25 @@ func (p *Publisher) Ready() bool { return p.ready.Load() }
 
 // Run watches the Node and reconciles until ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(p.cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-		}))
-	inf := factory.Core().V1().Nodes().Informer()
+	// One informer on one Node, built directly rather than through an informer factory (which
+	// links every API group's informers and clients).
+	selector := fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return p.cfg.Nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return p.cfg.Nodes.Watch(ctx, o)
+		},
+	}
+	// The client says whether it can serve streaming lists (fake clientsets cannot).
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, p.cfg.Nodes),
+		&corev1.Node{}, 0, cache.Indexers{})
+	if err := inf.SetTransform(trimTransform); err != nil {
+		return fmt.Errorf("node informer transform: %w", err)
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { p.observe(o) },
 		UpdateFunc: func(_, o any) { p.observe(o) },
@@ -215,8 +230,11 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("add node event handler: %w", err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Go(func() { inf.RunWithContext(ctx) })
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return ctx.Err()
 	}
@@ -443,7 +461,7 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
+	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data,
 		metav1.PatchOptions{FieldManager: p.cfg.FieldManager})
 	if err != nil {
 		return nil, p.failed(ctx, KindAnnotations, node, err)
@@ -532,7 +550,7 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	p.mu.Lock()
 	p.inflight = Managed(next, p.cfg.Managed)
 	p.mu.Unlock()
-	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
+	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data,
 		metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, "status")
 	p.mu.Lock()
 	p.inflight = nil
@@ -541,6 +559,7 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 		return p.failed(ctx, KindAddresses, node, err)
 	}
 	p.succeeded(KindAddresses)
+	trimNode(res)
 	old := Managed(node.Status.Addresses, p.cfg.Managed)
 	now := Managed(res.Status.Addresses, p.cfg.Managed)
 	p.mu.Lock()
@@ -567,12 +586,13 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 	if err != nil {
 		return err
 	}
-	res, err := p.cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, pt, data,
+	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data,
 		metav1.PatchOptions{FieldManager: p.cfg.FieldManager})
 	if err != nil {
 		return p.failed(ctx, KindTaint, node, err)
 	}
 	p.succeeded(KindTaint)
+	trimNode(res)
 	p.mu.Lock()
 	if newer(res, p.node) {
 		p.node = res
@@ -599,8 +619,9 @@ func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, 
 	if isConflict(err) {
 		p.obs.OnWrite(kind, ResultConflict)
 		p.log.Info("write conflicted, re-reading the node", "kind", kind, "reason", "conflict", "err", err)
-		fresh, gerr := p.cfg.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		fresh, gerr := p.cfg.Nodes.Get(ctx, node.Name, metav1.GetOptions{})
 		if gerr == nil {
+			trimNode(fresh)
 			p.mu.Lock()
 			if newer(fresh, p.node) {
 				p.node = fresh

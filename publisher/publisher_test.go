@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
@@ -206,6 +207,12 @@ func (o *recObserver) Overwrites() int {
 	return o.overwrites
 }
 
+// fakeNodes is the fake clientset's Node client. Like the fake clientset itself, it tells the
+// reflector that it cannot serve streaming lists (WatchList), so the informer lists then watches.
+type fakeNodes struct{ typedcorev1.NodeInterface }
+
+func (fakeNodes) IsWatchListSemanticsUnSupported() bool { return true }
+
 type fixture struct {
 	client *fake.Clientset
 	p      *Publisher
@@ -225,7 +232,7 @@ func newFixture(t *testing.T, node *corev1.Node, tweak ...func(*Config)) *fixtur
 	}
 	f := &fixture{client: client, obs: &recObserver{}, rec: record.NewFakeRecorder(100)}
 	cfg := Config{
-		NodeName: nodeName, Client: client, Managed: manageExternal, RemoveTaint: true,
+		NodeName: nodeName, Nodes: fakeNodes{client.CoreV1().Nodes()}, Managed: manageExternal, RemoveTaint: true,
 		Rate: rate.Inf, Burst: 1, Recorder: f.rec, Observer: f.obs,
 		MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, FailuresBeforeWarning: 3,
 	}

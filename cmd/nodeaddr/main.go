@@ -22,9 +22,6 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -93,15 +90,16 @@ func (a *agent) run(ctx context.Context) error {
 	policy := o.policy()
 	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
 	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
-	var client kubernetes.Interface
+	var client *kubeClient
+	scheme := kubeScheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
 		if err != nil {
 			return err
 		}
 		cfg.UserAgent = "nodeaddr/" + version
-		if client, err = kubernetes.NewForConfig(cfg); err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
+		if client, err = newKubeClient(cfg, scheme); err != nil {
+			return err
 		}
 	}
 	m := metrics.New(version)
@@ -109,15 +107,15 @@ func (a *agent) run(ctx context.Context) error {
 	var recorder record.EventRecorder
 	if client != nil {
 		b := record.NewBroadcaster(record.WithContext(ctx))
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		b.StartRecordingToSink(events{client})
 		defer b.Shutdown()
-		recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
+		recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
 	}
 	var pub *publisher.Publisher
 	var podCIDRs func([]netip.Prefix) // set once the loop exists; the publisher starts after
 	if client != nil {
 		pub = publisher.New(publisher.Config{
-			NodeName: o.nodeName, Client: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
+			NodeName: o.nodeName, Nodes: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
 			Annotations: o.annotations,
 			Rate:        rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,

@@ -264,7 +264,7 @@ func newAgent(ctx context.Context, host, node, token string) (*agent, error) {
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	obs := &writeCounter{}
 	pub := publisher.New(publisher.Config{
-		NodeName: node, Client: cs, Managed: []resolver.AddressType{resolver.ExternalIP}, RemoveTaint: true,
+		NodeName: node, Nodes: cs.CoreV1().Nodes(), Managed: []resolver.AddressType{resolver.ExternalIP}, RemoveTaint: true,
 		Rate: publishRate, Burst: publishBurst, Observer: obs,
 		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node}),
 	})
