@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -111,9 +112,9 @@ func TestDaemonSetSpec(t *testing.T) {
 	}
 }
 
-// podEnv resolves the container's env as the kubelet would for a pod on node, and expands $(VAR)
-// in args the same way.
-func podEnv(t *testing.T, c corev1.Container, node string) (env []string, args []string) {
+// podEnv resolves the container's env as the kubelet would for a pod on node, with configMaps
+// (name → data) in the pod's namespace, and expands $(VAR) in args the same way.
+func podEnv(t *testing.T, c corev1.Container, node string, configMaps map[string]map[string]string) (env []string, args []string) {
 	t.Helper()
 	vars := map[string]string{}
 	for _, e := range c.Env {
@@ -129,6 +130,13 @@ func podEnv(t *testing.T, c corev1.Container, node string) (env []string, args [
 				div = resource.MustParse("1")
 			}
 			v = strconv.FormatInt(q.Value()/div.Value(), 10)
+		case e.ValueFrom.ConfigMapKeyRef != nil:
+			ref := e.ValueFrom.ConfigMapKeyRef
+			data, ok := configMaps[ref.Name]
+			if _, has := data[ref.Key]; (!ok || !has) && (ref.Optional == nil || !*ref.Optional) {
+				t.Fatalf("env %s: ConfigMap %s has no key %s: the kubelet would not start the pod", e.Name, ref.Name, ref.Key)
+			}
+			v = data[ref.Key]
 		default:
 			t.Fatalf("env %s: source %+v not emulated by the test", e.Name, e.ValueFrom)
 		}
@@ -162,7 +170,19 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
 	// The agent starts only once the policy is enforced, so its writes really pass through it.
-	waitPolicyEffective(t, agentClient(t, cp, node), merge(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+	agentCS := agentClient(t, cp, node)
+	waitPolicyEffective(t, agentCS, merge(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+	// Consumer annotations configured once, in the ConfigMap the agent and the policy share; the
+	// agent starts once the policy follows it.
+	setAnnotationsConfig(t, cp, "nodeaddr,k3s,flannel")
+	waitAllowed(t, agentCS, merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":"192.0.2.99"}}}`))
+	if err := merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":null}}}`).do(context.Background(), agentCS); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	ns := harness.NewNetns(t, "ds")
 	router := harness.NewNetns(t, "rtr")
@@ -172,7 +192,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	ns.IP("-6", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
 	ns.IP("-6", "route", "add", "default", "via", "2001:db8::1", "dev", "eth0")
 
-	env, args := podEnv(t, c, node)
+	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
 	for _, p := range c.Ports {
 		switch p.Name {
@@ -196,6 +216,16 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	}
 	if keys := strings.Join(harness.TaintKeys(n), ","); keys != "example.com/dedicated,node.kubernetes.io/not-ready" {
 		t.Fatalf("taints = %s", keys)
+	}
+	for k, v := range map[string]string{
+		"nodeaddr.io/external-ipv4": "192.0.2.10", "nodeaddr.io/external-ipv6": "2001:db8::10",
+		"k3s.io/external-ip":                             "192.0.2.10,2001:db8::10",
+		"flannel.alpha.coreos.com/public-ip-overwrite":   "192.0.2.10",
+		"flannel.alpha.coreos.com/public-ipv6-overwrite": "2001:db8::10",
+	} {
+		if n.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, n.Annotations[k], v, n.Annotations)
+		}
 	}
 	// None of the agent's writes was refused (by RBAC or the policy).
 	evs, err := cp.Audit(harness.AgentUser)

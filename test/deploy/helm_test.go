@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -93,7 +95,7 @@ func decodeDocs(t *testing.T, data string) map[string]object {
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
 
 // substance removes what may differ between the chart and the kustomize base without changing what
-// the cluster runs: Helm's labels, an imagePullPolicy equal to the API server's default, the order
+// the cluster runs: Helm's labels and config checksum, an imagePullPolicy equal to the API server's default, the order
 // and spelling of the agent's flags (replaced by the effective configuration) and trailing
 // whitespace of ConfigMap data (a YAML block scalar's chomping).
 func substance(t *testing.T, o object, defaults map[string]string) object {
@@ -118,6 +120,13 @@ func substance(t *testing.T, o object, defaults map[string]string) object {
 	}
 	if o["kind"] != "DaemonSet" {
 		return o
+	}
+	tmd := o["spec"].(object)["template"].(object)["metadata"].(object)
+	if ann, ok := tmd["annotations"].(object); ok {
+		delete(ann, "checksum/config") // Helm's way to restart the pods when the ConfigMap changes
+		if len(ann) == 0 {
+			delete(tmd, "annotations")
+		}
 	}
 	pod := o["spec"].(object)["template"].(object)["spec"].(object)
 	for _, c := range pod["containers"].([]any) {
@@ -301,7 +310,7 @@ func TestHelmValues(t *testing.T) {
 		"--set", "config.reconcileInterval=10s", "--set", "config.v=2", "--set", "config.logLevel=",
 		"--set", "config.internalIPTarget=10.0.0.1", "--set", "config.publishRate=0.5", "--set", "config.netlinkReceiveBuffer=16777216",
 		"--set", "tolerations=null", "--set", "priorityClassName=",
-		"--set", "config.metricsBindAddress=:19810"))
+		"--set", "config.metricsBindAddress=:19810", "--set", "config.annotations=k3s\\,calico"))
 	for key := range objs {
 		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
 			t.Errorf("admissionPolicy.enabled=false still renders %s", key)
@@ -329,11 +338,11 @@ func TestHelmValues(t *testing.T) {
 	if env["KUBERNETES_SERVICE_HOST"] != "10.0.0.10" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
 		t.Errorf("API server override: env %v", env)
 	}
-	var args []string
-	for _, a := range c["args"].([]any) {
-		args = append(args, a.(string))
+	if cm := objs["ConfigMap/kube-system/nodeaddr"]; cm == nil || cm["data"].(object)["annotations"] != "k3s,calico" {
+		t.Errorf("config.annotations=k3s,calico: ConfigMap %v", cm)
 	}
-	for _, want := range []string{"--reconcile-interval=10s", "--v=2", "--internal-ip-target=10.0.0.1",
+	args := renderedArgs(t, objs)
+	for _, want := range []string{"--reconcile-interval=10s", "--v=2", "--internal-ip-target=10.0.0.1", "--annotations=k3s,calico",
 		"--publish-rate=0.5", "--netlink-receive-buffer=16777216", "--metrics-bind-address=:19810"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args lack %s: %v", want, args)
@@ -388,6 +397,10 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	configMapTmpl, err := os.ReadFile(filepath.Join(chartDir(), "templates", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	readme, err := os.ReadFile(filepath.Join(harness.RepoDir(), "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +424,12 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		if _, ok := values.Config[key]; !ok {
 			t.Errorf("--%s: no config.%s in deploy/helm/nodeaddr/values.yaml", name, key)
 		}
-		if !bytes.Contains(tmpl, []byte(`"--`+name+`=`)) || !bytes.Contains(tmpl, []byte("$c."+key)) {
+		if name == "annotations" {
+			// Through the ConfigMap the admission policy reads too.
+			if !bytes.Contains(tmpl, []byte(`"--annotations=$(NODEADDR_ANNOTATIONS)"`)) || !bytes.Contains(configMapTmpl, []byte("$c."+key)) {
+				t.Errorf("--%s: not rendered from config.%s through templates/configmap.yaml", name, key)
+			}
+		} else if !bytes.Contains(tmpl, []byte(`"--`+name+`=`)) || !bytes.Contains(tmpl, []byte("$c."+key)) {
 			t.Errorf("--%s: templates/daemonset.yaml does not render it from config.%s", name, key)
 		}
 		if set, ok := conditional[name]; ok {
@@ -465,13 +483,36 @@ func argsWith(t *testing.T, sets ...string) []string {
 	for _, s := range sets {
 		extra = append(extra, "--set", s)
 	}
-	objs := decodeDocs(t, helmTemplate(t, extra...))
-	ds := objs["DaemonSet/kube-system/nodeaddr"]
-	c := ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0].(object)
-	var args []string
-	for _, a := range c["args"].([]any) {
-		args = append(args, a.(string))
+	return renderedArgs(t, decodeDocs(t, helmTemplate(t, extra...)))
+}
+
+// renderedArgs returns the args the agent of a render runs with: $(VAR) expanded from its env, as
+// the kubelet does, with the render's ConfigMaps.
+func renderedArgs(t *testing.T, objs map[string]object) []string {
+	t.Helper()
+	ds, ok := objs["DaemonSet/kube-system/nodeaddr"]
+	if !ok {
+		t.Fatalf("no DaemonSet in %v", slices.Collect(maps.Keys(objs)))
 	}
+	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c corev1.Container
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	configMaps := map[string]map[string]string{}
+	for key, o := range objs {
+		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
+			data := map[string]string{}
+			for k, v := range o["data"].(object) {
+				data[k] = v.(string)
+			}
+			configMaps[name] = data
+		}
+	}
+	_, args := podEnv(t, c, "worker-1", configMaps)
 	return args
 }
 

@@ -15,16 +15,32 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
 var dedicated = corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
 
-// applyPolicy creates deploy/rbac.yaml and deploy/admission-policy.yaml.
+// applyPolicy creates deploy/rbac.yaml, deploy/config.yaml and deploy/admission-policy.yaml.
 func applyPolicy(t *testing.T, cp *harness.ControlPlane) {
 	t.Helper()
 	cp.ApplyRBAC(t)
-	if err := cp.ApplyManifest(context.Background(), deployFile("admission-policy.yaml")); err != nil {
+	if err := cp.ApplyPolicy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setAnnotationsConfig sets the `annotations` entry of the nodeaddr ConfigMap (deploy/config.yaml),
+// which the DaemonSet passes to --annotations and the policy reads its allowed keys from.
+func setAnnotationsConfig(t *testing.T, cp *harness.ControlPlane, spec string) {
+	t.Helper()
+	ctx := context.Background()
+	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(ctx, "nodeaddr", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{"annotations": spec}
+	if _, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -147,9 +163,9 @@ func TestAdmissionPolicyRestrictsAgentToItsOwnNode(t *testing.T) {
 				replaceTaints(t, cp, a, func(ts []corev1.Taint) []corev1.Taint {
 					return append(ts, corev1.Taint{Key: "example.com/evil", Effect: corev1.TaintEffectNoExecute})
 				})},
-			{"write a foreign annotation to A through nodes", "annotations under nodeaddr.io/ (through nodes)",
+			{"write a foreign annotation to A through nodes", "annotations under nodeaddr.io/ and those named in ConfigMap kube-system/nodeaddr (through nodes)",
 				merge(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`)},
-			{"write a foreign annotation to A through nodes/status", "annotations under nodeaddr.io/ (through nodes/status)",
+			{"write a foreign annotation to A through nodes/status", "annotations under nodeaddr.io/ and those named in ConfigMap kube-system/nodeaddr (through nodes/status)",
 				merge(a, "status", `{"metadata":{"annotations":{"example.com/x":"1"}}}`)},
 			{"change a foreign annotation on A", "annotations under nodeaddr.io/",
 				merge(a, "", `{"metadata":{"annotations":{"example.com/owner":"me"}}}`)},
@@ -196,8 +212,113 @@ func TestAdmissionPolicyRestrictsAgentToItsOwnNode(t *testing.T) {
 	})
 }
 
+// waitAllowed retries a write until it is allowed: the policy follows a ConfigMap edit within moments.
+func waitAllowed(t *testing.T, cs kubernetes.Interface, p patch) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := p.do(context.Background(), cs)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("write still refused after 30s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func withoutTaint(key string) func([]corev1.Taint) []corev1.Taint {
 	return func(ts []corev1.Taint) []corev1.Taint {
 		return slices.DeleteFunc(ts, func(t corev1.Taint) bool { return t.Key == key })
+	}
+}
+
+// The annotation keys the agent may write besides nodeaddr.io/ ones are exactly those named by the
+// nodeaddr ConfigMap's `annotations` (the string the DaemonSet passes to --annotations): each
+// preset's keys as publisher.Presets defines them (so the policy's copy of the presets is checked
+// against the agent's) and the keys of KEY=FORMAT items. An edit of the ConfigMap takes effect
+// without touching the policy; without the ConfigMap every write of the agent is denied.
+func TestAdmissionPolicyAnnotationKeysFromConfigMap(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	cp := harness.StartControlPlane(t)
+	applyPolicy(t, cp)
+	const a, b = "node-a", "node-b"
+	for _, n := range []string{a, b} {
+		cp.CreateNode(t, harness.NodeSpec{Name: n, Annotations: map[string]string{"example.com/owner": "ops"}})
+	}
+	agent := agentClient(t, cp, a)
+	waitPolicyEffective(t, agent, merge(b, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+
+	presetKeys := func(names ...string) []string {
+		var keys []string
+		for _, n := range names {
+			for _, s := range publisher.Presets[n] {
+				keys = append(keys, s.Key)
+			}
+		}
+		return keys
+	}
+	const explicit = "example.com/node-ip"
+	// Every key some configuration could name, and one that none does.
+	candidates := append(presetKeys(publisher.PresetNames()...), explicit, "example.com/owner")
+	attempt := 0
+	// write sets key to a value it never had, so that an earlier write cannot make it a no-op.
+	write := func(key string) error {
+		attempt++
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: fmt.Sprintf("192.0.2.%d", attempt%250+1)}}})
+		return merge(a, "", string(body)).do(ctx, agent)
+	}
+	for _, c := range []struct {
+		spec    string
+		allowed []string // besides nodeaddr.io/ keys
+	}{
+		{"", nil},
+		{"k3s", presetKeys("k3s")},
+		{"flannel", presetKeys("flannel")},
+		{"calico", presetKeys("calico")},
+		{"nodeaddr", presetKeys("nodeaddr")},
+		{" k3s , " + explicit + " = internal-ipv4,calico", append(presetKeys("k3s", "calico"), explicit)},
+		{"nodeaddr,k3s,flannel,calico", presetKeys("nodeaddr", "k3s", "flannel", "calico")},
+	} {
+		setAnnotationsConfig(t, cp, c.spec)
+		// The API server's parameter informer follows the ConfigMap within moments: poll until every
+		// key is judged as expected, then report the judgement that disagreed last.
+		var wrong []string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			wrong = nil
+			for _, k := range candidates {
+				err := write(k)
+				want := strings.HasPrefix(k, "nodeaddr.io/") || slices.Contains(c.allowed, k)
+				switch {
+				case want && err != nil:
+					wrong = append(wrong, fmt.Sprintf("%s denied: %v", k, err))
+				case !want && !deniedByPolicy(err):
+					wrong = append(wrong, fmt.Sprintf("%s: got %v, want a denial by the policy", k, err))
+				case !want && !strings.Contains(err.Error(), "those named in ConfigMap kube-system/nodeaddr"):
+					wrong = append(wrong, fmt.Sprintf("%s: denial %q does not name the ConfigMap", k, err))
+				}
+			}
+			if len(wrong) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(wrong) > 0 {
+			t.Errorf("annotations=%q:\n  %s", c.spec, strings.Join(wrong, "\n  "))
+		}
+	}
+	if n := cp.Node(t, a); n.Annotations["example.com/owner"] != "ops" {
+		t.Errorf("a key no configuration names was changed: example.com/owner=%q", n.Annotations["example.com/owner"])
+	}
+
+	// Fail closed: without its parameters the policy denies every write of the agent.
+	if err := cp.Admin.CoreV1().ConfigMaps("kube-system").Delete(ctx, "nodeaddr", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	status := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"}]}}`)
+	waitPolicyEffective(t, agent, status)
+	if err := status.do(ctx, agent); !strings.Contains(err.Error(), "no params found") {
+		t.Errorf("status write without the ConfigMap: %v, want a denial for the missing parameters", err)
 	}
 }

@@ -68,8 +68,19 @@ func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	}
 }
 
-// ApplyManifest creates the objects of a YAML file (ServiceAccounts, cluster RBAC objects and
-// ValidatingAdmissionPolicies with their bindings).
+// ApplyPolicy creates the admission policy shipped in deploy/ with the ConfigMap it reads its
+// parameters from (deploy/config.yaml).
+func (cp *ControlPlane) ApplyPolicy(ctx context.Context) error {
+	for _, f := range []string{"config.yaml", "admission-policy.yaml"} {
+		if err := cp.ApplyManifest(ctx, filepath.Join(RepoDir(), "deploy", f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ApplyManifest creates the objects of a YAML file (ServiceAccounts, ConfigMaps, cluster RBAC
+// objects and ValidatingAdmissionPolicies with their bindings).
 func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -83,6 +94,8 @@ func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 		switch o := o.(type) {
 		case *corev1.ServiceAccount:
 			_, err = cp.Admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.ConfigMap:
+			_, err = cp.Admin.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRole:
 			_, err = cp.Admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:

@@ -58,7 +58,7 @@ func TestScale500(t *testing.T) {
 	cp := harness.StartControlPlane(t)
 	cp.ApplyRBAC(t)
 	// The per-node admission policy the DaemonSet ships: its CEL runs on every agent write.
-	if err := cp.ApplyManifest(ctx, filepath.Join(harness.RepoDir(), "deploy", "admission-policy.yaml")); err != nil {
+	if err := cp.ApplyPolicy(ctx); err != nil {
 		t.Fatal(err)
 	}
 	api := findAPIServer(t, cp.Port)
