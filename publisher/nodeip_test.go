@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -153,12 +154,20 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 	}
 }
 
-// The Node's pod CIDRs reach the resolver once, and again only when they change.
-func TestPodCIDRsCallback(t *testing.T) {
+// The Node's pod CIDRs reach the resolver once, and again only when they change; with them its
+// managed addresses.
+func TestNodeViewCallback(t *testing.T) {
 	var got [][]netip.Prefix
-	node := testNode("10", nil)
+	var addrs []string
+	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
+		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}})
 	node.Spec.PodCIDRs = []string{"10.244.1.0/24", "fd00:10:244:1::/64"}
-	f := newFixture(t, node, func(c *Config) { c.OnPodCIDRs = func(p []netip.Prefix) { got = append(got, p) } })
+	f := newFixture(t, node, func(c *Config) {
+		c.OnNode = func(v resolver.NodeView) {
+			got = append(got, v.PodCIDRs)
+			addrs = append(addrs, fmt.Sprint(v.Addresses))
+		}
+	})
 	f.p.observe(node)
 	f.p.observe(testNode("11", nil)) // podCIDRs removed (Node recreated)
 	n := testNode("12", nil)
@@ -171,7 +180,10 @@ func TestPodCIDRsCallback(t *testing.T) {
 		{netip.MustParsePrefix("10.244.2.0/24")},
 	}
 	if !slices.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("OnPodCIDRs calls %v, want %v", got, want)
+		t.Errorf("OnNode pod CIDRs %v, want %v", got, want)
+	}
+	if want := "[ExternalIP=203.0.113.9]"; len(addrs) == 0 || addrs[0] != want {
+		t.Errorf("OnNode addresses %v, want %s first (the managed type only)", addrs, want)
 	}
 }
 

@@ -12,11 +12,12 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// ReconcileOnce writes s to the Node and removes the taint, retrying conflicts and transient errors
-// until ctx ends (--run-once, bounded by --timeout). A missing Node is waited for. It returns an
-// error that says what could not be done; authorization errors are returned at once.
-func (p *Publisher) ReconcileOnce(ctx context.Context, s resolver.State) error {
-	p.Publish(s, time.Time{})
+// ReconcileOnce reads the Node, resolves with its view (pod CIDRs excluded, its addresses kept
+// among equal candidates, as the long-running agent does), writes the result and removes the
+// taint, retrying conflicts and transient errors until ctx ends (--run-once, bounded by --timeout).
+// A missing Node is waited for. It returns the state written, or an error that says what could not
+// be done; authorization and resolution errors are returned at once.
+func (p *Publisher) ReconcileOnce(ctx context.Context, resolve func(resolver.NodeView) (resolver.State, error)) (resolver.State, error) {
 	backoff := p.cfg.MinBackoff
 	var last error
 	for {
@@ -24,12 +25,17 @@ func (p *Publisher) ReconcileOnce(ctx context.Context, s resolver.State) error {
 		switch {
 		case err == nil:
 			trimNode(n)
+			st, rerr := resolve(p.nodeView(n))
+			if rerr != nil {
+				return resolver.State{}, rerr
+			}
+			p.Publish(st, time.Time{})
 			p.mu.Lock()
 			p.node = n
 			p.mu.Unlock()
 			err = p.reconcile(ctx)
 			if err == nil {
-				return nil
+				return st, nil
 			}
 			if errors.Is(err, errConflict) {
 				continue
@@ -41,16 +47,16 @@ func (p *Publisher) ReconcileOnce(ctx context.Context, s resolver.State) error {
 			last = err
 		}
 		if apierrors.IsForbidden(last) || apierrors.IsUnauthorized(last) {
-			return last
+			return resolver.State{}, last
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
+			return resolver.State{}, fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
+			return resolver.State{}, fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		case <-t.C:
 		}
 		backoff = min(2*backoff, p.cfg.MaxBackoff)

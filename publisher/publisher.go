@@ -89,9 +89,10 @@ type Config struct {
 	// OverwriteBackoff and OverwriteBackoffMax bound the delay before rewriting addresses another
 	// writer keeps reverting (see RevertBackoff); defaults 10s and 10m.
 	OverwriteBackoff, OverwriteBackoffMax time.Duration
-	// OnPodCIDRs, if set, is given the Node's pod CIDRs whenever they change (the resolver
-	// excludes them from selection). It must not block.
-	OnPodCIDRs func([]netip.Prefix)
+	// OnNode, if set, is given the Node's pod CIDRs (the resolver excludes them from selection) and
+	// its current managed addresses (the resolver keeps them among equal candidates) when the Node
+	// is first seen and whenever its pod CIDRs change. It must not block.
+	OnNode func(resolver.NodeView)
 }
 
 // Publisher reconciles one Node. Publish may be called from any goroutine; Run owns all API calls.
@@ -119,7 +120,7 @@ type Publisher struct {
 	failures int
 	warned   bool
 
-	podCIDRs     []netip.Prefix // last given to OnPodCIDRs (under mu)
+	podCIDRs     []netip.Prefix // last given to OnNode (under mu)
 	podCIDRsSent bool
 	nodeIPWarned string // the provided-node-ip problem last warned about ("" none); worker only
 }
@@ -262,17 +263,24 @@ func (p *Publisher) observe(o any) {
 		p.checkOverwrite(n)
 	}
 	cidrs := podCIDRs(p.node)
-	send := p.cfg.OnPodCIDRs != nil && (!p.podCIDRsSent || !slices.Equal(cidrs, p.podCIDRs))
+	send := p.cfg.OnNode != nil && (!p.podCIDRsSent || !slices.Equal(cidrs, p.podCIDRs))
+	var view resolver.NodeView
 	if send {
 		p.podCIDRs, p.podCIDRsSent = cidrs, true
+		view = p.nodeView(p.node)
 	}
 	p.mu.Unlock()
 	if send {
 		p.log.Info("pod CIDRs excluded from selection", "pod_cidrs", fmt.Sprint(cidrs))
-		p.cfg.OnPodCIDRs(cidrs)
+		p.cfg.OnNode(view)
 	}
 	p.obs.OnTaint(hasUninitialized(n))
 	p.wake()
+}
+
+// nodeView is what the resolver needs to know of n.
+func (p *Publisher) nodeView(n *corev1.Node) resolver.NodeView {
+	return resolver.NodeView{PodCIDRs: podCIDRs(n), Addresses: InStatusOrder(n.Status.Addresses, p.cfg.Managed, nil)}
 }
 
 // checkOverwrite counts a change of our managed entries made by someone else after our last write.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -618,9 +619,39 @@ func TestPublish(t *testing.T) {
 	}
 }
 
+// fixed resolves to s whatever the Node holds.
+func fixed(s resolver.State) func(resolver.NodeView) (resolver.State, error) {
+	return func(resolver.NodeView) (resolver.State, error) { return s, nil }
+}
+
+// ReconcileOnce resolves with what the Node holds: its pod CIDRs and its managed addresses.
+func TestReconcileOnceResolvesWithTheNode(t *testing.T) {
+	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
+		{Type: corev1.NodeExternalIP, Address: "203.0.113.9"}, {Type: corev1.NodeHostName, Address: nodeName}}, uninitTaint)
+	node.Spec.PodCIDRs = []string{"10.244.1.0/24"}
+	f := newFixture(t, node)
+	var got []resolver.NodeView
+	st, err := f.p.ReconcileOnce(t.Context(), func(v resolver.NodeView) (resolver.State, error) {
+		got = append(got, v)
+		return externalState("203.0.113.9"), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []resolver.NodeView{{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
+		Addresses: []resolver.Address{{Type: resolver.ExternalIP, IP: netip.MustParseAddr("203.0.113.9")}}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resolved with %v, want %v (ExternalIP is the only managed type)", got, want)
+	}
+	if st.String() != "[ExternalIP=203.0.113.9]" {
+		t.Errorf("returned %v", st)
+	}
+	assertEqual(t, "writes", f.obs.Writes(), []string{"taint/success"})
+}
+
 func TestReconcileOnce(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
-	if err := f.p.ReconcileOnce(t.Context(), externalState("203.0.113.7")); err != nil {
+	if _, err := f.p.ReconcileOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
 		t.Fatal(err)
 	}
 	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "taint/success"})
@@ -638,7 +669,7 @@ func TestReconcileOnceRetriesConflicts(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if err := f.p.ReconcileOnce(t.Context(), externalState("203.0.113.7")); err != nil {
+	if _, err := f.p.ReconcileOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
 		t.Fatal(err)
 	}
 	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/conflict", "addresses/success", "taint/success"})
@@ -653,7 +684,7 @@ func TestReconcileOnceMissingNode(t *testing.T) {
 		f := newFixture(t, nil)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 		defer cancel()
-		err := f.p.ReconcileOnce(ctx, externalState("203.0.113.7"))
+		_, err := f.p.ReconcileOnce(ctx, fixed(externalState("203.0.113.7")))
 		if err == nil || !strings.Contains(err.Error(), `node "node-a" not found`) {
 			t.Fatalf("ReconcileOnce = %v, want an error saying the node was not found", err)
 		}
@@ -674,7 +705,7 @@ func TestReconcileOnceNodeDeletedDuringWrite(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 		defer cancel()
-		if err := f.p.ReconcileOnce(ctx, externalState("203.0.113.7")); err == nil {
+		if _, err := f.p.ReconcileOnce(ctx, fixed(externalState("203.0.113.7"))); err == nil {
 			t.Fatal("ReconcileOnce succeeded although every write found no node")
 		}
 		if f.p.Ready() {
@@ -694,7 +725,7 @@ func TestReconcileOnceForbiddenReturnsAtOnce(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
-			err := f.p.ReconcileOnce(ctx, externalState("203.0.113.7"))
+			_, err := f.p.ReconcileOnce(ctx, fixed(externalState("203.0.113.7")))
 			if !apierrors.IsForbidden(err) {
 				t.Fatalf("ReconcileOnce = %v, want Forbidden", err)
 			}

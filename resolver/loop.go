@@ -46,8 +46,12 @@ type LoopConfig struct {
 	// OnRouteTables, if set, is given the policy-routing tables after each resolution when the
 	// kernel can list them.
 	OnRouteTables func([]int)
-	Logger        *slog.Logger
-	Observer      Observer
+	// AwaitNode holds the first resolution until SetNode: it then already excludes the Node's pod
+	// CIDRs and keeps the Node's current addresses among equal candidates, so that a restarted
+	// agent (a DaemonSet rollout) never flips an address the previous one chose.
+	AwaitNode bool
+	Logger    *slog.Logger
+	Observer  Observer
 }
 
 // Loop resolves after each debounced burst of changes, after each hold-down expiry and every
@@ -59,8 +63,18 @@ type Loop struct {
 	lastTurn atomic.Int64 // unix nanos of the last loop iteration, for health
 	kick     chan struct{}
 
-	mu       sync.Mutex
-	podCIDRs []netip.Prefix
+	mu        sync.Mutex
+	podCIDRs  []netip.Prefix
+	nodeAddrs []Address     // the Node's managed addresses, the stickiness reference until we publish
+	nodeSeen  bool          // SetNode was called
+	nodeKnown chan struct{} // closed by the first SetNode
+	awaiting  atomic.Bool   // Run waits for the first SetNode
+}
+
+// NodeView is what the resolver needs to know of the Node.
+type NodeView struct {
+	PodCIDRs  []netip.Prefix // excluded from selection
+	Addresses []Address      // the Node's current addresses of the managed types
 }
 
 // NewLoop returns a loop reading changes from trigger and publishing to sink.
@@ -77,18 +91,28 @@ func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
 	if cfg.Policy.Targets == nil {
 		cfg.Policy.Targets = cfg.Targets
 	}
-	l := &Loop{cfg: cfg, trigger: trigger, sink: sink, kick: make(chan struct{}, 1)}
+	l := &Loop{cfg: cfg, trigger: trigger, sink: sink, kick: make(chan struct{}, 1), nodeKnown: make(chan struct{})}
 	l.lastTurn.Store(time.Now().UnixNano())
 	return l
 }
 
-// SetPodCIDRs sets the Node's spec.podCIDRs, excluded from selection, and resolves again when
-// they changed. The publisher, which watches the Node, calls it; it never blocks.
-func (l *Loop) SetPodCIDRs(p []netip.Prefix) {
+// SetNode tells the loop about the Node: its pod CIDRs, excluded from selection (a change resolves
+// again at once), and its current addresses, kept among equal candidates until the loop has
+// published. The publisher, which watches the Node, calls it; it never blocks.
+func (l *Loop) SetNode(v NodeView) {
 	l.mu.Lock()
-	changed := !slices.Equal(l.podCIDRs, p)
-	l.podCIDRs = slices.Clone(p)
+	changed := !slices.Equal(l.podCIDRs, v.PodCIDRs)
+	first := !l.nodeSeen
+	l.podCIDRs = slices.Clone(v.PodCIDRs)
+	l.nodeAddrs = slices.Clone(v.Addresses)
+	l.nodeSeen = true
 	l.mu.Unlock()
+	if first {
+		close(l.nodeKnown)
+		if l.cfg.AwaitNode {
+			return // the first resolution is still to come
+		}
+	}
 	if changed {
 		select {
 		case l.kick <- struct{}{}:
@@ -99,17 +123,26 @@ func (l *Loop) SetPodCIDRs(p []netip.Prefix) {
 
 // policy returns the configured policy with the current pod CIDRs excluded.
 func (l *Loop) policy() Policy {
-	p := l.cfg.Policy
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.podCIDRs) > 0 {
-		p.ExcludeCIDRs = append(slices.Clone(p.ExcludeCIDRs), l.podCIDRs...)
-	}
-	return p
+	return l.cfg.Policy.Excluding(l.podCIDRs)
 }
 
-// LastTurn returns when the loop last woke up.
-func (l *Loop) LastTurn() time.Time { return time.Unix(0, l.lastTurn.Load()) }
+// LastTurn returns when the loop last woke up; now while it waits for the Node (AwaitNode), which
+// is no stall: the publisher cannot write before it sees the Node either.
+func (l *Loop) LastTurn() time.Time {
+	if l.awaiting.Load() {
+		return time.Now()
+	}
+	return time.Unix(0, l.lastTurn.Load())
+}
+
+// nodeState is the Node's current managed addresses as a State, for stickiness.
+func (l *Loop) nodeState() State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return State{Managed: l.cfg.Managed, Addresses: l.nodeAddrs}
+}
 
 // Run resolves once at start and then on every trigger until ctx ends.
 func (l *Loop) Run(ctx context.Context) {
@@ -134,7 +167,7 @@ func (l *Loop) Run(ctx context.Context) {
 		now := time.Now()
 		deb.Reset()
 		retryAt = time.Time{}
-		var prev State
+		prev := l.nodeState()
 		if published != nil {
 			prev = *published
 		}
@@ -201,6 +234,16 @@ func (l *Loop) Run(ctx context.Context) {
 		}
 	}
 
+	if l.cfg.AwaitNode {
+		l.awaiting.Store(true)
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.nodeKnown:
+		}
+		l.lastTurn.Store(time.Now().UnixNano())
+		l.awaiting.Store(false)
+	}
 	resolve("start")
 	for {
 		arm()

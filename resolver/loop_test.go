@@ -442,12 +442,60 @@ func TestLoopStickyAndPodCIDRs(t *testing.T) {
 			t.Fatalf("after an equal-priority newcomer: %v, want %v kept", last, extOnly)
 		}
 
-		lt.loop.SetPodCIDRs([]netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")})
+		lt.loop.SetNode(NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
 		synctest.Wait()
 		got = lt.sink.all()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, newcomer.IP, "eth1", 0}}}
 		if last := got[len(got)-1]; !last.state.Equal(want) || last.at != time.Second {
-			t.Fatalf("after SetPodCIDRs: %v, want %v published at once", last, want)
+			t.Fatalf("after SetNode: %v, want %v published at once", last, want)
+		}
+	})
+}
+
+// With AwaitNode the first resolution waits for the Node, and keeps the address the Node already
+// has among equal candidates: a restarted agent does not flip it to the route source. The wait
+// is no stall for the health check.
+func TestLoopAwaitNodeKeepsTheNodesAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		other := LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
+		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String()), other}}
+		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second, AwaitNode: true,
+			Policy: Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}}
+		lt := startLoop(t, cfg, k)
+		lt.sleep(time.Minute)
+		if got := lt.sink.all(); len(got) != 0 {
+			t.Fatalf("published %v before the Node was known", got)
+		}
+		if idle := time.Since(lt.loop.LastTurn()); idle != 0 {
+			t.Errorf("LastTurn %v ago while waiting for the Node, want now", idle)
+		}
+		lt.loop.SetNode(NodeView{Addresses: []Address{{Type: ExternalIP, IP: other.IP}}})
+		synctest.Wait()
+		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, other.IP, "eth1", 0}}}
+		got := lt.sink.all()
+		if len(got) != 1 || !got[0].state.Equal(want) {
+			t.Fatalf("after SetNode: %v, want one publication of %v (the Node's address, not the route source)", got, want)
+		}
+		// Once published, the loop's own choice is the reference; a later SetNode with the same
+		// pod CIDRs resolves nothing again.
+		lt.loop.SetNode(NodeView{Addresses: []Address{{Type: ExternalIP, IP: src4}}})
+		synctest.Wait()
+		if got := lt.sink.all(); len(got) != 1 {
+			t.Fatalf("publications after a second SetNode: %v, want none more", got[1:])
+		}
+	})
+}
+
+// Without AwaitNode (dry-run) nothing waits, and the route source wins among equals.
+func TestLoopWithoutAwaitNodeStartsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		other := LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
+		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{other, local(src4.String())}}
+		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second,
+			Policy: Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}}
+		lt := startLoop(t, cfg, k)
+		if got := lt.sink.all(); len(got) != 1 || !got[0].state.Equal(extOnly) || got[0].at != 0 {
+			t.Fatalf("publications %v, want %v at once", got, extOnly)
 		}
 	})
 }

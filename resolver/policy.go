@@ -332,6 +332,14 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// Excluding returns p with cidrs (the Node's pod CIDRs) excluded too.
+func (p Policy) Excluding(cidrs []netip.Prefix) Policy {
+	if len(cidrs) > 0 {
+		p.ExcludeCIDRs = append(slices.Clone(p.ExcludeCIDRs), cidrs...)
+	}
+	return p
+}
+
 // ResolvePolicy takes one snapshot of k and applies p; prev is the state published last (for
 // stickiness; the zero State for none). Addresses are listed only when something needs them.
 func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {

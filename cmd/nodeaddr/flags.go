@@ -322,3 +322,12 @@ func (o *options) policy() resolver.Policy {
 func (o *options) targets() []resolver.Target {
 	return append(append([]resolver.Target(nil), o.internalTargets...), o.externalTargets...)
 }
+
+// nodeView is what the resolver takes from the Node: without --default-exclusions its pod CIDRs
+// are not excluded.
+func (o *options) nodeView(v resolver.NodeView) resolver.NodeView {
+	if !o.defaultExclusions {
+		v.PodCIDRs = nil
+	}
+	return v
+}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -112,7 +111,7 @@ func (a *agent) run(ctx context.Context) error {
 		recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
 	}
 	var pub *publisher.Publisher
-	var podCIDRs func([]netip.Prefix) // set once the loop exists; the publisher starts after
+	var setNode func(resolver.NodeView) // set once the loop exists; the publisher starts after
 	if client != nil {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Nodes: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
@@ -120,9 +119,9 @@ func (a *agent) run(ctx context.Context) error {
 			Rate:        rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
-			OnPodCIDRs: func(p []netip.Prefix) {
-				if o.defaultExclusions && podCIDRs != nil {
-					podCIDRs(p)
+			OnNode: func(v resolver.NodeView) {
+				if setNode != nil {
+					setNode(o.nodeView(v))
 				}
 			},
 		})
@@ -143,11 +142,11 @@ func (a *agent) run(ctx context.Context) error {
 	loop := resolver.NewLoop(resolver.LoopConfig{
 		Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(), Policy: policy,
 		Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
-		ResyncInterval: o.resyncInterval, OnRouteTables: w.SetRouteTables,
+		ResyncInterval: o.resyncInterval, OnRouteTables: w.SetRouteTables, AwaitNode: pub != nil,
 		Logger: a.log, Observer: m,
 	}, sig, sink)
 
-	podCIDRs = loop.SetPodCIDRs
+	setNode = loop.SetNode
 	srv := &metrics.Server{
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Metrics: m, Logger: a.log,
 		Healthz: func() error {
@@ -207,17 +206,24 @@ func (a *agent) run(ctx context.Context) error {
 // until --timeout.
 func (a *agent) runOnce(ctx context.Context, policy resolver.Policy, pub *publisher.Publisher) error {
 	o := a.opts
-	st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy, resolver.State{})
-	if err != nil {
-		return err
+	resolve := func(v resolver.NodeView) (resolver.State, error) {
+		v = o.nodeView(v)
+		st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy.Excluding(v.PodCIDRs),
+			resolver.State{Managed: o.managed(), Addresses: v.Addresses})
+		return st, err
 	}
 	if pub == nil { // --dry-run
+		st, err := resolve(resolver.NodeView{})
+		if err != nil {
+			return err
+		}
 		(&dryRunSink{w: a.stdout, annotations: o.annotations}).Publish(st, time.Time{})
 		return nil
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
 	defer cancel()
-	if err := pub.ReconcileOnce(tctx, st); err != nil {
+	st, err := pub.ReconcileOnce(tctx, resolve)
+	if err != nil {
 		return fmt.Errorf("reconcile node %q: %w", o.nodeName, err)
 	}
 	a.log.Info("node reconciled", "node", o.nodeName, "addresses", st.String())

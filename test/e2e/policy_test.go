@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -113,5 +115,52 @@ func TestPolicyVIPsAndCNIIgnored(t *testing.T) {
 	}
 	if v := a.Metric(`nodeaddr_resolutions_total{result="success"}`); v < 2 {
 		t.Fatalf("resolutions = %v: the agent did not re-resolve after the changes", v)
+	}
+}
+
+// The Node's current address stays among equal candidates across agent runs: neither --run-once nor
+// a restarted agent (a DaemonSet rollout) flips it to the route source. And --run-once, like the
+// agent, excludes the Node's pod CIDRs although a CIDR rule prefers them.
+func TestPolicyRestartKeepsTheNodesChoice(t *testing.T) {
+	e := newEnv(t, "sticky")
+	// A previous agent chose eth1's address (equal priority with the route source on eth0).
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized},
+		Addresses: []corev1.NodeAddress{addr(ext, "198.51.100.20"), addr(hn, "sticky")}})
+	if _, err := e.cp.Admin.CoreV1().Nodes().Patch(t.Context(), e.node, types.MergePatchType,
+		[]byte(`{"spec":{"podCIDR":"10.244.0.0/24","podCIDRs":["10.244.0.0/24"]}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	e.ns.Link("eth1", e.router, "r-eth1")
+	e.ns.IP("addr", "add", "198.51.100.20/24", "dev", "eth1")
+	e.ns.Link("eth2", e.router, "r-eth2")
+	e.ns.IP("addr", "add", "10.244.0.7/24", "dev", "eth2") // in the pod CIDR, not on a CNI interface
+	e.ns.IP("addr", "add", "10.0.0.7/24", "dev", "eth2")
+	args := []string{"--external-ip-target=8.8.8.8", "--external-ip-interfaces=eth0,eth1",
+		"--internal-ip-cidrs=10.244.0.0/16,10.0.0.0/8"}
+
+	code, out := harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: e.kc,
+		Args: append([]string{"--node-name=" + e.node, "--run-once"}, args...)}, 60*time.Second)
+	if code != 0 {
+		t.Fatalf("--run-once exit code = %d:\n%s", code, out)
+	}
+	want := "[InternalIP=10.0.0.7 ExternalIP=198.51.100.20 Hostname=sticky]"
+	n := e.cp.Node(t, e.node)
+	if got := format(n.Status.Addresses); got != want || hasTaint(n, harness.Uninitialized.Key) {
+		t.Fatalf("after --run-once: addresses %s (want %s), taints %v", got, want, harness.TaintKeys(n))
+	}
+	writes := e.statusWrites()
+
+	a := e.start(args...)
+	waitReady(t, a)
+	if v := a.Metric(`nodeaddr_resolutions_total{result="success"}`); v < 1 {
+		t.Fatalf("resolutions = %v after ready", v)
+	}
+	time.Sleep(2 * time.Second) // a wrong agent would have written by now
+	if got := format(e.cp.Node(t, e.node).Status.Addresses); got != want {
+		t.Fatalf("after the agent started: addresses %s, want %s kept", got, want)
+	}
+	if w := e.statusWrites(); w != writes {
+		t.Fatalf("the restarted agent wrote the status %d times, want 0", w-writes)
 	}
 }
