@@ -101,21 +101,31 @@ func waitPolicyEffective(t *testing.T, cs kubernetes.Interface, p patch) {
 	}
 }
 
+// policyWorld starts a control plane with the policy, creates Nodes a and b from spec, and returns
+// a client with the token of the agent on a, once the policy is enforced.
+func policyWorld(t *testing.T, a, b string, spec func(name string) harness.NodeSpec) (*harness.ControlPlane, kubernetes.Interface) {
+	t.Helper()
+	cp := harness.StartControlPlane(t)
+	applyPolicy(t, cp)
+	for _, n := range []string{a, b} {
+		cp.CreateNode(t, spec(n))
+	}
+	agent := agentClient(t, cp, a)
+	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
+	return cp, agent
+}
+
 // The agent's token for node A may set A's addresses and nodeaddr.io/ annotations and remove A's
 // uninitialized taint; every other write is denied by the policy, through nodes and nodes/status.
 func TestAdmissionPolicyRestrictsAgentToItsOwnNode(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
-	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
 	const a, b = "node-a", "node-b"
-	for _, n := range []string{a, b} {
-		cp.CreateNode(t, harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
+	cp, agent := policyWorld(t, a, b, func(n string) harness.NodeSpec {
+		return harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
 			Labels: map[string]string{"example.com/role": "worker"}, Annotations: map[string]string{"example.com/owner": "ops"},
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
-	}
-	agent := agentClient(t, cp, a)
-	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}}
+	})
 
 	t.Run("allowed", func(t *testing.T) {
 		for name, p := range map[string]patch{
@@ -242,14 +252,10 @@ func withoutTaint(key string) func([]corev1.Taint) []corev1.Taint {
 func TestAdmissionPolicyAnnotationKeysFromConfigMap(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
-	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
 	const a, b = "node-a", "node-b"
-	for _, n := range []string{a, b} {
-		cp.CreateNode(t, harness.NodeSpec{Name: n, Annotations: map[string]string{"example.com/owner": "ops"}})
-	}
-	agent := agentClient(t, cp, a)
-	waitPolicyEffective(t, agent, merge(b, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+	cp, agent := policyWorld(t, a, b, func(n string) harness.NodeSpec {
+		return harness.NodeSpec{Name: n, Annotations: map[string]string{"example.com/owner": "ops"}}
+	})
 
 	presetKeys := func(names ...string) []string {
 		var keys []string
