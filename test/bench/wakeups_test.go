@@ -45,6 +45,48 @@ func threadSwitches(pid int) map[int][2]int {
 	return out
 }
 
+// wakeups is what watchWakeups saw.
+type wakeups struct {
+	took     time.Duration
+	switches int    // context switches of all threads
+	events   int    // wake events: bursts of switches less than 150 ms apart
+	samples  string // every 20 ms, each thread whose switch count moved
+}
+
+// watchWakeups samples the context switches of pid's threads every 20 ms for d (from /proc, no
+// ptrace, so the agent is not disturbed) and groups them into wake events. A single wakeup of the Go
+// runtime is a burst of tens of switches (sysmon polls every 20 µs while a P is busy), so events,
+// not switches, count how often something woke the process.
+func watchWakeups(pid int, d time.Duration) wakeups {
+	var w wakeups
+	var samples strings.Builder
+	var last time.Time // the latest move of the current event
+	prev := threadSwitches(pid)
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		time.Sleep(20 * time.Millisecond)
+		cur := threadSwitches(pid)
+		now := time.Now()
+		moved := false
+		for tid, c := range cur {
+			if n := c[0] + c[1] - prev[tid][0] - prev[tid][1]; n != 0 {
+				moved = true
+				w.switches += n
+				fmt.Fprintf(&samples, "%s tid=%d +%d\n", now.UTC().Format("15:04:05.000"), tid, n)
+			}
+		}
+		if moved {
+			if last.IsZero() || now.Sub(last) > 150*time.Millisecond {
+				w.events++
+			}
+			last = now
+		}
+		prev = cur
+	}
+	w.took, w.samples = time.Since(t0), samples.String()
+	return w
+}
+
 // TestWakeups is a diagnostic for issue #7 ("no wakeups besides the resync"), not part of the
 // report: it runs only when $NODEADDR_WAKEUP_OUT names an output directory. It lets the agent publish,
 // then idles it for $NODEADDR_WAKEUP_IDLE seconds (default 210) and writes there:
@@ -110,35 +152,9 @@ func TestWakeups(t *testing.T) {
 		}()
 	}
 	s0, c0 := threadSwitches(pid), cpuSeconds(t, pid)
-	t0 := time.Now()
-	// Every 20 ms, log each thread whose switch count moved (wall-clock time, tid, delta), and
-	// group the moves into wake events.
-	var samples strings.Builder
-	var events []time.Time
-	last := s0
-	for time.Since(t0) < idle {
-		time.Sleep(20 * time.Millisecond)
-		cur := threadSwitches(pid)
-		now := time.Now()
-		moved := false
-		for tid, c := range cur {
-			d := c[0] + c[1] - last[tid][0] - last[tid][1]
-			if d != 0 {
-				moved = true
-				fmt.Fprintf(&samples, "%s tid=%d +%d\n", now.UTC().Format("15:04:05.000"), tid, d)
-			}
-		}
-		if moved {
-			if n := len(events); n == 0 || now.Sub(events[n-1]) > 150*time.Millisecond {
-				events = append(events, now)
-			} else {
-				events[n-1] = now
-			}
-		}
-		last = cur
-	}
+	w := watchWakeups(pid, idle)
 	s1, c1 := threadSwitches(pid), cpuSeconds(t, pid)
-	took := time.Since(t0)
+	took := w.took
 	if useStrace {
 		_ = strace.Process.Signal(syscall.SIGINT)
 		_ = strace.Wait()
@@ -158,8 +174,8 @@ func TestWakeups(t *testing.T) {
 		fmt.Fprintf(&b, "tid %d: voluntary %d nonvoluntary %d\n", tid, d[0], d[1])
 	}
 	fmt.Fprintf(&b, "total %d switches (%.1f/min), %d wake events (%.2f/min)\n", total,
-		float64(total)/took.Minutes(), len(events), float64(len(events))/took.Minutes())
-	for name, data := range map[string]string{"samples.txt": samples.String(), "switches.txt": b.String()} {
+		float64(total)/took.Minutes(), w.events, float64(w.events)/took.Minutes())
+	for name, data := range map[string]string{"samples.txt": w.samples, "switches.txt": b.String()} {
 		if err := os.WriteFile(filepath.Join(out, name), []byte(data), 0o644); err != nil {
 			t.Error(err)
 		}
