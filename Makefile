@@ -42,8 +42,10 @@ lint:
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 ## run: throwaway local control plane + nodeaddr for this host, in the foreground (Ctrl-C stops)
+# Built, then run directly: `go run` exits 1 when Ctrl-C reaches it, which make reports as a failure.
 run: e2e-bins
-	cd test && go run ./cmd/localcluster $(ARGS)
+	cd test && go build -o $(NODEADDR_CACHE_DIR)/bin/localcluster ./cmd/localcluster
+	$(NODEADDR_CACHE_DIR)/bin/localcluster $(ARGS)
 
 ## bench: micro-benchmarks and the harness benchmarks; regenerates docs/BENCHMARKS.md (about 30 min)
 bench: e2e-bins
