@@ -271,7 +271,9 @@ func (p *Publisher) observe(o any) {
 	}
 	p.mu.Unlock()
 	if send {
-		p.log.Info("pod CIDRs excluded from selection", "pod_cidrs", fmt.Sprint(cidrs))
+		if len(cidrs) > 0 {
+			p.log.Info("node's pod CIDRs", "pod_cidrs", fmt.Sprint(cidrs))
+		}
 		p.cfg.OnNode(view)
 	}
 	p.obs.OnTaint(hasUninitialized(n))
@@ -291,7 +293,10 @@ func (p *Publisher) checkOverwrite(n *corev1.Node) {
 	}
 	got := Managed(n.Status.Addresses, p.cfg.Managed)
 	if p.inflight != nil && slices.Equal(got, p.inflight) {
-		return // the echo of our own write, arriving before its response
+		// The echo of our own write, arriving before its response, or of one that failed on our
+		// side (a timeout) although the API server applied it: it is what we wrote.
+		p.written, p.writeRV, p.inflight = got, n.ResourceVersion, nil
+		return
 	}
 	if !slices.Equal(got, p.written) {
 		p.reverted = true
@@ -334,7 +339,7 @@ func (p *Publisher) forget(o any) {
 		return
 	}
 	p.mu.Lock()
-	p.node, p.written, p.writeRV, p.reverted = nil, nil, "", false
+	p.node, p.written, p.writeRV, p.reverted, p.inflight = nil, nil, "", false, nil
 	p.mu.Unlock()
 	p.ready.Store(false)
 	p.log.Warn("node deleted, waiting for it to be created again")

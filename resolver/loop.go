@@ -235,6 +235,7 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 
 	if l.cfg.AwaitNode {
+		log.Info("waiting for the Node before the first resolution")
 		l.awaiting.Store(true)
 		select {
 		case <-ctx.Done():

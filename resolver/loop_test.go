@@ -455,13 +455,17 @@ func TestLoopStickyAndPodCIDRs(t *testing.T) {
 // With AwaitNode the first resolution waits for the Node, and keeps the address the Node already
 // has among equal candidates: a restarted agent does not flip it to the route source. The wait
 // is no stall for the health check.
+// eth1Addr is a second uplink address, of equal priority with the route source under ethPolicy.
+var (
+	eth1Addr  = LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
+	ethPolicy = Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}
+)
+
 func TestLoopAwaitNodeKeepsTheNodesAddress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		other := LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
+		other := eth1Addr
 		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String()), other}}
-		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second, AwaitNode: true,
-			Policy: Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}}
-		lt := startLoop(t, cfg, k)
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, AwaitNode: true, Policy: ethPolicy}, k)
 		lt.sleep(time.Minute)
 		if got := lt.sink.all(); len(got) != 0 {
 			t.Fatalf("published %v before the Node was known", got)
@@ -476,12 +480,29 @@ func TestLoopAwaitNodeKeepsTheNodesAddress(t *testing.T) {
 		if len(got) != 1 || !got[0].state.Equal(want) {
 			t.Fatalf("after SetNode: %v, want one publication of %v (the Node's address, not the route source)", got, want)
 		}
-		// Once published, the loop's own choice is the reference; a later SetNode with the same
-		// pod CIDRs resolves nothing again.
-		lt.loop.SetNode(NodeView{Addresses: []Address{{Type: ExternalIP, IP: src4}}})
+		// Once published, the loop's own choice is the reference: a later view of the Node (new pod
+		// CIDRs, which resolve again at once) does not bring the Node's addresses back into play.
+		lt.loop.SetNode(NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
+			Addresses: []Address{{Type: ExternalIP, IP: src4}}})
 		synctest.Wait()
-		if got := lt.sink.all(); len(got) != 1 {
-			t.Fatalf("publications after a second SetNode: %v, want none more", got[1:])
+		got = lt.sink.all()
+		if len(got) != 2 || !got[1].state.Equal(want) {
+			t.Fatalf("after a second SetNode: %v, want a second publication of %v", got, want)
+		}
+	})
+}
+
+// With AwaitNode the first resolution already excludes the Node's pod CIDRs: an address in them is
+// never published, not even for a moment.
+func TestLoopAwaitNodeExcludesPodCIDRsFromTheStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String()), eth1Addr}}
+		lt := startLoop(t, LoopConfig{AwaitNode: true, Policy: ethPolicy}, k)
+		lt.loop.SetNode(NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
+		synctest.Wait()
+		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, eth1Addr.IP, "eth1", 0}}}
+		if got := lt.sink.all(); len(got) != 1 || !got[0].state.Equal(want) {
+			t.Fatalf("publications %v, want exactly one of %v", got, want)
 		}
 	})
 }
@@ -489,11 +510,8 @@ func TestLoopAwaitNodeKeepsTheNodesAddress(t *testing.T) {
 // Without AwaitNode (dry-run) nothing waits, and the route source wins among equals.
 func TestLoopWithoutAwaitNodeStartsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		other := LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
-		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{other, local(src4.String())}}
-		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second,
-			Policy: Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}}
-		lt := startLoop(t, cfg, k)
+		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{eth1Addr, local(src4.String())}}
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Policy: ethPolicy}, k)
 		if got := lt.sink.all(); len(got) != 1 || !got[0].state.Equal(extOnly) || got[0].at != 0 {
 			t.Fatalf("publications %v, want %v at once", got, extOnly)
 		}

@@ -390,3 +390,25 @@ func TestRunMissingKubeconfigJSON(t *testing.T) {
 		t.Errorf("stderr %q, want the deprecation warning then the error", stderr)
 	}
 }
+
+// The Node's pod CIDRs reach the resolver only with the default exclusions; its addresses always.
+func TestNodeViewFollowsDefaultExclusions(t *testing.T) {
+	view := resolver.NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
+		Addresses: []resolver.Address{{Type: resolver.ExternalIP, IP: netip.MustParseAddr("192.0.2.10")}}}
+	for _, tc := range []struct {
+		args     []string
+		podCIDRs int
+	}{
+		{[]string{"--node-name=n"}, 1},
+		{[]string{"--node-name=n", "--default-exclusions=false"}, 0},
+	} {
+		o, err := parse(tc.args, env())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := o.nodeView(view)
+		if len(got.PodCIDRs) != tc.podCIDRs || len(got.Addresses) != 1 {
+			t.Errorf("%v: nodeView = %+v, want %d pod CIDRs and the address", tc.args, got, tc.podCIDRs)
+		}
+	}
+}
