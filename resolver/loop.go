@@ -167,9 +167,11 @@ func (l *Loop) Run(ctx context.Context) {
 		now := time.Now()
 		deb.Reset()
 		retryAt = time.Time{}
-		prev := l.nodeState()
+		var prev State // the reference for stickiness: what we published, else the Node's addresses
 		if published != nil {
 			prev = *published
+		} else {
+			prev = l.nodeState()
 		}
 		raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.policy(), prev)
 		if err != nil {

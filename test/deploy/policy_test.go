@@ -269,7 +269,7 @@ func TestAdmissionPolicyAnnotationKeysFromConfigMap(t *testing.T) {
 	// write sets key to a value it never had, so that an earlier write cannot make it a no-op.
 	write := func(key string) error {
 		attempt++
-		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: fmt.Sprintf("192.0.2.%d", attempt%250+1)}}})
+		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: fmt.Sprintf("value-%d", attempt)}}})
 		return merge(a, "", string(body)).do(ctx, agent)
 	}
 	for _, c := range []struct {
