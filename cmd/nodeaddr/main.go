@@ -115,7 +115,7 @@ func (a *agent) run(ctx context.Context) error {
 	if client != nil {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Nodes: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
-			Annotations: o.annotations,
+			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
 			Rate:        rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
@@ -136,7 +136,7 @@ func (a *agent) run(ctx context.Context) error {
 	var sink resolver.Sink = pub
 	var dry *dryRunSink
 	if o.dryRun {
-		dry = &dryRunSink{w: a.stdout, annotations: o.annotations}
+		dry = &dryRunSink{w: a.stdout, annotations: o.annotations, keepExternalEqual: o.keepExternalEqualInternal}
 		sink = dry
 	}
 	loop := resolver.NewLoop(resolver.LoopConfig{
@@ -217,7 +217,7 @@ func (a *agent) runOnce(ctx context.Context, policy resolver.Policy, pub *publis
 		if err != nil {
 			return err
 		}
-		(&dryRunSink{w: a.stdout, annotations: o.annotations}).Publish(st, time.Time{})
+		(&dryRunSink{w: a.stdout, annotations: o.annotations, keepExternalEqual: o.keepExternalEqualInternal}).Publish(st, time.Time{})
 		return nil
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
@@ -256,7 +256,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 type dryRunSink struct {
 	w           io.Writer
 	annotations []publisher.AnnotationSpec
-	mu          sync.Mutex
+	// keepExternalEqual is --external-ip-equal-internal=keep.
+	keepExternalEqual bool
+	mu                sync.Mutex
 	last        *resolver.State
 }
 
@@ -276,7 +278,7 @@ func (d *dryRunSink) Publish(s resolver.State, _ time.Time) {
 		Addresses   []jsonAddress     `json:"addresses"`
 		Annotations map[string]string `json:"annotations,omitempty"`
 	}{Addresses: []jsonAddress{}}
-	merged := publisher.Merge(nil, s.Managed, s.Addresses)
+	merged := publisher.Compose(nil, s.Managed, s.Addresses, d.keepExternalEqual)
 	for _, a := range merged {
 		out.Addresses = append(out.Addresses, jsonAddress{Type: string(a.Type), Address: a.Address})
 	}
