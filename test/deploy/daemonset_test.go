@@ -206,7 +206,8 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	n := cp.WaitNode(t, node, 30*time.Second, "published and untainted", func(n *corev1.Node) bool {
 		return len(n.Status.Addresses) == 3 && !slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key)
 	})
-	want := "ExternalIP=192.0.2.10 ExternalIP=2001:db8::10 Hostname=worker-1"
+	// The defaults manage InternalIP per family; the ExternalIPs equal them and are not published.
+	want := "InternalIP=192.0.2.10 InternalIP=2001:db8::10 Hostname=worker-1"
 	var got []string
 	for _, x := range n.Status.Addresses {
 		got = append(got, string(x.Type)+"="+x.Address)
@@ -217,13 +218,16 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	if keys := strings.Join(harness.TaintKeys(n), ","); keys != "example.com/dedicated,node.kubernetes.io/not-ready" {
 		t.Fatalf("taints = %s", keys)
 	}
+	// On a single-address host the external keys are absent: k3s and flannel then use the internal
+	// address, which is the same one (README, "Annotations for consumers").
 	for k, v := range map[string]string{
-		"nodeaddr.io/external-ipv4": "192.0.2.10", "nodeaddr.io/external-ipv6": "2001:db8::10",
-		"k3s.io/external-ip":                             "192.0.2.10,2001:db8::10",
-		"flannel.alpha.coreos.com/public-ip-overwrite":   "192.0.2.10",
-		"flannel.alpha.coreos.com/public-ipv6-overwrite": "2001:db8::10",
+		"nodeaddr.io/internal-ipv4": "192.0.2.10", "nodeaddr.io/internal-ipv6": "2001:db8::10",
+		"k3s.io/internal-ip":        "192.0.2.10,2001:db8::10",
+		"nodeaddr.io/external-ipv4": "", "nodeaddr.io/external-ipv6": "", "k3s.io/external-ip": "",
+		"flannel.alpha.coreos.com/public-ip-overwrite":   "",
+		"flannel.alpha.coreos.com/public-ipv6-overwrite": "",
 	} {
-		if n.Annotations[k] != v {
+		if got, ok := n.Annotations[k]; got != v || ok != (v != "") {
 			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, n.Annotations[k], v, n.Annotations)
 		}
 	}
