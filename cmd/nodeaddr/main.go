@@ -116,7 +116,7 @@ func (a *agent) run(ctx context.Context) error {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Nodes: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
 			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
-			Rate:        rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
+			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 			OnNode: func(v resolver.NodeView) {
@@ -259,7 +259,7 @@ type dryRunSink struct {
 	// keepExternalEqual is --external-ip-equal-internal=keep.
 	keepExternalEqual bool
 	mu                sync.Mutex
-	last        *resolver.State
+	last              *resolver.State
 }
 
 type jsonAddress struct {
