@@ -31,7 +31,8 @@ func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
 		return !hasTaint(n, harness.Uninitialized.Key)
 	})
-	want := []corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "fresh")}
+	// The defaults: an InternalIP per family; the ExternalIPs equal them and are not published.
+	want := []corev1.NodeAddress{addr(in, "192.0.2.10"), addr(in, "2001:db8::10"), addr(hn, "fresh")}
 	if got := n.Status.Addresses; format(got) != format(want) {
 		t.Fatalf("addresses = %s, want %s", format(got), format(want))
 	}
@@ -114,7 +115,7 @@ func TestDualStack(t *testing.T) {
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: kubelet})
 		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
-		e.start()
+		e.start("--internal-ip-target=none")
 		e.waitAddresses([]corev1.NodeAddress{addr(in, "10.0.0.5"), addr(in, "fd00::5"),
 			addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "dual")})
 	})

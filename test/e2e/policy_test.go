@@ -136,7 +136,7 @@ func TestPolicyRestartKeepsTheNodesChoice(t *testing.T) {
 	e.ns.Link("eth2", e.router, "r-eth2")
 	e.ns.IP("addr", "add", "10.244.0.7/24", "dev", "eth2") // in the pod CIDR, not on a CNI interface
 	e.ns.IP("addr", "add", "10.0.0.7/24", "dev", "eth2")
-	args := []string{"--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--external-ip-interfaces=eth0,eth1",
+	args := []string{"--external-ip-target=8.8.8.8", "--external-ip-interfaces=eth0,eth1",
 		"--internal-ip-cidrs=10.244.0.0/16,10.0.0.0/8"}
 
 	code, out := harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: e.kc,
