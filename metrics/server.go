@@ -82,7 +82,7 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			h = s.MetricsAuth.Wrap(h)
 		}
 		m := http.NewServeMux()
-		m.Handle("/metrics", h)
+		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
 		eps = append(eps, endpoint{s.MetricsAddr, m, s.MetricsTLS})
 	}
 	if enabled(s.ProbeAddr) {
