@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,7 +45,7 @@ type Limits struct {
 	// MaxHeaderBytes: a request whose header is larger gets 431 (net/http reads at most this plus
 	// 4 KiB of slack before refusing).
 	MaxHeaderBytes int
-	// MaxConns is the number of open connections per listener; one more is closed at once.
+	// MaxConns is the number of open connections per listener; more wait in the kernel's backlog.
 	MaxConns int
 }
 
@@ -160,35 +161,48 @@ func probe(c Check) http.Handler {
 	})
 }
 
-// LimitListener returns a listener that keeps at most n connections open: a connection beyond the
-// limit is accepted and closed at once, so a flood costs a file descriptor for an instant and never
-// a goroutine with buffers (golang.org/x/net/netutil blocks in Accept instead; it is not a
-// dependency here). n <= 0 means no limit.
+// LimitListener returns a listener that keeps at most n connections open: while n are open it stops
+// accepting, and further clients wait in the kernel's backlog, costing the agent nothing
+// (golang.org/x/net/netutil.LimitListener does the same; it is not a dependency here). n <= 0 means
+// no limit.
 func LimitListener(l net.Listener, n int) net.Listener {
 	if n <= 0 {
 		return l
 	}
-	return &limitListener{Listener: l, sem: make(chan struct{}, n)}
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
 type limitListener struct {
 	net.Listener
-	sem chan struct{}
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	waits     atomic.Int64 // times Accept found every slot taken (tests)
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		l.waits.Add(1)
 		select {
 		case l.sem <- struct{}{}:
-			return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.sem })}, nil
-		default:
-			c.Close()
+		case <-l.done:
+			return nil, net.ErrClosed
 		}
 	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.sem })}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
 }
 
 type limitConn struct {
@@ -200,4 +214,12 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.release()
 	return err
+}
+
+// CloseWrite lets net/http half-close a connection it refuses (431), as it does on a bare TCPConn.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
 }

@@ -128,52 +128,61 @@ func TestServerRefusesProbesOnSecureMetricsAddress(t *testing.T) {
 	}
 }
 
-// The limited listener keeps n connections and closes the next one at once; a slot frees when a
-// connection closes.
+// The limited listener serves n connections; the next client is accepted only once one of them
+// closes.
 func TestLimitListener(t *testing.T) {
-	s := &Server{ProbeAddr: freeAddr(t), Metrics: New("test"), Limits: Limits{
-		ReadHeaderTimeout: time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10, MaxConns: 2}}
-	startServer(t, s)
-	// held sends a keep-alive request and reads the answer: the connection is accepted and stays open.
-	held := func() (net.Conn, bool) {
-		c, err := net.Dial("tcp", s.ProbeAddr)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := LimitListener(inner, 2)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })}
+	go srv.Serve(l)
+	defer srv.Close()
+	// request sends a keep-alive request on a new connection and returns the answer's status.
+	request := func() (net.Conn, chan int) {
+		c, err := net.Dial("tcp", inner.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			c.Close()
-			return nil, false
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return c, resp.StatusCode == 200
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		status := make(chan int, 1)
+		go func() {
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				status <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status <- resp.StatusCode
+		}()
+		return c, status
 	}
-	var conns []net.Conn
+	var held []net.Conn
 	for i := 0; i < 2; i++ {
-		c, ok := held()
-		if !ok {
-			t.Fatalf("connection %d within the limit refused", i)
+		c, status := request()
+		if code := <-status; code != 200 {
+			t.Fatalf("connection %d within the limit: %d", i, code)
 		}
-		conns = append(conns, c)
+		held = append(held, c)
 	}
-	if c, ok := held(); ok {
-		c.Close()
-		t.Fatal("a third connection was served with a limit of 2")
+	third, status := request()
+	defer third.Close()
+	// Both slots are taken: the accept loop waits (polled: it gets there after the second accept).
+	for l.(*limitListener).waits.Load() == 0 {
+		time.Sleep(time.Millisecond)
 	}
-	conns[0].Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, ok := held()
-		if ok {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no connection served after one of the two closed")
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case code := <-status:
+		t.Fatalf("the third connection was served (%d) while two were open", code)
+	default:
 	}
-	conns[1].Close()
+	held[0].Close()
+	if code := <-status; code != 200 {
+		t.Fatalf("the third connection after one closed: %d", code)
+	}
+	held[1].Close()
+	// Closing the listener ends an Accept waiting for a slot.
+	l.Close()
 }
