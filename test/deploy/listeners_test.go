@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -288,4 +290,37 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", a.Pid())); err != nil {
 		t.Errorf("agent gone: %v", err)
 	}
+}
+
+// The chart binds the metrics reader role to the ServiceAccounts listed, and its ServiceMonitor
+// scrapes plain HTTP only when metrics are not secure.
+func TestHelmMetricsReaderAndScheme(t *testing.T) {
+	harness.RequireE2E(t)
+	objs := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true",
+		"--set", "monitoring.metricsReader.bindTo[0].name=prometheus-k8s",
+		"--set", "monitoring.metricsReader.bindTo[0].namespace=monitoring"))
+	crb, ok := objs["ClusterRoleBinding/<nil>/nodeaddr-metrics-reader"]
+	if !ok {
+		t.Fatalf("no ClusterRoleBinding nodeaddr-metrics-reader in %v", slices.Collect(maps.Keys(objs)))
+	}
+	if got := fmt.Sprint(crb["roleRef"], crb["subjects"]); !strings.Contains(got, "name:nodeaddr-metrics-reader") ||
+		!strings.Contains(got, "name:prometheus-k8s namespace:monitoring") {
+		t.Errorf("binding: %s", got)
+	}
+	ep := func(objs map[string]object) object {
+		sm := objs["ServiceMonitor/kube-system/nodeaddr"]
+		return sm["spec"].(object)["endpoints"].([]any)[0].(object)
+	}
+	if e := ep(objs); e["scheme"] != "https" || e["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("secure metrics: endpoint %v", e)
+	}
+	plain := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true",
+		"--set", "config.metricsSecure=false", "--set", "config.metricsBindAddress=127.0.0.1:9810"))
+	if e := ep(plain); e["scheme"] != nil || e["bearerTokenFile"] != nil || e["tlsConfig"] != nil {
+		t.Errorf("config.metricsSecure=false: endpoint %v", e)
+	}
+	if _, ok := plain["ClusterRoleBinding/<nil>/nodeaddr-metrics-reader"]; ok {
+		t.Errorf("a binding rendered without bindTo")
+	}
+	checkArgsParse(t, renderedArgs(t, plain))
 }
