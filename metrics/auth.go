@@ -68,7 +68,7 @@ type AuthConfig struct {
 // AuthFilter lets through only requests whose bearer token the API server authenticates and
 // authorizes for a non-resource get on the request's path, as Kubernetes components (and
 // kube-rbac-proxy, controller-runtime's filters.WithAuthenticationAndAuthorization) do for their
-// /metrics. Decisions are cached by the token's SHA-256 so that a scrape every 30 s costs no API
+// /metrics. Decisions are cached by the SHA-256 of the path and token so that a scrape every 30 s costs no API
 // request once the first one is answered.
 type AuthFilter struct {
 	cfg     AuthConfig
@@ -83,7 +83,6 @@ type AuthFilter struct {
 
 type entry struct {
 	d       Decision
-	user    string
 	expires time.Time
 }
 
@@ -166,7 +165,8 @@ func (f *AuthFilter) Decide(ctx context.Context, r *http.Request) Decision {
 	if !ok {
 		return Unauthenticated // no API request for a request without credentials
 	}
-	key := sha256.Sum256([]byte(token))
+	// Keyed by path too: a decision is about one non-resource URL.
+	key := sha256.Sum256([]byte(r.URL.Path + "\x00" + token))
 	now := f.cfg.Now()
 	f.mu.Lock()
 	e, hit := f.cache[key]
@@ -191,7 +191,7 @@ func (f *AuthFilter) Decide(ctx context.Context, r *http.Request) Decision {
 	if d == Allowed {
 		ttl = f.cfg.AllowedTTL
 	}
-	f.store(key, entry{d: d, user: user, expires: now.Add(ttl)}, now)
+	f.store(key, entry{d: d, expires: now.Add(ttl)}, now)
 	return d
 }
 
