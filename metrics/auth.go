@@ -142,6 +142,10 @@ func (f *AuthFilter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d := f.Decide(r.Context(), r)
 		f.decisions.WithLabelValues(d.String()).Inc()
+		if d != Allowed {
+			// A refused client does not keep one of the listener's few connections idle.
+			w.Header().Set("Connection", "close")
+		}
 		switch d {
 		case Allowed:
 			next.ServeHTTP(w, r)

@@ -103,6 +103,9 @@ func TestAuthFilterDecisions(t *testing.T) {
 			if tc.code != 200 && w.Body.String() == "metrics\n" {
 				t.Errorf("refused request got the metrics")
 			}
+			if closes := w.Header().Get("Connection") == "close"; closes != (tc.code != 200) {
+				t.Errorf("Connection: close on a %d: %v", w.Code, closes)
+			}
 			if tr, sar := rv.calls(); tr != tc.tr || sar != tc.sar {
 				t.Errorf("API calls: %d TokenReviews, %d SubjectAccessReviews; want %d, %d", tr, sar, tc.tr, tc.sar)
 			}
