@@ -214,3 +214,21 @@ func TestAuthFilterBoundedAndRateLimited(t *testing.T) {
 		t.Errorf("unknown token a second later: %d, want 401", code)
 	}
 }
+
+// The cost a scrape pays for the check once its token is cached.
+func BenchmarkAuthFilterCached(b *testing.B) {
+	rv := reviewer()
+	f := NewAuthFilter(AuthConfig{Reviewer: rv})
+	r := httptest.NewRequest("GET", "/metrics", nil)
+	r.Header.Set("Authorization", "Bearer prom-token")
+	if d := f.Decide(context.Background(), r); d != Allowed {
+		b.Fatal(d)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.Decide(context.Background(), r)
+	}
+	if tr, _ := rv.calls(); tr != 1 {
+		b.Fatalf("%d TokenReviews", tr)
+	}
+}
