@@ -50,6 +50,8 @@ type options struct {
 	annotations []publisher.AnnotationSpec
 	// keepExternalEqualInternal is --external-ip-equal-internal=keep.
 	keepExternalEqualInternal bool
+
+	listenerOptions
 }
 
 // usageError is a bad command line: exit code 2, one line on stderr.
@@ -94,7 +96,8 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":9811", "address for /healthz and /readyz (0 disables)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
+	o.listenerOptions.addFlags(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&v, "v", -1, "local-ccm verbosity (0-5), mapped to --log-level: 0 info, 1 and more debug")
@@ -258,6 +261,9 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 		if a.v != "0" && a.v != "" && !strings.Contains(a.v, ":") {
 			return nil, usagef("--%s: %q is not host:port or 0", a.name, a.v)
 		}
+	}
+	if err := o.listenerOptions.validate(o.metricsAddr); err != nil {
+		return nil, err
 	}
 	if o.kubeconfig == "" {
 		o.kubeconfig = getenv("KUBECONFIG")

@@ -56,7 +56,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.version:
 		t.Errorf("rate %v burst %v removeTaint %v runOnce %v dryRun %v version %v",
 			o.publishRate, o.publishBurst, o.removeTaint, o.runOnce, o.dryRun, o.version)
-	case o.metricsAddr != ":9810", o.probeAddr != ":9811", o.logLevel != slog.LevelInfo, o.logFormat != "text",
+	case o.metricsAddr != ":9810", o.probeAddr != "127.0.0.1:9811", o.logLevel != slog.LevelInfo, o.logFormat != "text",
 		o.netlinkRcvBuf != 4<<20, o.deprecations != nil:
 		t.Errorf("metrics %q probe %q level %v format %q rcvbuf %d deprecations %v",
 			o.metricsAddr, o.probeAddr, o.logLevel, o.logFormat, o.netlinkRcvBuf, o.deprecations)

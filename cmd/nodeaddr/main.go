@@ -90,6 +90,7 @@ func (a *agent) run(ctx context.Context) error {
 	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
 	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
 	var client *kubeClient
+	var reviewer metrics.Reviewer
 	scheme := kubeScheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
@@ -98,6 +99,9 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		cfg.UserAgent = "nodeaddr/" + version
 		if client, err = newKubeClient(cfg, scheme); err != nil {
+			return err
+		}
+		if reviewer, err = newReviewClient(cfg); err != nil {
 			return err
 		}
 	}
@@ -173,6 +177,13 @@ func (a *agent) run(ctx context.Context) error {
 			return nil
 		},
 	}
+	if o.dryRun && o.metricsSecure && enabledAddr(o.metricsAddr) {
+		a.log.Warn("/metrics disabled: --dry-run has no API server to check scrapers' tokens; use --metrics-secure=false with a loopback --metrics-bind-address")
+		srv.MetricsAddr = ""
+	}
+	if err := o.metricsServer(o.nodeName, reviewer, m, srv); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serve, err := srv.Listen(ctx)
@@ -182,7 +193,8 @@ func (a *agent) run(ctx context.Context) error {
 	a.log.Info("nodeaddr starting", "version", version, "node", o.nodeName, "dry_run", o.dryRun,
 		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()),
 		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
-		"service_cidrs", fmt.Sprint(o.serviceCIDRs))
+		"service_cidrs", fmt.Sprint(o.serviceCIDRs), "metrics", srv.MetricsAddr, "metrics_secure", srv.MetricsAuth != nil,
+		"probes", srv.ProbeAddr)
 
 	var wg sync.WaitGroup
 	var pubErr error

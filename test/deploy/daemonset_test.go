@@ -101,13 +101,19 @@ func TestDaemonSetSpec(t *testing.T) {
 	if got := arg("metrics-bind-address"); got != fmt.Sprintf(":%d", ports["metrics"]) || ports["metrics"] != 9810 {
 		t.Errorf("--metrics-bind-address=%s, metrics port %d: want :9810 and 9810", got, ports["metrics"])
 	}
-	if got := arg("health-probe-bind-address"); got != fmt.Sprintf(":%d", ports["probes"]) || ports["probes"] != 9811 {
-		t.Errorf("--health-probe-bind-address=%s, probes port %d: want :9811 and 9811", got, ports["probes"])
+	// Probes on loopback, where the kubelet asks (httpGet.host): a hostNetwork pod's IP is the
+	// node's address at pod start and goes stale when the node is renumbered.
+	if got := arg("health-probe-bind-address"); got != fmt.Sprintf("127.0.0.1:%d", ports["probes"]) || ports["probes"] != 9811 {
+		t.Errorf("--health-probe-bind-address=%s, probes port %d: want 127.0.0.1:9811 and 9811", got, ports["probes"])
+	}
+	if got := arg("metrics-secure"); got != "" && got != "true" {
+		t.Errorf("--metrics-secure=%s: the DaemonSet serves /metrics on every address, it must be secure", got)
 	}
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") {
-			t.Errorf("%s probe must be GET %s on port probes: %+v", name, want, p)
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") ||
+			p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("%s probe must be GET %s on 127.0.0.1, port probes: %+v", name, want, p)
 		}
 	}
 }
@@ -266,8 +272,8 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 		t.Errorf("agent environment lacks GOMEMLIMIT=67108864 (64Mi from limits.memory)")
 	}
 
-	// Every metric the alerts use is exposed (up is Prometheus's own).
-	code, body, err := a.Get(a.MetricsPort, "/metrics")
+	// Every metric the alerts use is exposed (up is Prometheus's own), to Prometheus's token over TLS.
+	code, body, err := scrape(ns, fmt.Sprintf("127.0.0.1:%d", a.MetricsPort), scraperToken(t, cp))
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
@@ -298,7 +304,7 @@ func procStatus(t *testing.T, pid int) map[string]string {
 				out[k] = strings.TrimSpace(v)
 			}
 		}
-		if out["Name"] == "nodeaddr" {
+		if strings.HasPrefix(out["Name"], "nodeaddr") { // comm: the binary's name, at most 15 bytes
 			return out
 		}
 		if time.Now().After(deadline) {
