@@ -18,7 +18,7 @@ import (
 // A missing Node is waited for. It returns the state written, or an error that says what could not
 // be done; authorization and resolution errors are returned at once.
 func (p *Publisher) ReconcileOnce(ctx context.Context, resolve func(resolver.NodeView) (resolver.State, error)) (resolver.State, error) {
-	backoff := p.cfg.MinBackoff
+	backoff := retryBackoff(p.cfg.MinBackoff, p.cfg.MaxBackoff)
 	var last error
 	for {
 		n, err := p.cfg.Nodes.Get(ctx, p.cfg.NodeName, metav1.GetOptions{})
@@ -52,13 +52,12 @@ func (p *Publisher) ReconcileOnce(ctx context.Context, resolve func(resolver.Nod
 		if ctx.Err() != nil {
 			return resolver.State{}, fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(backoff.Step())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return resolver.State{}, fmt.Errorf("%w (gave up: %w)", last, context.Cause(ctx))
 		case <-t.C:
 		}
-		backoff = min(2*backoff, p.cfg.MaxBackoff)
 	}
 }

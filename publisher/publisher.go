@@ -357,7 +357,7 @@ func hasUninitialized(n *corev1.Node) bool {
 func (p *Publisher) work(ctx context.Context) {
 	var retry <-chan time.Time
 	var timer *time.Timer
-	backoff := p.cfg.MinBackoff
+	backoff := retryBackoff(p.cfg.MinBackoff, p.cfg.MaxBackoff)
 	for {
 		select {
 		case <-ctx.Done():
@@ -377,17 +377,19 @@ func (p *Publisher) work(ctx context.Context) {
 			retry = nil
 		}
 		if err == nil {
-			backoff = p.cfg.MinBackoff
+			backoff = retryBackoff(p.cfg.MinBackoff, p.cfg.MaxBackoff)
 			continue
 		}
-		delay := backoff
+		var delay time.Duration
 		var hold holdError
-		if errors.As(err, &hold) {
+		switch {
+		case errors.As(err, &hold):
 			delay = time.Until(hold.until)
-		} else if errors.Is(err, errConflict) {
+		case errors.Is(err, errConflict):
+			// A conflict is this Node's own race, not a fleet-wide outage: retry soon.
 			delay = max(p.cfg.MinBackoff/4, time.Millisecond)
-		} else {
-			backoff = min(2*backoff, p.cfg.MaxBackoff)
+		default:
+			delay = backoff.Step()
 		}
 		timer = time.NewTimer(delay)
 		retry = timer.C
