@@ -50,7 +50,7 @@ func TestKustomizeAppliesOnAPIServer(t *testing.T) {
 	base := kubectl("", "kustomize", deployFile())
 	monitoring := kubectl("", "kustomize", deployFile("monitoring"))
 	for _, want := range []string{"kind: ServiceAccount", "kind: ClusterRole", "kind: ClusterRoleBinding", "kind: DaemonSet",
-		"kind: ValidatingAdmissionPolicy", "kind: ValidatingAdmissionPolicyBinding", "image: nodeaddr:v0.1.0"} {
+		"kind: ValidatingAdmissionPolicy", "kind: ValidatingAdmissionPolicyBinding", "image: nodeaddr:0.1.0"} {
 		if !strings.Contains(base, "\n"+want+"\n") && !strings.Contains(base, want+"\n") {
 			t.Errorf("kubectl kustomize deploy/ lacks %q", want)
 		}
@@ -114,8 +114,8 @@ func applyToAPIServer(t *testing.T, kubectl, rendered, manager string) (*harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:v0.1.0" {
-		t.Errorf("DaemonSet image = %q, want nodeaddr:v0.1.0", img)
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:0.1.0" {
+		t.Errorf("DaemonSet image = %q, want nodeaddr:0.1.0", img)
 	}
 	if _, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policyName, metav1.GetOptions{}); err != nil {
 		t.Errorf("policy binding: %v", err)

@@ -1,0 +1,251 @@
+// Package release checks what a release ships agrees with itself: one version (the VERSION file) in
+// the binary `make build` produces, its nodeaddr_build_info, the Helm chart and the kustomize base,
+// and a VCS revision stamped into the binary.
+package release
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// repoFile is the path of a file of the main repository.
+func repoFile(parts ...string) string {
+	return filepath.Join(append([]string{harness.RepoDir()}, parts...)...)
+}
+
+// requireTool returns the path of a command-line tool, or skips (fails under NODEADDR_E2E=require).
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("NODEADDR_E2E") == "require" {
+			t.Fatalf("%s not found (NODEADDR_E2E=require)", name)
+		}
+		t.Skipf("SKIPPING: %s not found", name)
+	}
+	return p
+}
+
+var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$`)
+
+// fileVersion is the content of VERSION: a semantic version without a leading v.
+func fileVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(repoFile("VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := strings.TrimSpace(string(b))
+	if !semverRE.MatchString(v) || string(b) != v+"\n" {
+		t.Fatalf("VERSION holds %q: want one semantic version without a v and one newline", b)
+	}
+	return v
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, into); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// Image is the repository of the published image.
+const Image = "ghcr.io/nodeaddr/nodeaddr"
+
+// The chart's version and appVersion, and the kustomize base's image tag, are VERSION.
+func TestManifestsFollowVersionFile(t *testing.T) {
+	v := fileVersion(t)
+	var chart struct{ Version, AppVersion string }
+	readYAML(t, repoFile("deploy", "helm", "nodeaddr", "Chart.yaml"), &chart)
+	if chart.Version != v || chart.AppVersion != v {
+		t.Errorf("Chart.yaml version %q, appVersion %q; VERSION is %q", chart.Version, chart.AppVersion, v)
+	}
+	var values struct {
+		Image struct{ Repository, Tag string } `json:"image"`
+	}
+	readYAML(t, repoFile("deploy", "helm", "nodeaddr", "values.yaml"), &values)
+	if values.Image.Tag != "" {
+		t.Errorf("values.yaml image.tag = %q: leave it empty so appVersion (VERSION) is the tag", values.Image.Tag)
+	}
+	var kust struct {
+		Images []struct{ Name, NewName, NewTag string } `json:"images"`
+	}
+	readYAML(t, repoFile("deploy", "kustomization.yaml"), &kust)
+	if len(kust.Images) != 1 || kust.Images[0].NewTag != v {
+		t.Errorf("deploy/kustomization.yaml images %+v: want one entry with newTag %q", kust.Images, v)
+	}
+}
+
+// The Dockerfile's build command is `make build`'s (GO_BUILD), variables aside: the image's binary
+// is stamped like the one the tests check.
+func TestDockerfileBuildsAsMakeBuild(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(repoFile(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	makeRE := regexp.MustCompile(`(?m)^GO_BUILD = (.*)$`)
+	m := makeRE.FindStringSubmatch(read("Makefile"))
+	if m == nil {
+		t.Fatal("Makefile: no GO_BUILD = line")
+	}
+	dockerRE := regexp.MustCompile(`(?m)(CGO_ENABLED=0 go build .*) -o /out/nodeaddr ./cmd/nodeaddr$`)
+	d := dockerRE.FindStringSubmatch(read("Dockerfile"))
+	if d == nil {
+		t.Fatal("Dockerfile: no `CGO_ENABLED=0 go build ... -o /out/nodeaddr ./cmd/nodeaddr` line")
+	}
+	// $(VAR) in make is ${VAR} in the Dockerfile's shell.
+	normalize := regexp.MustCompile(`\$[({]([A-Z_]+)[)}]`)
+	mk, dk := normalize.ReplaceAllString(m[1], "$$$1"), normalize.ReplaceAllString(d[1], "$$$1")
+	if mk != dk {
+		t.Errorf("build commands differ:\n Makefile:   %s\n Dockerfile: %s", mk, dk)
+	}
+	for _, want := range []string{"-X main.version=$VERSION", "-X main.revision=$REVISION"} {
+		if !strings.Contains(mk, want) {
+			t.Errorf("GO_BUILD lacks %s: %s", want, mk)
+		}
+	}
+}
+
+// The binary `make build` produces, built as CI builds it (-buildvcs=false, so only the ldflags can
+// give it a revision), prints VERSION and the checked-out commit with --version and exposes both in
+// nodeaddr_build_info.
+func TestBuiltBinaryCarriesVersionAndRevision(t *testing.T) {
+	mk, git := requireTool(t, "make"), requireTool(t, "git")
+	v := fileVersion(t)
+	out, err := exec.Command(git, "-C", harness.RepoDir(), "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatalf("git rev-parse HEAD: %v", err)
+	}
+	rev := strings.TrimSpace(string(out))
+	if rev == "" {
+		t.Fatal("git rev-parse HEAD printed nothing")
+	}
+
+	dir := t.TempDir()
+	cmd := exec.Command(mk, "-C", harness.RepoDir(), "build", "PLATFORMS=linux/"+runtime.GOARCH, "BIN_DIR="+dir)
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	bin := filepath.Join(dir, "nodeaddr-linux-"+runtime.GOARCH)
+
+	out, err = exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("%s --version: %v", bin, err)
+	}
+	if want := fmt.Sprintf("nodeaddr %s (revision %s)\n", v, rev); string(out) != want {
+		t.Errorf("--version printed %q, want %q", out, want)
+	}
+
+	labels := buildInfo(t, bin)
+	if labels["version"] != v || labels["revision"] != rev || labels["revision"] == "" || labels["goversion"] == "" {
+		t.Errorf("nodeaddr_build_info labels %v: want version %q, revision %q and a goversion", labels, v, rev)
+	}
+}
+
+// buildInfo runs bin in dry-run mode (no cluster; it only reads this host's routes and sends
+// nothing) with /metrics on a loopback port and returns the labels of nodeaddr_build_info.
+func buildInfo(t *testing.T, bin string) map[string]string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--dry-run", "--node-name=release-test",
+		"--metrics-bind-address="+addr, "--health-probe-bind-address=0")
+	cmd.Stdout = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		<-exited
+	}()
+
+	// Poll until the agent serves /metrics (it binds before it logs "starting").
+	for {
+		body, err := get("http://" + addr + "/metrics")
+		if err == nil {
+			return buildInfoLabels(t, body)
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("nodeaddr --dry-run exited before serving /metrics: %v\n%s", err, stderr.String())
+		case <-ctx.Done():
+			t.Fatalf("no /metrics on %s within a minute: %v\n%s", addr, err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return string(b), nil
+}
+
+var labelRE = regexp.MustCompile(`(\w+)="((?:[^"\\]|\\.)*)"`)
+
+func buildInfoLabels(t *testing.T, body string) map[string]string {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(body))
+	var found []map[string]string
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "nodeaddr_build_info{")
+		if !ok {
+			continue
+		}
+		labels := map[string]string{}
+		for _, m := range labelRE.FindAllStringSubmatch(rest, -1) {
+			labels[m[1]] = m[2]
+		}
+		found = append(found, labels)
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d nodeaddr_build_info series, want 1:\n%s", len(found), body)
+	}
+	return found[0]
+}
