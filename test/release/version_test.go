@@ -72,7 +72,8 @@ func readYAML(t *testing.T, path string, into any) {
 // Image is the repository of the published image.
 const Image = "ghcr.io/nodeaddr/nodeaddr"
 
-// The chart's version and appVersion, and the kustomize base's image tag, are VERSION.
+// The chart's version and appVersion, and the kustomize base's image tag, are VERSION; both ship
+// the released image's repository.
 func TestManifestsFollowVersionFile(t *testing.T) {
 	v := fileVersion(t)
 	var chart struct{ Version, AppVersion string }
@@ -84,6 +85,9 @@ func TestManifestsFollowVersionFile(t *testing.T) {
 		Image struct{ Repository, Tag string } `json:"image"`
 	}
 	readYAML(t, repoFile("deploy", "helm", "nodeaddr", "values.yaml"), &values)
+	if values.Image.Repository != Image {
+		t.Errorf("values.yaml image.repository = %q, want %s", values.Image.Repository, Image)
+	}
 	if values.Image.Tag != "" {
 		t.Errorf("values.yaml image.tag = %q: leave it empty so appVersion (VERSION) is the tag", values.Image.Tag)
 	}
@@ -91,8 +95,16 @@ func TestManifestsFollowVersionFile(t *testing.T) {
 		Images []struct{ Name, NewName, NewTag string } `json:"images"`
 	}
 	readYAML(t, repoFile("deploy", "kustomization.yaml"), &kust)
-	if len(kust.Images) != 1 || kust.Images[0].NewTag != v {
-		t.Errorf("deploy/kustomization.yaml images %+v: want one entry with newTag %q", kust.Images, v)
+	if len(kust.Images) != 1 || kust.Images[0].Name != Image || kust.Images[0].NewName != "" || kust.Images[0].NewTag != v {
+		t.Errorf("deploy/kustomization.yaml images %+v: want one entry, name %s, newTag %q", kust.Images, Image, v)
+	}
+	// The DaemonSet names the image the images entry rewrites (else kustomize leaves it untouched).
+	ds, err := os.ReadFile(repoFile("deploy", "daemonset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\s+image: ` + regexp.QuoteMeta(Image) + `$`).Match(ds) {
+		t.Errorf("deploy/daemonset.yaml does not name image %s", Image)
 	}
 }
 
@@ -248,4 +260,25 @@ func buildInfoLabels(t *testing.T, body string) map[string]string {
 		t.Fatalf("%d nodeaddr_build_info series, want 1:\n%s", len(found), body)
 	}
 	return found[0]
+}
+
+// README.md and docs/install.md install the release VERSION names: the kustomize base at the tag and
+// the chart from the OCI registry.
+func TestDocsInstallTheRelease(t *testing.T) {
+	v := fileVersion(t)
+	for _, doc := range []string{"README.md", filepath.Join("docs", "install.md")} {
+		b, err := os.ReadFile(repoFile(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			"kubectl apply -k 'github.com/nodeaddr/nodeaddr/deploy?ref=v" + v + "'",
+			"helm install nodeaddr oci://ghcr.io/nodeaddr/charts/nodeaddr --version " + v + " -n kube-system",
+			"kubectl apply -k deploy/", // the local-source instructions stay
+		} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %s", doc, want)
+			}
+		}
+	}
 }
