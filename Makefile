@@ -16,7 +16,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build version test unit e2e e2e-bins lint run bench fuzz clean
+.PHONY: all build version test unit e2e e2e-bins lint lint-workflows run bench fuzz clean
 
 all: build
 
@@ -45,11 +45,15 @@ e2e: e2e-bins
 e2e-bins:
 	cd test && go run ./cmd/buildbins
 
-## lint: go vet and golangci-lint (built from the Go module proxy)
-lint:
+## lint: go vet, golangci-lint and actionlint on .github/workflows (both built from the Go module proxy)
+lint: lint-workflows
 	go vet ./...
 	cd test && go vet ./...
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+
+## lint-workflows: actionlint on the GitHub workflows (shellcheck too, when installed)
+lint-workflows:
+	go run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 ## run: throwaway local control plane + nodeaddr for this host, in the foreground (Ctrl-C stops)
 # Built, then run directly: `go run` exits 1 when Ctrl-C reaches it, which make reports as a failure.

@@ -282,3 +282,92 @@ func TestDocsInstallTheRelease(t *testing.T) {
 		}
 	}
 }
+
+// The release notes script prints CHANGELOG.md's section for VERSION (the tag's, with or without
+// the v) and refuses a version without one, so a release cannot go out without notes.
+func TestChangelogSectionForVersion(t *testing.T) {
+	sh := requireTool(t, "sh")
+	v := fileVersion(t)
+	script := repoFile(".github", "scripts", "changelog-section")
+	section := func(version string, file string) (string, error) {
+		cmd := exec.Command(sh, script, version, file)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		return string(out), nil
+	}
+	changelog := repoFile("CHANGELOG.md")
+	notes, err := section("v"+v, changelog)
+	if err != nil || strings.TrimSpace(notes) == "" {
+		t.Fatalf("no notes for v%s: %v", v, err)
+	}
+	if plain, _ := section(v, changelog); plain != notes {
+		t.Errorf("the section for %s differs from the one for v%s", v, v)
+	}
+
+	fixture := filepath.Join(t.TempDir(), "CHANGELOG.md")
+	if err := os.WriteFile(fixture, []byte(`# Changelog
+
+## [Unreleased]
+
+- next
+
+## [1.2.0] - 2026-01-02
+
+### Fixed
+
+- one
+
+- two
+
+## [1.1.0]
+
+- old
+
+[1.2.0]: https://example.invalid/v1.2.0
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ version, want string }{
+		{"v1.2.0", "### Fixed\n\n- one\n\n- two\n"},
+		{"1.1.0", "- old\n"},
+	} {
+		if got, err := section(c.version, fixture); err != nil || got != c.want {
+			t.Errorf("section %s = %q, %v; want %q", c.version, got, err, c.want)
+		}
+	}
+	for _, missing := range []string{"1.2", "1.3.0"} {
+		if got, err := section(missing, fixture); err == nil {
+			t.Errorf("section %s printed %q and succeeded; want a failure", missing, got)
+		}
+	}
+}
+
+// The release workflow pushes the image the manifests name, builds it with the VERSION and
+// REVISION build arguments, signs by digest with an OIDC token, and pushes the chart.
+func TestReleaseWorkflowPublishesTheShippedImage(t *testing.T) {
+	b, err := os.ReadFile(repoFile(".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := string(b)
+	for _, want := range []string{
+		"IMAGE: " + Image, "CHARTS: oci://ghcr.io/nodeaddr/charts", `tags: ["v*"]`,
+		"platforms: linux/amd64,linux/arm64", "VERSION=${{ env.VERSION }}", "REVISION=${{ github.sha }}",
+		"id-token: write", `cosign sign --yes "${IMAGE}@${DIGEST}"`, "helm push", "changelog-section",
+		"uses: ./.github/workflows/ci.yml",
+	} {
+		if !strings.Contains(wf, want) {
+			t.Errorf("release.yml lacks %s", want)
+		}
+	}
+	// Every action is pinned to a full version.
+	for _, m := range regexp.MustCompile(`uses: ([^\s]+)`).FindAllStringSubmatch(wf, -1) {
+		if !strings.HasPrefix(m[1], "./") && !regexp.MustCompile(`@v\d+\.\d+\.\d+$`).MatchString(m[1]) {
+			t.Errorf("release.yml: %s is not pinned to a version", m[1])
+		}
+	}
+}
