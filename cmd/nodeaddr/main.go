@@ -99,6 +99,9 @@ func (a *agent) run(ctx context.Context) error {
 		}
 	}
 	m := metrics.New(version, revision)
+	if client != nil {
+		m.RegisterClientMetrics() // rest_client_*: before the first request
+	}
 
 	var recorder record.EventRecorder
 	if client != nil {
