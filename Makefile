@@ -16,7 +16,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build version test unit e2e e2e-bins lint lint-workflows run bench fuzz clean
+.PHONY: all build version generate test unit e2e e2e-bins lint lint-workflows run bench fuzz clean
 
 all: build
 
@@ -31,6 +31,11 @@ build:
 ## version: print the version and the revision a build stamps
 version:
 	@echo $(VERSION) $(REVISION)
+
+## generate: the Grafana dashboard from tools/dashboards (Grafana Foundation SDK, its own module), into
+## deploy/monitoring and the chart; test/deploy fails when they are stale
+generate:
+	cd tools/dashboards && go run . -out ../../deploy/monitoring/dashboard.json -out ../../deploy/helm/nodeaddr/files/dashboard.json
 
 ## test: unit and kernel tests of the main module, then the end-to-end suite (test/ module)
 test: unit e2e
@@ -49,6 +54,7 @@ e2e-bins:
 lint: lint-workflows
 	go vet ./...
 	cd test && go vet ./...
+	cd tools/dashboards && go vet ./...
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 ## lint-workflows: actionlint on the GitHub workflows (shellcheck too, when installed)
