@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -251,4 +252,61 @@ func chartAppVersion(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return c.AppVersion
+}
+
+var jobSelectorRE = regexp.MustCompile(`\bjob\s*=~?\s*"([^"]*)"`)
+
+// scrapedJob is the job Prometheus gives the agents of a render: the ServiceMonitor's jobLabel read
+// on the Service it selects.
+func scrapedJob(t *testing.T, objs map[string]object, name string) string {
+	t.Helper()
+	sm, ok := objs["ServiceMonitor/kube-system/"+name]
+	if !ok {
+		t.Fatalf("no ServiceMonitor %s", name)
+	}
+	svc, ok := objs["Service/kube-system/"+name]
+	if !ok {
+		t.Fatalf("no Service %s", name)
+	}
+	jobLabel, _ := sm["spec"].(object)["jobLabel"].(string)
+	labels := svc["metadata"].(object)["labels"].(object)
+	if jobLabel == "" || labels[jobLabel] == nil {
+		t.Fatalf("ServiceMonitor jobLabel %q is not a label of the Service (%v)", jobLabel, labels)
+	}
+	return fmt.Sprint(labels[jobLabel])
+}
+
+// The alerts select the job the ServiceMonitor gives the agents, in the kustomize base and in the
+// chart, also when nameOverride or fullnameOverride rename it.
+func TestRulesSelectTheScrapedJob(t *testing.T) {
+	harness.RequireE2E(t)
+	check := func(what string, objs map[string]object, name string) {
+		t.Helper()
+		job := scrapedJob(t, objs, name)
+		pr, ok := objs["PrometheusRule/kube-system/"+name]
+		if !ok {
+			t.Fatalf("%s: no PrometheusRule %s", what, name)
+		}
+		y, err := yaml.Marshal(pr["spec"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := jobSelectorRE.FindAllStringSubmatch(string(y), -1)
+		if len(found) < 5 {
+			t.Fatalf("%s: only %d job selectors in the rules", what, len(found))
+		}
+		for _, m := range found {
+			if m[1] != job {
+				t.Errorf("%s: a rule selects %s, the ServiceMonitor scrapes job %q", what, m[0], job)
+			}
+		}
+	}
+	check("kustomize", decodeDocs(t, kustomize(t, deployFile(), deployFile("monitoring"))), "nodeaddr")
+	check("helm", decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true")), "nodeaddr")
+	renamed := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "nameOverride=na"))
+	if job := scrapedJob(t, renamed, "nodeaddr-na"); job != "na" {
+		t.Errorf("nameOverride=na: the ServiceMonitor scrapes job %q, want na", job)
+	}
+	check("helm nameOverride=na", renamed, "nodeaddr-na")
+	check("helm fullnameOverride=addr", decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "fullnameOverride=addr")), "addr")
 }
