@@ -32,10 +32,11 @@ build:
 version:
 	@echo $(VERSION) $(REVISION)
 
-## generate: the Grafana dashboard from tools/dashboards (Grafana Foundation SDK, its own module), into
-## deploy/monitoring and the chart; test/deploy fails when they are stale
+## generate: tools/monitoring (its own module) writes the Grafana dashboard (Grafana Foundation SDK)
+## into deploy/monitoring and the chart, and the chart's copy of the alert rules; test/deploy fails
+## when they are stale
 generate:
-	cd tools/dashboards && go run . -out ../../deploy/monitoring/dashboard.json -out ../../deploy/helm/nodeaddr/files/dashboard.json
+	cd tools/monitoring && go run . -repo ../..
 
 ## test: unit and kernel tests of the main module, then the end-to-end suite (test/ module)
 test: unit e2e
@@ -54,7 +55,7 @@ e2e-bins:
 lint: lint-workflows
 	go vet ./...
 	cd test && go vet ./...
-	cd tools/dashboards && go vet ./...
+	cd tools/monitoring && go vet ./...
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 ## lint-workflows: actionlint on the GitHub workflows (shellcheck too, when installed)

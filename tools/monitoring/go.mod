@@ -1,4 +1,4 @@
-module github.com/nodeaddr/nodeaddr/tools/dashboards
+module github.com/nodeaddr/nodeaddr/tools/monitoring
 
 go 1.26.0
 
