@@ -9,15 +9,18 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// The generated monitoring files (the dashboard in the kustomize base and the chart, the chart's
-// copy of the alert rules) are what tools/monitoring generates now: `make generate` was run after
-// the last change of the generator or of deploy/monitoring/prometheusrule.yaml.
-func TestGeneratedMonitoringIsFresh(t *testing.T) {
-	cmd := exec.Command("go", "run", ".", "-check", "-repo", harness.RepoDir())
-	cmd.Dir = filepath.Join(harness.RepoDir(), "tools", "monitoring")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Errorf("go run ./tools/monitoring -check: %v\n%s", err, out.String())
+// The generated files — the dashboard in the kustomize base and the chart, the chart's copy of the
+// alert rules, the chart's README — are what tools/ generates now: `make generate` was run after the
+// last change of a generator or of its inputs (deploy/monitoring/prometheusrule.yaml, the chart's
+// Chart.yaml, values.yaml and values.schema.json).
+func TestGeneratedFilesAreFresh(t *testing.T) {
+	for _, gen := range []string{"./monitoring", "./chartdoc"} {
+		cmd := exec.Command("go", "run", gen, "-check", "-repo", harness.RepoDir())
+		cmd.Dir = filepath.Join(harness.RepoDir(), "tools")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Errorf("go run %s -check (in tools/): %v\n%s", gen, err, out.String())
+		}
 	}
 }

@@ -4,8 +4,8 @@
 // chart cannot read files outside itself). `make generate` runs it; test/deploy fails when the
 // committed files differ from its output.
 //
-//	go run . -repo ../..        # write every file
-//	go run . -repo ../.. -check # exit 1 and name the stale files
+//	go run ./monitoring -repo ..        # from tools/: write every file
+//	go run ./monitoring -repo .. -check # exit 1 and name the stale files
 //
 // It lives in its own module so that the SDK never becomes a dependency of the agent.
 package main
@@ -247,7 +247,7 @@ func files(repo string) (map[string][]byte, error) {
 }
 
 func main() {
-	repo := flag.String("repo", "../..", "the repository's root directory")
+	repo := flag.String("repo", "..", "the repository's root directory")
 	check := flag.Bool("check", false, "write nothing; exit 1 and name each file that differs")
 	flag.Parse()
 	out, err := files(*repo)
