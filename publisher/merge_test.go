@@ -221,6 +221,82 @@ func TestMergeNoOp(t *testing.T) {
 	}
 }
 
+// local-ccm's rule: an ExternalIP equal to an InternalIP (ours or the kubelet's) is not published,
+// unless kept; another writer's ExternalIP is never dropped when nodeaddr does not manage the type.
+func TestCompose(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		current []corev1.NodeAddress
+		managed []resolver.AddressType
+		desired []resolver.Address
+		keep    bool
+		want    []corev1.NodeAddress
+	}{
+		{
+			name:    "single-address IPv4 host: ExternalIP equal to InternalIP is dropped",
+			current: []corev1.NodeAddress{hostname("node-a")},
+			managed: manageBoth,
+			desired: []resolver.Address{want(resolver.InternalIP, "192.0.2.10"), want(resolver.ExternalIP, "192.0.2.10")},
+			want:    []corev1.NodeAddress{internal("192.0.2.10"), hostname("node-a")},
+		},
+		{
+			name:    "kept with --external-ip-equal-internal=keep",
+			current: []corev1.NodeAddress{hostname("node-a")},
+			managed: manageBoth,
+			desired: []resolver.Address{want(resolver.InternalIP, "192.0.2.10"), want(resolver.ExternalIP, "192.0.2.10")},
+			keep:    true,
+			want:    []corev1.NodeAddress{internal("192.0.2.10"), external("192.0.2.10"), hostname("node-a")},
+		},
+		{
+			name:    "the kubelet's InternalIP counts",
+			current: []corev1.NodeAddress{internal("10.0.0.5"), hostname("node-a")},
+			managed: manageExternal,
+			desired: []resolver.Address{want(resolver.ExternalIP, "10.0.0.5")},
+			want:    []corev1.NodeAddress{internal("10.0.0.5"), hostname("node-a")},
+		},
+		{
+			name:    "per family: only the equal IPv4 ExternalIP goes",
+			current: []corev1.NodeAddress{hostname("node-a")},
+			managed: manageBoth,
+			desired: []resolver.Address{want(resolver.InternalIP, "10.0.0.5"), want(resolver.InternalIP, "2001:db8::5"),
+				want(resolver.ExternalIP, "10.0.0.5"), want(resolver.ExternalIP, "2001:db8:1::5")},
+			want: []corev1.NodeAddress{internal("10.0.0.5"), internal("2001:db8::5"), external("2001:db8:1::5"), hostname("node-a")},
+		},
+		{
+			name:    "different addresses stay",
+			current: []corev1.NodeAddress{hostname("node-a")},
+			managed: manageBoth,
+			desired: []resolver.Address{want(resolver.InternalIP, "10.0.0.5"), want(resolver.ExternalIP, "203.0.113.7")},
+			want:    []corev1.NodeAddress{internal("10.0.0.5"), external("203.0.113.7"), hostname("node-a")},
+		},
+		{
+			name:    "ExternalIP not managed: another writer's equal entry stays",
+			current: []corev1.NodeAddress{internal("10.0.0.5"), external("10.0.0.5"), hostname("node-a")},
+			managed: manageInternal,
+			desired: []resolver.Address{want(resolver.InternalIP, "10.0.0.5")},
+			want:    []corev1.NodeAddress{internal("10.0.0.5"), external("10.0.0.5"), hostname("node-a")},
+		},
+		{
+			name:    "another spelling of the same address is equal",
+			current: []corev1.NodeAddress{internal("::ffff:10.0.0.5"), hostname("node-a")},
+			managed: manageExternal,
+			desired: []resolver.Address{want(resolver.ExternalIP, "10.0.0.5")},
+			want:    []corev1.NodeAddress{internal("::ffff:10.0.0.5"), hostname("node-a")},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := slices.Clone(tc.current)
+			got := Compose(tc.current, tc.managed, tc.desired, tc.keep)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Compose = %v, want %v", got, tc.want)
+			}
+			if !slices.Equal(tc.current, orig) {
+				t.Errorf("Compose modified its input: %v, was %v", tc.current, orig)
+			}
+		})
+	}
+}
+
 // Merge must not write through current's backing array, even with spare capacity.
 func TestMergeDoesNotModifyInput(t *testing.T) {
 	backing := make([]corev1.NodeAddress, 4, 16)

@@ -71,6 +71,9 @@ type Config struct {
 	// Managed lists the address types nodeaddr owns; every other entry is left alone.
 	Managed     []resolver.AddressType
 	RemoveTaint bool
+	// KeepExternalEqualInternal publishes an ExternalIP even when it equals an InternalIP; by
+	// default it is dropped (Compose).
+	KeepExternalEqualInternal bool
 	// Annotations are written from the published addresses (--annotations); other annotations are
 	// left alone.
 	Annotations []AnnotationSpec
@@ -406,7 +409,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		return nil // nothing resolved yet, or the Node does not exist: a later event wakes us
 	}
 	nip := p.nodeIP(node, desired)
-	next := Merge(node.Status.Addresses, desired.Managed, nip.Addresses)
+	next := Compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
 	if !slices.Equal(next, node.Status.Addresses) {
 		if until := p.holdUntil(); !until.IsZero() {
 			return holdError{until}
@@ -421,7 +424,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 			return nil
 		}
 		nip = p.nodeIP(node, desired)
-		next = Merge(node.Status.Addresses, desired.Managed, nip.Addresses)
+		next = Compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
 		if !slices.Equal(next, node.Status.Addresses) {
 			if err := p.writeAddresses(ctx, node, next, since); err != nil {
 				return err

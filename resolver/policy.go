@@ -43,6 +43,15 @@ type TypePolicy struct {
 	// matches is rejected when some rule accepts, and accepted (priority len(CIDRs)) when all rules
 	// are exclusions: "!10.96.0.0/12" alone means "anything but the service network".
 	CIDRs []CIDRRule
+	// Sticky keeps the previous address of the type, per family, while the host still has it as a
+	// usable address this policy accepts, even when it is no longer a route source or on a listed
+	// interface: the previous address is a candidate of its own CIDR priority, and the stickiness
+	// rule keeps it among equals. nodeaddr sets it for InternalIP, the node's identity (kubelet
+	// serving certificate, pods' hostIP), so that an InternalIP someone else set (an older
+	// kubelet, --node-ip, an earlier nodeaddr) is adopted when it is local, and a route failover
+	// that leaves the old address in place does not renumber the Node. Only an address the host
+	// no longer has, or one a better-priority candidate beats, is replaced.
+	Sticky bool
 }
 
 // enumerates reports whether the type takes candidates from interfaces, not only from routes.
@@ -146,12 +155,33 @@ func Select(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev Sta
 					cands = append(cands, candidate{la: la, prio: prio})
 				}
 			}
+			if tp.Sticky {
+				cands = p.adopt(tp, cands, prev, t, f, addrs)
+			}
 			if c, ok := pick(cands, prev, t, f); ok {
 				out = append(out, Address{Type: t, IP: c.la.IP, Interface: c.la.Link, PrefixLen: c.la.PrefixLen})
 			}
 		}
 	}
 	return out, skips
+}
+
+// adopt adds the previous address of type t and family f to cands when it is a local address the
+// policy accepts and not a candidate already (TypePolicy.Sticky).
+func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr) []candidate {
+	old, ok := prev.Get(t, f)
+	if !ok || slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == old.IP }) {
+		return cands
+	}
+	la, found := find(addrs, old.IP)
+	if !found {
+		return cands
+	}
+	prio, err := p.accept(tp, la, addrs)
+	if err != nil {
+		return cands
+	}
+	return append(cands, candidate{la: la, prio: prio})
 }
 
 // pick chooses among accepted candidates: best priority; the previous address stays among equals.
@@ -357,7 +387,8 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 		}
 	}
 	for _, t := range p.Managed {
-		need = need || p.Types[t].enumerates()
+		tp := p.Types[t]
+		need = need || tp.enumerates() || tp.Sticky && slices.ContainsFunc(prev.Addresses, func(a Address) bool { return a.Type == t })
 	}
 	var addrs []LocalAddr
 	if need {

@@ -48,6 +48,10 @@ type options struct {
 	serviceCIDRs      []netip.Prefix
 
 	annotations []publisher.AnnotationSpec
+	// keepExternalEqualInternal is --external-ip-equal-internal=keep.
+	keepExternalEqualInternal bool
+
+	listenerOptions
 }
 
 // usageError is a bad command line: exit code 2, one line on stderr.
@@ -57,7 +61,13 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
-const defaultExternalTargets = "8.8.8.8,2001:4860:4860::8888"
+// defaultTargets are the targets of both address types when their flag is absent or empty: the
+// route toward the public Internet of each family (no packet is sent; the kernel is only asked
+// which source address it would use).
+const defaultTargets = "8.8.8.8,2001:4860:4860::8888"
+
+// noTargets is the target flag value that leaves a type unmanaged.
+const noTargets = "none"
 
 // parseFlags parses args (without the program name). getenv supplies NODE_NAME and KUBECONFIG;
 // hostname the dry-run default node name. -h/--help returns flag.ErrHelp after printing usage to out.
@@ -70,8 +80,10 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	var v int
 	fs.StringVar(&o.nodeName, "node-name", getenv("NODE_NAME"), "name of the Node to manage (env NODE_NAME; required unless --dry-run)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (else $KUBECONFIG, else in-cluster config)")
-	fs.StringVar(&internal, "internal-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes InternalIP; empty: InternalIP not managed")
-	fs.StringVar(&external, "external-ip-target", defaultExternalTargets, "comma-separated targets, at most one per family, whose route source becomes ExternalIP; empty: ExternalIP not managed")
+	fs.StringVar(&internal, "internal-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes InternalIP; empty or absent: "+defaultTargets+" (unless --internal-ip-interfaces or an accepting --internal-ip-cidrs is set); none: InternalIP not managed")
+	fs.StringVar(&external, "external-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes ExternalIP; empty or absent: "+defaultTargets+"; none: ExternalIP not managed")
+	var externalEqual string
+	fs.StringVar(&externalEqual, "external-ip-equal-internal", "drop", "an ExternalIP equal to an InternalIP on the Node (nodeaddr's or the kubelet's): drop (not published, as local-ccm does) or keep")
 	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "quiet time after the last kernel event before resolving")
 	fs.DurationVar(&o.debounceMaxDelay, "debounce-max-delay", time.Second, "longest delay from the first kernel event of a burst to its resolution")
 	fs.DurationVar(&o.removalGrace, "removal-grace", 5*time.Second, "how long an address must be gone, with no replacement, before it is removed from the Node")
@@ -84,7 +96,8 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":9811", "address for /healthz and /readyz (0 disables)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
+	o.listenerOptions.addFlags(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&v, "v", -1, "local-ccm verbosity (0-5), mapped to --log-level: 0 info, 1 and more debug")
@@ -127,12 +140,6 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	}
 
 	var err error
-	if o.internalTargets, err = resolver.ParseTargets(resolver.InternalIP, internal); err != nil {
-		return nil, usagef("--internal-ip-target: %v", err)
-	}
-	if o.externalTargets, err = resolver.ParseTargets(resolver.ExternalIP, external); err != nil {
-		return nil, usagef("--external-ip-target: %v", err)
-	}
 	o.typePolicy = map[resolver.AddressType]resolver.TypePolicy{}
 	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
 		pre, tf := flagPrefix(t), perType[t]
@@ -149,7 +156,22 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 		if o.defaultExclusions {
 			tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces...), tp.ExcludeInterfaces...)
 		}
+		// InternalIP is the node's identity: it stays while the host has it (TypePolicy.Sticky).
+		tp.Sticky = t == resolver.InternalIP
 		o.typePolicy[t] = tp
+	}
+	if o.internalTargets, err = o.parseTargets(resolver.InternalIP, internal, perType[resolver.InternalIP].interfaces); err != nil {
+		return nil, err
+	}
+	if o.externalTargets, err = o.parseTargets(resolver.ExternalIP, external, perType[resolver.ExternalIP].interfaces); err != nil {
+		return nil, err
+	}
+	switch externalEqual {
+	case "drop":
+	case "keep":
+		o.keepExternalEqualInternal = true
+	default:
+		return nil, usagef("--external-ip-equal-internal: %q is not drop or keep", externalEqual)
 	}
 	if o.serviceCIDRs, err = resolver.ParsePrefixes(serviceCIDR); err != nil {
 		return nil, usagef("--service-cidr: %v", err)
@@ -160,7 +182,7 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 				return nil, usagef("--%s: nothing to manage: no target, interface or accepting CIDR for InternalIP or ExternalIP", name)
 			}
 		}
-		return nil, usagef("--internal-ip-target and --external-ip-target are both empty: nothing to manage")
+		return nil, usagef("--internal-ip-target and --external-ip-target are both none: nothing to manage")
 	}
 	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
 		if slices.Contains(o.managed(), t) {
@@ -240,6 +262,9 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 			return nil, usagef("--%s: %q is not host:port or 0", a.name, a.v)
 		}
 	}
+	if err := o.listenerOptions.validate(o.metricsAddr); err != nil {
+		return nil, err
+	}
 	if o.kubeconfig == "" {
 		o.kubeconfig = getenv("KUBECONFIG")
 	}
@@ -255,6 +280,36 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 		o.nodeName = strings.ToLower(h)
 	}
 	return o, nil
+}
+
+// parseTargets reads a --*-ip-target value for type t: "none" leaves t unmanaged (an error when
+// the type's interfaces are set too), empty means defaultTargets, except for InternalIP chosen by
+// --internal-ip-interfaces or an accepting --internal-ip-cidrs, which keep selecting only from
+// interfaces as they did before InternalIP had default targets. Call it after typePolicy is set.
+func (o *options) parseTargets(t resolver.AddressType, value, interfaces string) ([]resolver.Target, error) {
+	pre := flagPrefix(t)
+	v := strings.TrimSpace(value)
+	if strings.EqualFold(v, noTargets) {
+		if o.enumerates(t) {
+			what := "--" + pre + "-cidrs"
+			if strings.Trim(interfaces, ", ") != "" {
+				what = "--" + pre + "-interfaces"
+			}
+			return nil, usagef("--%s-target=none leaves %s unmanaged, but %s selects addresses for it: drop one of them", pre, t, what)
+		}
+		return nil, nil
+	}
+	if strings.Trim(v, ", ") == "" {
+		if t == resolver.InternalIP && o.enumerates(t) {
+			return nil, nil
+		}
+		v = defaultTargets
+	}
+	ts, err := resolver.ParseTargets(t, v)
+	if err != nil {
+		return nil, usagef("--%s-target: %v", pre, err)
+	}
+	return ts, nil
 }
 
 // flagMessage rewrites the flag package's errors into "--name: problem" lines.

@@ -39,12 +39,16 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantInternal := []resolver.Target{
+		{Type: resolver.InternalIP, IP: netip.MustParseAddr("8.8.8.8")},
+		{Type: resolver.InternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
+	}
 	wantExternal := []resolver.Target{
 		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("8.8.8.8")},
 		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
 	}
 	switch {
-	case o.nodeName != "node-a", o.kubeconfig != "", o.internalTargets != nil, !slices.Equal(o.externalTargets, wantExternal):
+	case o.nodeName != "node-a", o.kubeconfig != "", !slices.Equal(o.internalTargets, wantInternal), !slices.Equal(o.externalTargets, wantExternal):
 		t.Errorf("node %q kubeconfig %q targets %v %v", o.nodeName, o.kubeconfig, o.internalTargets, o.externalTargets)
 	case o.debounce != 100*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
 		o.resyncInterval != time.Minute, o.timeout != 30*time.Second:
@@ -52,13 +56,17 @@ func TestParseFlagsDefaults(t *testing.T) {
 	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.version:
 		t.Errorf("rate %v burst %v removeTaint %v runOnce %v dryRun %v version %v",
 			o.publishRate, o.publishBurst, o.removeTaint, o.runOnce, o.dryRun, o.version)
-	case o.metricsAddr != ":9810", o.probeAddr != ":9811", o.logLevel != slog.LevelInfo, o.logFormat != "text",
+	case o.metricsAddr != ":9810", o.probeAddr != "127.0.0.1:9811", o.logLevel != slog.LevelInfo, o.logFormat != "text",
 		o.netlinkRcvBuf != 4<<20, o.deprecations != nil:
 		t.Errorf("metrics %q probe %q level %v format %q rcvbuf %d deprecations %v",
 			o.metricsAddr, o.probeAddr, o.logLevel, o.logFormat, o.netlinkRcvBuf, o.deprecations)
 	}
-	if got := o.managed(); !slices.Equal(got, []resolver.AddressType{resolver.ExternalIP}) {
-		t.Errorf("managed = %v, want [ExternalIP]", got)
+	if got := o.managed(); !slices.Equal(got, []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) {
+		t.Errorf("managed = %v, want [InternalIP ExternalIP]", got)
+	}
+	if p := o.policy(); !p.Types[resolver.InternalIP].Sticky || p.Types[resolver.ExternalIP].Sticky || o.keepExternalEqualInternal {
+		t.Errorf("InternalIP sticky %v, ExternalIP sticky %v, keep ExternalIP equal to InternalIP %v; want true, false, false",
+			p.Types[resolver.InternalIP].Sticky, p.Types[resolver.ExternalIP].Sticky, o.keepExternalEqualInternal)
 	}
 }
 
@@ -101,7 +109,7 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) bool { return o.logLevel == slog.LevelInfo }, "info"},
 		{"--log-level warn, --log-format json", []string{"--node-name=a", "--log-level=warn", "--log-format=json"}, env(),
 			func(o *options) bool { return o.logLevel == slog.LevelWarn && o.logFormat == "json" }, "warn json"},
-		{"dual-stack InternalIP, no ExternalIP", []string{"--node-name=a", "--internal-ip-target=fd00::53, 10.0.0.53", "--external-ip-target="}, env(),
+		{"dual-stack InternalIP, no ExternalIP", []string{"--node-name=a", "--internal-ip-target=fd00::53, 10.0.0.53", "--external-ip-target=none"}, env(),
 			func(o *options) bool {
 				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(o.targets()) == 2 &&
 					o.targets()[0].IP == netip.MustParseAddr("fd00::53") && o.targets()[1].IP == netip.MustParseAddr("10.0.0.53")
@@ -110,6 +118,24 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) bool {
 				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) && len(o.targets()) == 3
 			}, "InternalIP and ExternalIP, three targets"},
+		{"empty targets mean the defaults", []string{"--node-name=a", "--internal-ip-target=", "--external-ip-target= , "}, env(),
+			func(o *options) bool {
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) && len(o.targets()) == 4
+			}, "both types, four default targets"},
+		{"none, any case and spacing", []string{"--node-name=a", "--internal-ip-target= None "}, env(),
+			func(o *options) bool {
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.ExternalIP}) && len(o.targets()) == 2
+			}, "ExternalIP only"},
+		{"InternalIP from accepting CIDRs only", []string{"--node-name=a", "--internal-ip-cidrs=10.0.0.0/8", "--external-ip-target=none"}, env(),
+			func(o *options) bool {
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(o.targets()) == 0
+			}, "InternalIP managed from interfaces in 10.0.0.0/8, no default target"},
+		{"! CIDRs keep the default InternalIP targets", []string{"--node-name=a", "--internal-ip-cidrs=!10.0.0.0/8"}, env(),
+			func(o *options) bool { return len(o.internalTargets) == 2 }, "two default InternalIP targets"},
+		{"ExternalIP interfaces keep the default ExternalIP targets", []string{"--node-name=a", "--external-ip-interfaces=eth1"}, env(),
+			func(o *options) bool { return len(o.externalTargets) == 2 }, "two default ExternalIP targets"},
+		{"--external-ip-equal-internal=keep", []string{"--node-name=a", "--external-ip-equal-internal=keep"}, env(),
+			func(o *options) bool { return o.keepExternalEqualInternal }, "keep"},
 		{"--debounce-max-delay 0", []string{"--node-name=a", "--debounce-max-delay=0"}, env(),
 			func(o *options) bool { return o.debounceMaxDelay == 0 }, "0"},
 		{"bind addresses", []string{"--node-name=a", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:8080"}, env(),
@@ -127,7 +153,7 @@ func TestParseFlags(t *testing.T) {
 					len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == len(resolver.DefaultExcludeInterfaces) &&
 					p.Types[resolver.ExternalIP].Interfaces == nil && p.Types[resolver.ExternalIP].CIDRs == nil
 			}, "secondaries and VIPs skipped, default interface exclusions, no CIDRs"},
-		{"InternalIP from interfaces only", []string{"--node-name=a", "--internal-ip-interfaces=eth1, bond.*", "--external-ip-target="}, env(),
+		{"InternalIP from interfaces only", []string{"--node-name=a", "--internal-ip-interfaces=eth1, bond.*", "--external-ip-target=none"}, env(),
 			func(o *options) bool {
 				tp := o.policy().Types[resolver.InternalIP]
 				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(tp.Interfaces) == 2 &&
@@ -157,8 +183,8 @@ func TestParseFlags(t *testing.T) {
 			}, "secondaries allowed, two service CIDRs"},
 		{"--annotations from NODEADDR_ANNOTATIONS", []string{"--node-name=a"}, env("NODEADDR_ANNOTATIONS", "k3s, x.io/ip=external-ipv4-cidr"),
 			func(o *options) bool {
-				return fmt.Sprint(o.annotations) == "[k3s.io/external-ip=external-ips x.io/ip=external-ipv4-cidr]"
-			}, "k3s's ExternalIP key and one explicit key"},
+				return fmt.Sprint(o.annotations) == "[k3s.io/internal-ip=internal-ips k3s.io/external-ip=external-ips x.io/ip=external-ipv4-cidr]"
+			}, "k3s's two keys and one explicit key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := parse(tc.args, tc.env)
@@ -195,8 +221,16 @@ func TestParseFlagsErrors(t *testing.T) {
 			"--internal-ip-target: two IPv4 targets (10.0.0.1 and 10.0.0.2): at most one per family"},
 		{"two IPv6 external targets", []string{"--external-ip-target=2001:db8::1,2001:db8::2"}, nil, nil,
 			"--external-ip-target: two IPv6 targets (2001:db8::1 and 2001:db8::2): at most one per family"},
-		{"both targets empty", []string{"--node-name=a", "--external-ip-target=", "--internal-ip-target= , "}, nil, nil,
-			"--internal-ip-target and --external-ip-target are both empty: nothing to manage"},
+		{"both targets none", []string{"--node-name=a", "--external-ip-target=none", "--internal-ip-target=NONE"}, nil, nil,
+			"--internal-ip-target and --external-ip-target are both none: nothing to manage"},
+		{"none with interfaces", []string{"--node-name=a", "--internal-ip-target=none", "--internal-ip-interfaces=eth1"}, nil, nil,
+			"--internal-ip-target=none leaves InternalIP unmanaged, but --internal-ip-interfaces selects addresses for it: drop one of them"},
+		{"none with accepting CIDRs", []string{"--node-name=a", "--external-ip-target=none", "--external-ip-cidrs=203.0.113.0/24"}, nil, nil,
+			"--external-ip-target=none leaves ExternalIP unmanaged, but --external-ip-cidrs selects addresses for it: drop one of them"},
+		{"none among targets", []string{"--node-name=a", "--external-ip-target=none,8.8.8.8"}, nil, nil,
+			`--external-ip-target: "none" is not an IP address`},
+		{"bad --external-ip-equal-internal", []string{"--node-name=a", "--external-ip-equal-internal=yes"}, nil, nil,
+			`--external-ip-equal-internal: "yes" is not drop or keep`},
 		{"negative --debounce", []string{"--debounce=-1s"}, nil, nil, "--debounce: -1s is negative"},
 		{"negative --debounce-max-delay", []string{"--debounce-max-delay=-1ms"}, nil, nil, "--debounce-max-delay: -1ms is negative"},
 		{"negative --removal-grace", []string{"--removal-grace=-5s"}, nil, nil, "--removal-grace: -5s is negative"},
@@ -230,14 +264,14 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"bad --external-ip-cidrs", []string{"--external-ip-cidrs=10.0.0.0/33"}, nil, nil,
 			`--external-ip-cidrs: "10.0.0.0/33" is not a CIDR`},
 		{"bad --service-cidr", []string{"--service-cidr=10.96.0.0"}, nil, nil, `--service-cidr: "10.96.0.0" is not a CIDR`},
-		{"bad --annotations preset", []string{"--node-name=a", "--annotations=nodeaddr,calico"}, nil, nil,
+		{"bad --annotations preset", []string{"--node-name=a", "--internal-ip-target=none", "--annotations=nodeaddr,calico"}, nil, nil,
 			"--annotations: preset calico writes InternalIP, which is not managed"},
 		{"bad --annotations format", []string{"--node-name=a", "--annotations=x.io/ip=external"}, nil, nil,
 			`--annotations: x.io/ip: format "external" is not one of internal-ipv4, internal-ipv6, internal-ips, internal-ipv4-cidr, internal-ipv6-cidr (or external-…)`},
 		{"bad --allow-secondary", []string{"--allow-secondary=sometimes"}, nil, nil, `--allow-secondary: invalid value "sometimes": parse error`},
-		{"exclusions for an unmanaged type", []string{"--node-name=a", "--internal-ip-exclude-interfaces=eth1"}, nil, nil,
+		{"exclusions for an unmanaged type", []string{"--node-name=a", "--internal-ip-target=none", "--internal-ip-exclude-interfaces=eth1"}, nil, nil,
 			"--internal-ip-exclude-interfaces: InternalIP is not managed (it has no --internal-ip-target, --internal-ip-interfaces or accepting --internal-ip-cidrs)"},
-		{"only ! CIDRs and nothing else", []string{"--node-name=a", "--external-ip-target=", "--internal-ip-cidrs=!10.0.0.0/8"}, nil, nil,
+		{"only ! CIDRs and nothing else", []string{"--node-name=a", "--external-ip-target=none", "--internal-ip-target=none", "--internal-ip-cidrs=!10.0.0.0/8"}, nil, nil,
 			"--internal-ip-cidrs: nothing to manage: no target, interface or accepting CIDR for InternalIP or ExternalIP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -294,7 +328,9 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--bogus"}, "--bogus"},
 		{[]string{"--node-name=a", "--internal-ip-target=300.1.1.1"}, "--internal-ip-target"},
 		{[]string{"--node-name=a", "--external-ip-target=8.8.8.8,1.1.1.1"}, "--external-ip-target"},
-		{[]string{"--node-name=a", "--external-ip-target="}, "--external-ip-target"},
+		{[]string{"--node-name=a", "--external-ip-target=none", "--internal-ip-target=none"}, "--internal-ip-target"},
+		{[]string{"--node-name=a", "--internal-ip-target=none", "--internal-ip-interfaces=eth0"}, "--internal-ip-target"},
+		{[]string{"--node-name=a", "--external-ip-equal-internal=maybe"}, "--external-ip-equal-internal"},
 		{[]string{"--node-name=a", "--removal-grace=-1s"}, "--removal-grace"},
 		{[]string{"--node-name=a", "--debounce-max-delay=10ms"}, "--debounce-max-delay"},
 		{[]string{"--node-name=a", "--publish-rate=0"}, "--publish-rate"},
@@ -305,7 +341,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--node-name=a", "--internal-ip-interfaces=("}, "--internal-ip-interfaces"},
 		{[]string{"--node-name=a", "--external-ip-cidrs=!x"}, "--external-ip-cidrs"},
 		{[]string{"--node-name=a", "--service-cidr=10.96.0.0/40"}, "--service-cidr"},
-		{[]string{"--node-name=a", "--annotations=k3s.io/internal-ip=internal-ips"}, "--annotations"},
+		{[]string{"--node-name=a", "--internal-ip-target=none", "--annotations=k3s.io/internal-ip=internal-ips"}, "--annotations"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, stdout, stderr := runArgs(t, env(), tc.args...)

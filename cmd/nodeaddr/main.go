@@ -87,6 +87,7 @@ func (a *agent) run(ctx context.Context) error {
 	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
 	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
 	var client *kubeClient
+	var reviewer metrics.Reviewer
 	scheme := kubeScheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
@@ -95,6 +96,9 @@ func (a *agent) run(ctx context.Context) error {
 		}
 		cfg.UserAgent = "nodeaddr/" + version
 		if client, err = newKubeClient(cfg, scheme); err != nil {
+			return err
+		}
+		if reviewer, err = newReviewClient(cfg); err != nil {
 			return err
 		}
 	}
@@ -115,8 +119,8 @@ func (a *agent) run(ctx context.Context) error {
 	if client != nil {
 		pub = publisher.New(publisher.Config{
 			NodeName: o.nodeName, Nodes: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
-			Annotations: o.annotations,
-			Rate:        rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
+			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
+			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 			OnNode: func(v resolver.NodeView) {
@@ -136,7 +140,7 @@ func (a *agent) run(ctx context.Context) error {
 	var sink resolver.Sink = pub
 	var dry *dryRunSink
 	if o.dryRun {
-		dry = &dryRunSink{w: a.stdout, annotations: o.annotations}
+		dry = &dryRunSink{w: a.stdout, annotations: o.annotations, keepExternalEqual: o.keepExternalEqualInternal}
 		sink = dry
 	}
 	loop := resolver.NewLoop(resolver.LoopConfig{
@@ -173,6 +177,13 @@ func (a *agent) run(ctx context.Context) error {
 			return nil
 		},
 	}
+	if o.dryRun && o.metricsSecure && enabledAddr(o.metricsAddr) {
+		a.log.Warn("/metrics disabled: --dry-run has no API server to check scrapers' tokens; use --metrics-secure=false with a loopback --metrics-bind-address")
+		srv.MetricsAddr = ""
+	}
+	if err := o.metricsServer(o.nodeName, reviewer, m, srv); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	serve, err := srv.Listen(ctx)
@@ -182,7 +193,8 @@ func (a *agent) run(ctx context.Context) error {
 	a.log.Info("nodeaddr starting", "version", version, "revision", revision, "node", o.nodeName, "dry_run", o.dryRun,
 		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()),
 		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
-		"service_cidrs", fmt.Sprint(o.serviceCIDRs))
+		"service_cidrs", fmt.Sprint(o.serviceCIDRs), "metrics", srv.MetricsAddr, "metrics_secure", srv.MetricsAuth != nil,
+		"probes", srv.ProbeAddr)
 
 	var wg sync.WaitGroup
 	var pubErr error
@@ -217,7 +229,7 @@ func (a *agent) runOnce(ctx context.Context, policy resolver.Policy, pub *publis
 		if err != nil {
 			return err
 		}
-		(&dryRunSink{w: a.stdout, annotations: o.annotations}).Publish(st, time.Time{})
+		(&dryRunSink{w: a.stdout, annotations: o.annotations, keepExternalEqual: o.keepExternalEqualInternal}).Publish(st, time.Time{})
 		return nil
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
@@ -256,8 +268,10 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 type dryRunSink struct {
 	w           io.Writer
 	annotations []publisher.AnnotationSpec
-	mu          sync.Mutex
-	last        *resolver.State
+	// keepExternalEqual is --external-ip-equal-internal=keep.
+	keepExternalEqual bool
+	mu                sync.Mutex
+	last              *resolver.State
 }
 
 type jsonAddress struct {
@@ -276,7 +290,7 @@ func (d *dryRunSink) Publish(s resolver.State, _ time.Time) {
 		Addresses   []jsonAddress     `json:"addresses"`
 		Annotations map[string]string `json:"annotations,omitempty"`
 	}{Addresses: []jsonAddress{}}
-	merged := publisher.Merge(nil, s.Managed, s.Addresses)
+	merged := publisher.Compose(nil, s.Managed, s.Addresses, d.keepExternalEqual)
 	for _, a := range merged {
 		out.Addresses = append(out.Addresses, jsonAddress{Type: string(a.Type), Address: a.Address})
 	}

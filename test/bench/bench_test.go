@@ -43,7 +43,7 @@ func newEnv(t *testing.T, node string) *env {
 }
 
 func (e *env) start(args ...string) *harness.Agent {
-	return e.Start(append([]string{"--external-ip-target=8.8.8.8"}, args...)...)
+	return e.Start(append([]string{"--internal-ip-target=none", "--external-ip-target=8.8.8.8"}, args...)...)
 }
 
 // nodeWatch reports the time each new address list of the Node was seen by a client-go watch.

@@ -111,7 +111,7 @@ func TestWakeups(t *testing.T) {
 	e := newEnv(t, "idle")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	a := harness.StartAgent(t, e.NS, harness.AgentOptions{
-		Args: append([]string{"--node-name=" + e.node, "--external-ip-target=8.8.8.8"},
+		Args: append([]string{"--node-name=" + e.node, "--internal-ip-target=none", "--external-ip-target=8.8.8.8"},
 			strings.Fields(os.Getenv("NODEADDR_WAKEUP_ARGS"))...),
 		Kubeconfig: e.Kubeconfig,
 		Env:        append([]string{"GOTRACEBACK=all"}, strings.Fields(os.Getenv("NODEADDR_WAKEUP_ENV"))...),

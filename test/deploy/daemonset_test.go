@@ -101,13 +101,19 @@ func TestDaemonSetSpec(t *testing.T) {
 	if got := arg("metrics-bind-address"); got != fmt.Sprintf(":%d", ports["metrics"]) || ports["metrics"] != 9810 {
 		t.Errorf("--metrics-bind-address=%s, metrics port %d: want :9810 and 9810", got, ports["metrics"])
 	}
-	if got := arg("health-probe-bind-address"); got != fmt.Sprintf(":%d", ports["probes"]) || ports["probes"] != 9811 {
-		t.Errorf("--health-probe-bind-address=%s, probes port %d: want :9811 and 9811", got, ports["probes"])
+	// Probes on loopback, where the kubelet asks (httpGet.host): a hostNetwork pod's IP is the
+	// node's address at pod start and goes stale when the node is renumbered.
+	if got := arg("health-probe-bind-address"); got != fmt.Sprintf("127.0.0.1:%d", ports["probes"]) || ports["probes"] != 9811 {
+		t.Errorf("--health-probe-bind-address=%s, probes port %d: want 127.0.0.1:9811 and 9811", got, ports["probes"])
+	}
+	if got := arg("metrics-secure"); got != "" && got != "true" {
+		t.Errorf("--metrics-secure=%s: the DaemonSet serves /metrics on every address, it must be secure", got)
 	}
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") {
-			t.Errorf("%s probe must be GET %s on port probes: %+v", name, want, p)
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") ||
+			p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("%s probe must be GET %s on 127.0.0.1, port probes: %+v", name, want, p)
 		}
 	}
 }
@@ -206,7 +212,8 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	n := cp.WaitNode(t, node, 30*time.Second, "published and untainted", func(n *corev1.Node) bool {
 		return len(n.Status.Addresses) == 3 && !slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key)
 	})
-	want := "ExternalIP=192.0.2.10 ExternalIP=2001:db8::10 Hostname=worker-1"
+	// The defaults manage InternalIP per family; the ExternalIPs equal them and are not published.
+	want := "InternalIP=192.0.2.10 InternalIP=2001:db8::10 Hostname=worker-1"
 	var got []string
 	for _, x := range n.Status.Addresses {
 		got = append(got, string(x.Type)+"="+x.Address)
@@ -217,13 +224,16 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	if keys := strings.Join(harness.TaintKeys(n), ","); keys != "example.com/dedicated,node.kubernetes.io/not-ready" {
 		t.Fatalf("taints = %s", keys)
 	}
+	// On a single-address host the external keys are absent: k3s and flannel then use the internal
+	// address, which is the same one (README, "Annotations for consumers").
 	for k, v := range map[string]string{
-		"nodeaddr.io/external-ipv4": "192.0.2.10", "nodeaddr.io/external-ipv6": "2001:db8::10",
-		"k3s.io/external-ip":                             "192.0.2.10,2001:db8::10",
-		"flannel.alpha.coreos.com/public-ip-overwrite":   "192.0.2.10",
-		"flannel.alpha.coreos.com/public-ipv6-overwrite": "2001:db8::10",
+		"nodeaddr.io/internal-ipv4": "192.0.2.10", "nodeaddr.io/internal-ipv6": "2001:db8::10",
+		"k3s.io/internal-ip":        "192.0.2.10,2001:db8::10",
+		"nodeaddr.io/external-ipv4": "", "nodeaddr.io/external-ipv6": "", "k3s.io/external-ip": "",
+		"flannel.alpha.coreos.com/public-ip-overwrite":   "",
+		"flannel.alpha.coreos.com/public-ipv6-overwrite": "",
 	} {
-		if n.Annotations[k] != v {
+		if got, ok := n.Annotations[k]; got != v || ok != (v != "") {
 			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, n.Annotations[k], v, n.Annotations)
 		}
 	}
@@ -262,8 +272,8 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 		t.Errorf("agent environment lacks GOMEMLIMIT=67108864 (64Mi from limits.memory)")
 	}
 
-	// Every metric the alerts use is exposed (up is Prometheus's own).
-	code, body, err := a.Get(a.MetricsPort, "/metrics")
+	// Every metric the alerts use is exposed (up is Prometheus's own), to Prometheus's token over TLS.
+	code, body, err := scrape(ns, fmt.Sprintf("127.0.0.1:%d", a.MetricsPort), scraperToken(t, cp))
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
@@ -294,8 +304,7 @@ func procStatus(t *testing.T, pid int) map[string]string {
 				out[k] = strings.TrimSpace(v)
 			}
 		}
-		// The harness names the binary per checkout (nodeaddr-<crc>); the kernel keeps 15 characters.
-		if strings.HasPrefix(out["Name"], "nodeaddr") {
+		if strings.HasPrefix(out["Name"], "nodeaddr") { // comm: the binary's name, at most 15 bytes
 			return out
 		}
 		if time.Now().After(deadline) {

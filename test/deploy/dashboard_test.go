@@ -91,15 +91,22 @@ func dashboardQueries(t *testing.T) map[string]string {
 
 // servicemonitorScrapeConfig derives a Prometheus scrape job from deploy/monitoring's ServiceMonitor
 // and Service, as the Prometheus Operator would, for one agent reached at target: the job name from
-// jobLabel, the path, and the relabelings (fed by the meta label Kubernetes discovery would set).
-func servicemonitorScrapeConfig(t *testing.T, target, node string) string {
+// jobLabel, the path, the scheme, TLS settings and bearer token file (tokenFile stands for the
+// ServiceAccount token file the ServiceMonitor names, which Prometheus's pod would have mounted),
+// and the relabelings (fed by the meta label Kubernetes discovery would set).
+func servicemonitorScrapeConfig(t *testing.T, target, node, tokenFile string) string {
 	t.Helper()
 	var sm struct {
 		Spec struct {
 			JobLabel  string `json:"jobLabel"`
 			Endpoints []struct {
-				Port        string `json:"port"`
-				Path        string `json:"path"`
+				Port            string `json:"port"`
+				Path            string `json:"path"`
+				Scheme          string `json:"scheme"`
+				BearerTokenFile string `json:"bearerTokenFile"`
+				TLSConfig       *struct {
+					InsecureSkipVerify bool `json:"insecureSkipVerify"`
+				} `json:"tlsConfig"`
 				Relabelings []struct {
 					SourceLabels []string `json:"sourceLabels"`
 					TargetLabel  string   `json:"targetLabel"`
@@ -139,21 +146,35 @@ func servicemonitorScrapeConfig(t *testing.T, target, node string) string {
 	for _, r := range ep.Relabelings {
 		rl = append(rl, relabel{r.SourceLabels, r.TargetLabel, r.Action})
 	}
-	cfg := map[string]any{
-		"global": map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-		"scrape_configs": []any{map[string]any{
-			"job_name":     job,
-			"metrics_path": ep.Path,
-			"static_configs": []any{map[string]any{
-				"targets": []string{target},
-				"labels": map[string]string{
-					"__meta_kubernetes_pod_node_name": node,
-					"namespace":                       "kube-system",
-					"pod":                             "nodeaddr-test",
-				},
-			}},
-			"relabel_configs": rl,
+	scrapeCfg := map[string]any{
+		"job_name":     job,
+		"metrics_path": ep.Path,
+		"static_configs": []any{map[string]any{
+			"targets": []string{target},
+			"labels": map[string]string{
+				"__meta_kubernetes_pod_node_name": node,
+				"namespace":                       "kube-system",
+				"pod":                             "nodeaddr-test",
+			},
 		}},
+		"relabel_configs": rl,
+	}
+	if ep.Scheme != "" {
+		scrapeCfg["scheme"] = ep.Scheme
+	}
+	if ep.TLSConfig != nil {
+		scrapeCfg["tls_config"] = map[string]any{"insecure_skip_verify": ep.TLSConfig.InsecureSkipVerify}
+	}
+	if ep.BearerTokenFile != "" {
+		if ep.BearerTokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+			t.Errorf("ServiceMonitor bearerTokenFile %q is not the ServiceAccount token Prometheus has mounted", ep.BearerTokenFile)
+		}
+		// What the operator generates for bearerTokenFile.
+		scrapeCfg["authorization"] = map[string]any{"type": "Bearer", "credentials_file": tokenFile}
+	}
+	cfg := map[string]any{
+		"global":         map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+		"scrape_configs": []any{scrapeCfg},
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
@@ -222,7 +243,8 @@ func promQuery(base, q string) (promResponse, error) {
 }
 
 // Debian's Prometheus (2.42) scrapes a running agent with a scrape job derived from the
-// ServiceMonitor, and every query of the dashboard parses there and returns data.
+// ServiceMonitor (HTTPS, a ServiceAccount token bound to nodeaddr-metrics-reader), and every query
+// of the dashboard parses there and returns data, as does every metric the alert rules use.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	harness.RequireE2E(t)
 	prometheus := requireTool(t, "prometheus", "apt-get install prometheus (Debian's 2.42)")
@@ -234,7 +256,10 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
 	h.Uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	h.Uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
-	a := h.Start("--internal-ip-target=192.0.2.1", "--resync-interval=2s")
+	// Secure metrics, as the DaemonSet serves them: Prometheus scrapes with its ServiceAccount token.
+	a := h.Start("--internal-ip-target=192.0.2.1", "--resync-interval=2s", "--metrics-secure=true")
+	token := scraperToken(t, h.CP)
+	agentMetrics := fmt.Sprintf("127.0.0.1:%d", a.MetricsPort)
 	h.CP.WaitNode(t, node, 30*time.Second, "published", func(n *corev1.Node) bool { return len(n.Status.Addresses) >= 3 })
 	// A change after start: a kernel event, a resolution and a write, so the reaction histogram has
 	// an observation.
@@ -242,13 +267,14 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	h.NS.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	// (Best effort: a histogram without observations still answers, with NaN quantiles.)
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if m, err := a.Metrics(); err == nil && m["nodeaddr_reaction_seconds_count"] >= 2 {
+		if code, body, err := scrape(a.NS, agentMetrics, token); err == nil && code == 200 &&
+			harness.ParseMetrics(body)["nodeaddr_reaction_seconds_count"] >= 2 {
 			break
 		}
 	}
 
 	// Every metric the dashboard names is exposed by the agent.
-	code, body, err := a.Get(a.MetricsPort, "/metrics")
+	code, body, err := scrape(a.NS, agentMetrics, token)
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
@@ -266,9 +292,13 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		}
 	}
 
-	target := hostRelay(t, a.NS, fmt.Sprintf("127.0.0.1:%d", a.MetricsPort))
+	target := hostRelay(t, a.NS, agentMetrics)
 	dir := t.TempDir()
-	cfg := servicemonitorScrapeConfig(t, target, node)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := servicemonitorScrapeConfig(t, target, node, tokenFile)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +347,11 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			t.Errorf("%s: %s: the series lack node=%q (the ServiceMonitor's relabeling): %s", name, q, node, pr.Data.Result[0])
 		default:
 			t.Logf("%s: %s: %d series", name, q, len(pr.Data.Result))
+		}
+	}
+	for _, name := range ruleMetrics(t) {
+		if pr, err := promQuery(base, name+`{job="nodeaddr"}`); err != nil || pr.Status != "success" || len(pr.Data.Result) == 0 {
+			t.Errorf("the alerts use %s: Prometheus has no series (%v %+v)", name, err, pr)
 		}
 	}
 }

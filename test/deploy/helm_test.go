@@ -430,7 +430,10 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		}
 	}
 	rendered := defaultArgs(t)
-	conditional := map[string]string{"reconcile-interval": "config.reconcileInterval=10s", "v": "config.v=1"}
+	// Flags rendered only when their value is set: the aliases, and the targets, whose empty value
+	// means the binary's default anyway.
+	conditional := map[string]string{"reconcile-interval": "config.reconcileInterval=10s", "v": "config.v=1",
+		"internal-ip-target": "config.internalIPTarget=none", "external-ip-target": "config.externalIPTarget=192.0.2.1"}
 	for _, name := range slices.Sorted(maps.Keys(flags)) {
 		key := valueKey(name)
 		if oneShotFlags[name] {

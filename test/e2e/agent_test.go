@@ -18,7 +18,7 @@ func TestMetricsProbesAndShutdown(t *testing.T) {
 	e := newEnv(t, "metrics")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	waitReady(t, a)
 	waitHealthy(t, a)
 

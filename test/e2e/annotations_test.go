@@ -18,7 +18,7 @@ func TestAnnotationsPublished(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized},
 		Annotations: map[string]string{"example.com/keep": "me"}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	e.start("--external-ip-target=192.0.2.1", "--annotations=nodeaddr,k3s,example.com/cidr=external-ipv4-cidr")
+	e.start("--internal-ip-target=none", "--external-ip-target=192.0.2.1", "--annotations=nodeaddr,k3s,example.com/cidr=external-ipv4-cidr")
 
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
 		return !hasTaint(n, harness.Uninitialized.Key)

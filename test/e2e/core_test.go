@@ -31,7 +31,8 @@ func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
 		return !hasTaint(n, harness.Uninitialized.Key)
 	})
-	want := []corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "fresh")}
+	// The defaults: an InternalIP per family; the ExternalIPs equal them and are not published.
+	want := []corev1.NodeAddress{addr(in, "192.0.2.10"), addr(in, "2001:db8::10"), addr(hn, "fresh")}
 	if got := n.Status.Addresses; format(got) != format(want) {
 		t.Fatalf("addresses = %s, want %s", format(got), format(want))
 	}
@@ -53,7 +54,7 @@ func TestRenumberIsOneWrite(t *testing.T) {
 	e := newEnv(t, "renumber")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "renumber")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "renumber")})
 	if w := e.statusWrites(); w != 1 {
 		t.Fatalf("status writes after start = %d, want 1", w)
@@ -92,7 +93,7 @@ func TestFailoverToSecondaryUplink(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.uplink("eth1", "198.51.100.10/24", "198.51.100.1", 200)
-	e.start("--external-ip-target=8.8.8.8")
+	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 
 	e.ns.IP("link", "set", "eth0", "down") // its routes vanish
@@ -114,7 +115,7 @@ func TestDualStack(t *testing.T) {
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: kubelet})
 		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
-		e.start()
+		e.start("--internal-ip-target=none")
 		e.waitAddresses([]corev1.NodeAddress{addr(in, "10.0.0.5"), addr(in, "fd00::5"),
 			addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "dual")})
 	})
@@ -124,7 +125,7 @@ func TestDualStack(t *testing.T) {
 			Addresses: []corev1.NodeAddress{addr(in, "fd00::5"), addr(in, "10.0.0.5"), addr(hn, "v6primary")}})
 		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
-		e.start("--internal-ip-target=192.0.2.1,2001:db8::1", "--external-ip-target=")
+		e.start("--internal-ip-target=192.0.2.1,2001:db8::1", "--external-ip-target=none")
 		e.waitAddresses([]corev1.NodeAddress{addr(in, "2001:db8::10"), addr(in, "192.0.2.10"), addr(hn, "v6primary")})
 	})
 }
@@ -175,7 +176,7 @@ func TestRunOnceRestartAndBadKubeconfig(t *testing.T) {
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 
 	code, _ := harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: e.kc,
-		Args: []string{"--node-name=" + e.node, "--run-once", "--external-ip-target=8.8.8.8"}}, 60*time.Second)
+		Args: []string{"--node-name=" + e.node, "--run-once", "--internal-ip-target=none", "--external-ip-target=8.8.8.8"}}, 60*time.Second)
 	if code != 0 {
 		t.Fatalf("--run-once exit code = %d, want 0", code)
 	}
@@ -185,7 +186,7 @@ func TestRunOnceRestartAndBadKubeconfig(t *testing.T) {
 	}
 	writes := e.cp.Writes(t, e.node)
 
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	waitReady(t, a)
 	time.Sleep(2 * time.Second) // give a wrong agent the chance to write
 	if got := e.cp.Writes(t, e.node); got["status"] != writes["status"] || got[""] != writes[""] {
@@ -227,7 +228,7 @@ func waitReady(t *testing.T, a *harness.Agent) {
 func TestNodeCreatedAfterStart(t *testing.T) {
 	e := newEnv(t, "late")
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(a.Logs(), "waiting for it to be created") {
 		if time.Now().After(deadline) {
@@ -250,7 +251,7 @@ func TestConcurrentWriterLosesNothing(t *testing.T) {
 	e := newEnv(t, "concurrent")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "concurrent")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8", "--debounce=0", "--publish-rate=100", "--publish-burst=100")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--debounce=0", "--publish-rate=100", "--publish-burst=100")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "concurrent")})
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -44,7 +44,7 @@ func TestAPIServerOutage(t *testing.T) {
 	e := newEnv(t, "outage")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	waitReady(t, a)
 
@@ -93,7 +93,7 @@ func TestControlPlaneRestarts(t *testing.T) {
 	e := newEnv(t, "restarts")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	e.start("--external-ip-target=8.8.8.8")
+	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 
 	e.cp.StopEtcd()
@@ -123,7 +123,7 @@ func TestNodeDeletedAndRecreated(t *testing.T) {
 	e := newEnv(t, "recreate")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	e.start("--external-ip-target=8.8.8.8")
+	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.cp.WaitNode(t, e.node, 30*time.Second, "initialized", func(n *corev1.Node) bool {
 		return !hasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
 	})
@@ -148,7 +148,7 @@ func TestLinkFlapWritesNothing(t *testing.T) {
 	e.ns.Sysctl("net.ipv4.conf.all.ignore_routes_with_linkdown", "1")
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.ns.Sysctl("net.ipv4.conf.eth0.ignore_routes_with_linkdown", "1")
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	before := a.Metric(`nodeaddr_resolutions_total{result="success"}`)
 
@@ -176,7 +176,7 @@ func TestBusyWriterWhileRenumbering(t *testing.T) {
 	e := newEnv(t, "busy")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "busy")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	e.start("--external-ip-target=8.8.8.8")
+	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "busy")})
 
 	stop, cancel := context.WithCancel(context.Background())
@@ -205,7 +205,7 @@ func TestSIGTERMDuringPendingPublish(t *testing.T) {
 	e := newEnv(t, "sigterm")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8", "--publish-rate=0.01", "--publish-burst=1")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--publish-rate=0.01", "--publish-burst=1")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
@@ -245,7 +245,7 @@ func TestKernelRouteFlood(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	// A 64 KiB buffer (a host whose net.core.rmem_max caps the 4 MiB request) overflows for sure.
-	a := e.start("--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	add, del := harness.RouteBatch(100000, "192.0.2.1", "eth0")
 	e.ns.Batch(add)

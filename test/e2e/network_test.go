@@ -124,7 +124,7 @@ func TestDHCPRenumbering(t *testing.T) {
 	}
 	srv := serve("192.0.2.50")
 	cl := client()
-	e.start("--external-ip-target=8.8.8.8")
+	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.50"), addr(hn, "dhcp")})
 
 	// New reservation; the client restarts (as after a reboot or a forced renewal): it asks for its
@@ -209,7 +209,7 @@ vrrp_instance v%d {
 	waitVIP(t, e.router, "192.0.2.1", true)
 	waitVIP(t, e.ns, "192.0.2.100", true)
 
-	a := e.start("--external-ip-target=8.8.8.8")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	before := a.Metric(`nodeaddr_resolutions_total{result="success"}`)
 

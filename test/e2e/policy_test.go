@@ -24,7 +24,7 @@ func TestPolicyProvidedNodeIPPresent(t *testing.T) {
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.ns.Link("eth1", e.router, "r-eth1")
 	e.ns.IP("addr", "add", "10.0.0.5/24", "dev", "eth1")
-	a := e.start("--internal-ip-target=192.0.2.1", "--external-ip-target=")
+	a := e.start("--internal-ip-target=192.0.2.1", "--external-ip-target=none")
 
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
 		return !hasTaint(n, harness.Uninitialized.Key)
@@ -52,7 +52,7 @@ func TestPolicyProvidedNodeIPAbsent(t *testing.T) {
 		Annotations: map[string]string{providedNodeIP: "10.0.0.99", "example.com/keep": "me"}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.ns.Link("eth1", e.router, "r-eth1")
-	a := e.start("--internal-ip-target=192.0.2.1", "--external-ip-target=")
+	a := e.start("--internal-ip-target=192.0.2.1", "--external-ip-target=none")
 
 	e.waitAddresses([]corev1.NodeAddress{addr(in, "192.0.2.10")})
 	a.WaitMetric("nodeaddr_provided_node_ip_missing", 30*time.Second, func(v float64) bool { return v == 1 })
@@ -96,7 +96,7 @@ func TestPolicyVIPsAndCNIIgnored(t *testing.T) {
 	e := newEnv(t, "vips")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--internal-ip-target=192.0.2.1", "--internal-ip-interfaces=eth.*,cni.*", "--external-ip-target=")
+	a := e.start("--internal-ip-target=192.0.2.1", "--internal-ip-interfaces=eth.*,cni.*", "--external-ip-target=none")
 	e.waitAddresses([]corev1.NodeAddress{addr(in, "192.0.2.10")})
 
 	e.ns.IP("link", "add", "cni0", "type", "veth", "peer", "name", "cni0p")

@@ -20,7 +20,7 @@ func TestRevertingWriterIsNotFought(t *testing.T) {
 	kubelet := []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(hn, "fight")}
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: kubelet})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--external-ip-target=8.8.8.8", "--overwrite-backoff=2s", "--overwrite-backoff-max=8s")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--overwrite-backoff=2s", "--overwrite-backoff-max=8s")
 	ours := []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(ext, "192.0.2.10"), addr(hn, "fight")}
 	e.waitAddresses(ours)
 

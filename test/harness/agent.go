@@ -29,8 +29,8 @@ type Agent struct {
 
 // AgentOptions configure how the agent runs.
 type AgentOptions struct {
-	// Args are nodeaddr's flags; --kubeconfig, --metrics-bind-address and
-	// --health-probe-bind-address are added unless present.
+	// Args are nodeaddr's flags; --kubeconfig, --metrics-bind-address (with --metrics-secure=false,
+	// unless set) and --health-probe-bind-address are added unless present.
 	Args []string
 	// Privileged runs as root with all capabilities; by default the agent runs as uid 65532 with
 	// every capability dropped, as the DaemonSet does.
@@ -76,6 +76,10 @@ func (o AgentOptions) command(t testing.TB, ns *Netns, bin string, metricsPort, 
 	}
 	if !has("metrics-bind-address") {
 		args = append(args, fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort))
+		// Plain HTTP on loopback for Agent.Metrics, unless the test asks for secure metrics.
+		if !has("metrics-secure") {
+			args = append(args, "--metrics-secure=false")
+		}
 	}
 	if !has("health-probe-bind-address") {
 		args = append(args, fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", probePort))

@@ -58,7 +58,7 @@ func Build(progress io.Writer) (Binaries, error) {
 			APIServer: filepath.Join(dir, "kube-apiserver"),
 			Etcd:      filepath.Join(dir, "etcd"),
 			// One agent binary per checkout: worktrees sharing a cache never test each other's code.
-			Nodeaddr: filepath.Join(CacheDir(), "bin", fmt.Sprintf("nodeaddr-%08x", crc32.ChecksumIEEE([]byte(RepoDir())))),
+			Nodeaddr: filepath.Join(CacheDir(), "bin", fmt.Sprintf("checkout-%08x", crc32.ChecksumIEEE([]byte(RepoDir()))), "nodeaddr"),
 			Kubectl:  filepath.Join(dir, "kubectl"),
 		}
 		for _, b := range []struct{ out, pkg, dir string }{

@@ -191,7 +191,8 @@ func buildInfo(t *testing.T, bin string) map[string]string {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--dry-run", "--node-name=release-test",
+	// Plain HTTP on loopback: --dry-run has no API server to check a scraper's token.
+	cmd := exec.CommandContext(ctx, bin, "--dry-run", "--node-name=release-test", "--metrics-secure=false",
 		"--metrics-bind-address="+addr, "--health-probe-bind-address=0")
 	cmd.Stdout = io.Discard
 	var stderr strings.Builder

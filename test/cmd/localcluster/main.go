@@ -76,7 +76,9 @@ current-context: local
 
 	go watchNode(ctx, cp, node)
 
-	args := append([]string{"--kubeconfig=" + kc, "--node-name=" + node}, os.Args[1:]...)
+	// Plain-HTTP metrics on loopback for curl; later arguments override these.
+	args := append([]string{"--kubeconfig=" + kc, "--node-name=" + node,
+		"--metrics-bind-address=127.0.0.1:9810", "--metrics-secure=false"}, os.Args[1:]...)
 	fmt.Fprintln(os.Stderr, "make run: nodeaddr", strings.Join(args, " "))
 	agent := exec.CommandContext(ctx, bins.Nodeaddr, args...)
 	agent.Stdout, agent.Stderr = os.Stdout, os.Stderr

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeaddr/nodeaddr/metrics"
+)
+
+// reviewClient asks the API server who a scraper is (TokenReview) and whether it may get /metrics
+// (SubjectAccessReview): the two POSTs of a generated clientset's
+// AuthenticationV1().TokenReviews().Create and AuthorizationV1().SubjectAccessReviews().Create, on
+// REST clients that know only these two types (see kube.go for why no clientset).
+type reviewClient struct {
+	authn, authz rest.Interface
+}
+
+func newReviewClient(cfg *rest.Config) (*reviewClient, error) {
+	s := runtime.NewScheme()
+	s.AddKnownTypes(authnv1.SchemeGroupVersion, &authnv1.TokenReview{})
+	s.AddKnownTypes(authzv1.SchemeGroupVersion, &authzv1.SubjectAccessReview{})
+	metav1.AddToGroupVersion(s, authnv1.SchemeGroupVersion)
+	metav1.AddToGroupVersion(s, authzv1.SchemeGroupVersion)
+	codecs := serializer.NewCodecFactory(s).WithoutConversion()
+	client := func(gv schema.GroupVersion) (rest.Interface, error) {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion = &gv
+		c.APIPath = "/apis"
+		c.NegotiatedSerializer = codecs
+		c.ContentType = runtime.ContentTypeJSON
+		if c.UserAgent == "" {
+			c.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		rc, err := rest.RESTClientFor(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s client: %w", gv.Group, err)
+		}
+		return rc, nil
+	}
+	authn, err := client(authnv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	authz, err := client(authzv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &reviewClient{authn: authn, authz: authz}, nil
+}
+
+// Authenticate sends a TokenReview with the API server's default audiences (those of a
+// ServiceAccount token Prometheus has mounted).
+func (c *reviewClient) Authenticate(ctx context.Context, token string) (metrics.User, bool, error) {
+	in := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+	out := &authnv1.TokenReview{}
+	if err := c.authn.Post().Resource("tokenreviews").Body(in).Do(ctx).Into(out); err != nil {
+		return metrics.User{}, false, fmt.Errorf("tokenreview: %w", err)
+	}
+	if !out.Status.Authenticated {
+		return metrics.User{}, false, nil
+	}
+	u := out.Status.User
+	extra := map[string][]string{}
+	for k, v := range u.Extra {
+		extra[k] = v
+	}
+	return metrics.User{Name: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra}, true, nil
+}
+
+// Authorize sends a SubjectAccessReview for a non-resource request.
+func (c *reviewClient) Authorize(ctx context.Context, u metrics.User, verb, path string) (bool, error) {
+	extra := map[string]authzv1.ExtraValue{}
+	for k, v := range u.Extra {
+		extra[k] = v
+	}
+	in := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
+		NonResourceAttributes: &authzv1.NonResourceAttributes{Verb: verbOf(verb), Path: path},
+	}}
+	out := &authzv1.SubjectAccessReview{}
+	if err := c.authz.Post().Resource("subjectaccessreviews").Body(in).Do(ctx).Into(out); err != nil {
+		return false, fmt.Errorf("subjectaccessreview: %w", err)
+	}
+	return out.Status.Allowed, nil
+}
+
+// verbOf maps an HTTP method to the verb of a non-resource request, as the API server's
+// request-info resolver does (GET and HEAD are get).
+func verbOf(method string) string {
+	switch method {
+	case "GET", "HEAD":
+		return "get"
+	case "POST":
+		return "post"
+	case "PUT":
+		return "put"
+	case "PATCH":
+		return "patch"
+	case "DELETE":
+		return "delete"
+	}
+	return "get"
+}

@@ -1,0 +1,262 @@
+package metrics
+
+import (
+	"context"
+	"crypto/sha256"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// User is who a bearer token belongs to, as the API server's TokenReview reports it.
+type User struct {
+	Name   string
+	UID    string
+	Groups []string
+	Extra  map[string][]string
+}
+
+// Reviewer asks the API server about a scraper: TokenReview, then SubjectAccessReview for the
+// non-resource request (verb get, path /metrics). cmd/nodeaddr implements it with two POSTs.
+type Reviewer interface {
+	// Authenticate returns the token's user, or ok=false when the API server does not know it.
+	Authenticate(ctx context.Context, token string) (u User, ok bool, err error)
+	// Authorize reports whether u may send a non-resource request with verb to path.
+	Authorize(ctx context.Context, u User, verb, path string) (allowed bool, err error)
+}
+
+// Decision is the outcome of checking one request.
+type Decision int
+
+const (
+	Allowed         Decision = iota
+	Unauthenticated          // no token, or one the API server does not know: 401
+	Forbidden                // a known user without get on the path: 403
+	Failed                   // the API server could not be asked: 503, not cached
+	Throttled                // too many tokens not in the cache: 429, not cached
+)
+
+func (d Decision) String() string {
+	return [...]string{"allowed", "unauthenticated", "forbidden", "error", "throttled"}[d]
+}
+
+// AuthConfig configures an AuthFilter. Zero values take the defaults in brackets.
+type AuthConfig struct {
+	Reviewer Reviewer
+	// AllowedTTL is how long an allowed token is trusted without asking again [2m]; DeniedTTL the
+	// same for a refused one [10s], so that a fixed RoleBinding takes effect quickly.
+	AllowedTTL, DeniedTTL time.Duration
+	// MaxEntries bounds the cache [256]; when full, expired entries go first, then refusals.
+	MaxEntries int
+	// ReviewRate and ReviewBurst limit the API requests that cache misses cause [5/s, 10]: random
+	// tokens sent from the network must not turn into a flood of TokenReviews. A miss over the limit
+	// is answered 429 without asking.
+	ReviewRate  rate.Limit
+	ReviewBurst int
+	// Timeout bounds the two reviews of one miss [10s].
+	Timeout  time.Duration
+	Logger   *slog.Logger
+	Registry prometheus.Registerer // optional: nodeaddr_metrics_auth_* counters
+	Now      func() time.Time      // tests
+}
+
+// AuthFilter lets through only requests whose bearer token the API server authenticates and
+// authorizes for a non-resource get on the request's path, as Kubernetes components (and
+// kube-rbac-proxy, controller-runtime's filters.WithAuthenticationAndAuthorization) do for their
+// /metrics. Decisions are cached by the SHA-256 of the path and token so that a scrape every 30 s costs no API
+// request once the first one is answered.
+type AuthFilter struct {
+	cfg     AuthConfig
+	limiter *rate.Limiter
+
+	mu    sync.Mutex
+	cache map[[32]byte]entry
+
+	decisions *prometheus.CounterVec
+	reviews   *prometheus.CounterVec
+}
+
+type entry struct {
+	d       Decision
+	expires time.Time
+}
+
+// NewAuthFilter returns a filter with cfg's defaults filled in.
+func NewAuthFilter(cfg AuthConfig) *AuthFilter {
+	if cfg.AllowedTTL == 0 {
+		cfg.AllowedTTL = 2 * time.Minute
+	}
+	if cfg.DeniedTTL == 0 {
+		cfg.DeniedTTL = 10 * time.Second
+	}
+	if cfg.MaxEntries == 0 {
+		cfg.MaxEntries = 256
+	}
+	if cfg.ReviewRate == 0 {
+		cfg.ReviewRate = 5
+	}
+	if cfg.ReviewBurst == 0 {
+		cfg.ReviewBurst = 10
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	f := &AuthFilter{
+		cfg:     cfg,
+		limiter: rate.NewLimiter(cfg.ReviewRate, cfg.ReviewBurst),
+		cache:   map[[32]byte]entry{},
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_metrics_auth_decisions_total",
+			Help: "Requests to the metrics endpoint by authentication and authorization result (allowed, unauthenticated, forbidden, error, throttled).",
+		}, []string{"result"}),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_metrics_auth_reviews_total",
+			Help: "TokenReview and SubjectAccessReview requests sent to the API server for scrapers not in the cache, by kind.",
+		}, []string{"kind"}),
+	}
+	for d := Allowed; d <= Throttled; d++ {
+		f.decisions.WithLabelValues(d.String())
+	}
+	for _, k := range []string{"tokenreview", "subjectaccessreview"} {
+		f.reviews.WithLabelValues(k)
+	}
+	if cfg.Registry != nil {
+		cfg.Registry.MustRegister(f.decisions, f.reviews)
+	}
+	return f
+}
+
+// Wrap returns next behind the filter.
+func (f *AuthFilter) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d := f.Decide(r.Context(), r)
+		f.decisions.WithLabelValues(d.String()).Inc()
+		if d != Allowed {
+			// A refused client does not keep one of the listener's few connections idle.
+			w.Header().Set("Connection", "close")
+		}
+		switch d {
+		case Allowed:
+			next.ServeHTTP(w, r)
+		case Unauthenticated:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="nodeaddr"`)
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+		case Forbidden:
+			http.Error(w, "Forbidden", http.StatusForbidden)
+		case Throttled:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "Too many unknown tokens", http.StatusTooManyRequests)
+		default:
+			http.Error(w, "Authorization unavailable", http.StatusServiceUnavailable)
+		}
+	})
+}
+
+// Decide checks the request's bearer token against the cache, else the API server.
+func (f *AuthFilter) Decide(ctx context.Context, r *http.Request) Decision {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return Unauthenticated // no API request for a request without credentials
+	}
+	// Keyed by path too: a decision is about one non-resource URL.
+	key := sha256.Sum256([]byte(r.URL.Path + "\x00" + token))
+	now := f.cfg.Now()
+	f.mu.Lock()
+	e, hit := f.cache[key]
+	f.mu.Unlock()
+	if hit && now.Before(e.expires) {
+		return e.d
+	}
+	if !f.limiter.AllowN(now, 1) {
+		return Throttled
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	d, user, err := f.review(ctx, token, r.URL.Path)
+	if err != nil {
+		f.cfg.Logger.Warn("cannot authorize a metrics scraper", "err", err)
+		return Failed
+	}
+	if d != Allowed {
+		f.cfg.Logger.Debug("metrics request refused", "reason", d.String(), "user", user, "remote", r.RemoteAddr)
+	}
+	ttl := f.cfg.DeniedTTL
+	if d == Allowed {
+		ttl = f.cfg.AllowedTTL
+	}
+	f.store(key, entry{d: d, expires: now.Add(ttl)}, now)
+	return d
+}
+
+func (f *AuthFilter) review(ctx context.Context, token, path string) (Decision, string, error) {
+	f.reviews.WithLabelValues("tokenreview").Inc()
+	u, ok, err := f.cfg.Reviewer.Authenticate(ctx, token)
+	if err != nil {
+		return Failed, "", err
+	}
+	if !ok {
+		return Unauthenticated, "", nil
+	}
+	f.reviews.WithLabelValues("subjectaccessreview").Inc()
+	allowed, err := f.cfg.Reviewer.Authorize(ctx, u, http.MethodGet, path)
+	if err != nil {
+		return Failed, u.Name, err
+	}
+	if !allowed {
+		return Forbidden, u.Name, nil
+	}
+	return Allowed, u.Name, nil
+}
+
+// store adds e; while the cache is full it drops expired entries, then refusals, then any.
+func (f *AuthFilter) store(key [32]byte, e entry, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.cache[key]; !ok && len(f.cache) >= f.cfg.MaxEntries {
+		for k, old := range f.cache {
+			if !now.Before(old.expires) {
+				delete(f.cache, k)
+			}
+		}
+		// Refusals go before scrapers: random tokens must not push Prometheus out.
+		for _, evictAllowed := range []bool{false, true} {
+			for k, old := range f.cache {
+				if len(f.cache) < f.cfg.MaxEntries {
+					break
+				}
+				if (old.d == Allowed) == evictAllowed {
+					delete(f.cache, k)
+				}
+			}
+		}
+	}
+	f.cache[key] = e
+}
+
+// Len is the number of cached decisions.
+func (f *AuthFilter) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.cache)
+}
+
+// bearer extracts the token of an "Authorization: Bearer TOKEN" header.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
