@@ -3,6 +3,7 @@ module github.com/nodeaddr/nodeaddr/test
 go 1.26.0
 
 require (
+	github.com/google/go-containerregistry v0.22.1
 	github.com/nodeaddr/nodeaddr v0.0.0
 	github.com/vishvananda/netns v0.0.5
 	go.etcd.io/etcd/server/v3 v3.7.0
@@ -84,7 +85,6 @@ require (
 	github.com/google/cel-go v0.29.2 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/go-containerregistry v0.22.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674 // indirect
 	github.com/gosuri/uitable v0.0.4 // indirect
