@@ -59,7 +59,7 @@ func TestServerRefusesHugeHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test"), MetricsTLS: tlsCfg,
+	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test", "abc"), MetricsTLS: tlsCfg,
 		MetricsAuth: NewAuthFilter(AuthConfig{Reviewer: reviewer()})}
 	startServer(t, s)
 	c, err := net.Dial("tcp", s.ProbeAddr)
@@ -93,7 +93,7 @@ func TestServerSecureMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test"), MetricsTLS: tlsCfg,
+	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test", "abc"), MetricsTLS: tlsCfg,
 		MetricsAuth: NewAuthFilter(AuthConfig{Reviewer: reviewer(), Registry: nil})}
 	startServer(t, s)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -122,7 +122,7 @@ func TestServerSecureMetrics(t *testing.T) {
 func TestServerRefusesProbesOnSecureMetricsAddress(t *testing.T) {
 	tlsCfg, _ := SelfSignedTLS()
 	addr := freeAddr(t)
-	s := &Server{MetricsAddr: addr, ProbeAddr: addr, Metrics: New("test"), MetricsTLS: tlsCfg}
+	s := &Server{MetricsAddr: addr, ProbeAddr: addr, Metrics: New("test", "abc"), MetricsTLS: tlsCfg}
 	if _, err := s.Listen(context.Background()); err == nil {
 		t.Fatal("probes and TLS metrics on one address: no error")
 	}

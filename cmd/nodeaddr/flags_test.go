@@ -368,7 +368,7 @@ func TestRunUnknownFlagMessage(t *testing.T) {
 
 func TestRunVersionAndHelp(t *testing.T) {
 	code, stdout, stderr := runArgs(t, env(), "--version")
-	if code != 0 || stdout != "nodeaddr "+version+"\n" || stderr != "" {
+	if code != 0 || stdout != versionLine()+"\n" || stderr != "" {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, stderr = runArgs(t, env(), "--help")

@@ -32,9 +32,6 @@ import (
 	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -50,7 +47,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	if o.version {
-		fmt.Fprintln(stdout, "nodeaddr", version)
+		fmt.Fprintln(stdout, versionLine())
 		return 0
 	}
 	log := newLogger(o, stderr)
@@ -105,7 +102,10 @@ func (a *agent) run(ctx context.Context) error {
 			return err
 		}
 	}
-	m := metrics.New(version)
+	m := metrics.New(version, revision)
+	if client != nil {
+		m.RegisterClientMetrics() // rest_client_*: before the first request
+	}
 
 	var recorder record.EventRecorder
 	if client != nil {
@@ -190,7 +190,7 @@ func (a *agent) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.log.Info("nodeaddr starting", "version", version, "node", o.nodeName, "dry_run", o.dryRun,
+	a.log.Info("nodeaddr starting", "version", version, "revision", revision, "node", o.nodeName, "dry_run", o.dryRun,
 		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()),
 		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
 		"service_cidrs", fmt.Sprint(o.serviceCIDRs), "metrics", srv.MetricsAddr, "metrics_secure", srv.MetricsAuth != nil,

@@ -35,20 +35,27 @@ func chartDir() string { return deployFile("helm", "nodeaddr") }
 // would, with extra arguments (--set ...).
 func helmTemplate(t *testing.T, extra ...string) string {
 	t.Helper()
+	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
+	out, stderr, err := helmRun(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+// helmRun runs the helm CLI with args and returns its stdout and stderr.
+func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	helm := harness.MustBuildHelm(t)
 	home := t.TempDir()
-	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
 	cmd := exec.Command(helm, args...)
 	// Helm's caches and configuration go to a throwaway home: nothing is fetched or written elsewhere.
 	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return string(out), errBuf.String(), err
 }
 
 type object = map[string]any
@@ -95,7 +102,7 @@ func decodeDocs(t *testing.T, data string) map[string]object {
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
 
 // substance removes what may differ between the chart and the kustomize base without changing what
-// the cluster runs: Helm's labels and config checksum, an imagePullPolicy equal to the API server's default, the order
+// the cluster runs: Helm's labels (on the objects and the pod template) and config checksum, an imagePullPolicy equal to the API server's default, the order
 // and spelling of the agent's flags (replaced by the effective configuration) and trailing
 // whitespace of ConfigMap data (a YAML block scalar's chomping).
 func substance(t *testing.T, o object, defaults map[string]string) object {
@@ -122,6 +129,11 @@ func substance(t *testing.T, o object, defaults map[string]string) object {
 		return o
 	}
 	tmd := o["spec"].(object)["template"].(object)["metadata"].(object)
+	if labels, ok := tmd["labels"].(object); ok {
+		for _, l := range helmLabels {
+			delete(labels, l)
+		}
+	}
 	if ann, ok := tmd["annotations"].(object); ok {
 		delete(ann, "checksum/config") // Helm's way to restart the pods when the ConfigMap changes
 		if len(ann) == 0 {
@@ -424,6 +436,19 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		"internal-ip-target": "config.internalIPTarget=none", "external-ip-target": "config.externalIPTarget=192.0.2.1"}
 	for _, name := range slices.Sorted(maps.Keys(flags)) {
 		key := valueKey(name)
+		if oneShotFlags[name] {
+			// No value and never rendered: a DaemonSet pod that exits is restarted forever.
+			if _, ok := values.Config[key]; ok {
+				t.Errorf("--%s is a one-shot flag: values.yaml must not have config.%s", name, key)
+			}
+			if slices.ContainsFunc(rendered, func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") || a == "--"+name }) {
+				t.Errorf("--%s is a one-shot flag: the chart must not render it", name)
+			}
+			if !slices.ContainsFunc(tableRows, func(r string) bool { return strings.Contains(r, "`--"+name+"`") }) {
+				t.Errorf("--%s: not in README.md's flags table", name)
+			}
+			continue
+		}
 		if _, ok := values.Config[key]; !ok {
 			t.Errorf("--%s: no config.%s in deploy/helm/nodeaddr/values.yaml", name, key)
 		}
@@ -456,6 +481,9 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	}
 	checkArgsParse(t, rendered)
 }
+
+// oneShotFlags make the agent exit (or only matter when it does): the chart has no value for them.
+var oneShotFlags = map[string]bool{"run-once": true, "dry-run": true, "version": true, "timeout": true}
 
 // valueKey is the chart's name for a flag: camelCase, with IP and CIDR in capitals
 // (--internal-ip-cidrs: internalIPCIDRs).

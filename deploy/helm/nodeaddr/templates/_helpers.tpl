@@ -30,6 +30,7 @@
 app.kubernetes.io/name: {{ include "nodeaddr.name" . }}
 {{- end }}
 
+{{/* The standard labels (app.kubernetes.io/*), on every object and on the pod template. */}}
 {{- define "nodeaddr.labels" -}}
 {{ include "nodeaddr.selectorLabels" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
