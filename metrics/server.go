@@ -80,7 +80,7 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 	}
 	var eps []endpoint
 	if enabled(s.MetricsAddr) {
-		var h http.Handler = promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
+		h := promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
 		if s.MetricsAuth != nil {
 			h = s.MetricsAuth.Wrap(h)
 		}

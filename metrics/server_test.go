@@ -137,7 +137,7 @@ func TestLimitListener(t *testing.T) {
 	}
 	l := LimitListener(inner, 2)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	// request sends a keep-alive request on a new connection and returns the answer's status.
 	request := func() (net.Conn, chan int) {
@@ -153,7 +153,7 @@ func TestLimitListener(t *testing.T) {
 				status <- 0
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			status <- resp.StatusCode
 		}()

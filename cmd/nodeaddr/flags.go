@@ -97,7 +97,7 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
-	o.listenerOptions.addFlags(fs)
+	o.addFlags(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&v, "v", -1, "local-ccm verbosity (0-5), mapped to --log-level: 0 info, 1 and more debug")
@@ -262,7 +262,7 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 			return nil, usagef("--%s: %q is not host:port or 0", a.name, a.v)
 		}
 	}
-	if err := o.listenerOptions.validate(o.metricsAddr); err != nil {
+	if err := o.validate(o.metricsAddr); err != nil {
 		return nil, err
 	}
 	if o.kubeconfig == "" {
