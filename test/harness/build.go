@@ -5,6 +5,7 @@ package harness
 import (
 	"bufio"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
@@ -56,8 +57,9 @@ func Build(progress io.Writer) (Binaries, error) {
 		built = Binaries{
 			APIServer: filepath.Join(dir, "kube-apiserver"),
 			Etcd:      filepath.Join(dir, "etcd"),
-			Nodeaddr:  filepath.Join(CacheDir(), "bin", "nodeaddr"),
-			Kubectl:   filepath.Join(dir, "kubectl"),
+			// One agent binary per checkout: worktrees sharing a cache never test each other's code.
+			Nodeaddr: filepath.Join(CacheDir(), "bin", fmt.Sprintf("checkout-%08x", crc32.ChecksumIEEE([]byte(RepoDir()))), "nodeaddr"),
+			Kubectl:  filepath.Join(dir, "kubectl"),
 		}
 		for _, b := range []struct{ out, pkg, dir string }{
 			{built.APIServer, "./cmd/kube-apiserver", TestModuleDir()},
