@@ -308,7 +308,10 @@ func TestPolicyEvents(t *testing.T) {
 		{"reporting as the scheduler", func(e *corev1.Event) { e.ReportingController = "default-scheduler" }, true},
 		{"a message over 1 KiB", func(e *corev1.Event) { e.Message = long }, true},
 		{"with annotations", func(e *corev1.Event) { e.Annotations = map[string]string{"x": "y"} }, true},
-		{"in kube-system", func(e *corev1.Event) { e.Namespace = "kube-system" }, false},
+		{"in kube-system", func(e *corev1.Event) {
+			e.Namespace = "kube-system"
+			e.InvolvedObject = corev1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: "x", APIVersion: "v1"}
+		}, false},
 	} {
 		ev := good.DeepCopy()
 		c.edit(ev)
@@ -316,10 +319,7 @@ func TestPolicyEvents(t *testing.T) {
 		if c.policy && !deniedBy(err, eventsPolicyName) || !c.policy && !deniedByRBAC(err) {
 			t.Errorf("agent's Event %s: got %v, want a denial by %s", c.name, err, map[bool]string{true: eventsPolicyName, false: "RBAC"}[c.policy])
 		}
-		// An administrator may write it (an Event about a Node lives in default).
-		if ev.Namespace == "kube-system" {
-			ev.InvolvedObject = corev1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: "x", APIVersion: "v1"}
-		}
+		// An administrator may write it.
 		if err := createEvent(ctx, cp.Admin, ev); err != nil {
 			t.Errorf("administrator's Event %s: %v", c.name, err)
 		}
@@ -331,7 +331,7 @@ func TestPolicyEvents(t *testing.T) {
 	}
 	// events.k8s.io is not granted.
 	ev1 := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: a + ".", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: a + "-", Namespace: "default"},
 		EventTime:  metav1.NowMicro(), ReportingController: "nodeaddr", ReportingInstance: a,
 		Action: "Update", Reason: "AddressesUpdated", Type: corev1.EventTypeNormal, Note: "x",
 		Regarding: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: a, UID: cp.Node(t, a).UID},
