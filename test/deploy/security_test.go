@@ -558,3 +558,33 @@ func jwtClaims(t *testing.T, token string) map[string]any {
 	}
 	return claims
 }
+
+// Item 2, Helm: the chart installed into another namespace renders the policies for the agent
+// there, which is confined (its write to another Node denied, its own allowed).
+func TestHelmIntoAnotherNamespace(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	const a, b = "node-a", "node-b"
+	rendered := helmTemplate(t, "--namespace", "other")
+	if !strings.Contains(rendered, "'system:serviceaccount:' + 'other' + ':' + 'nodeaddr'") {
+		t.Fatalf("the chart did not render the policies for other/nodeaddr")
+	}
+	cp := harness.StartControlPlane(t)
+	if _, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{a, b} {
+		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
+	}
+	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
+	agent := tokenClient(t, cp, podToken(t, cp, "other", "nodeaddr", a))
+	otherNode := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
+	waitPolicyEffective(t, agent, otherNode)
+	if err := otherNode.do(ctx, agent); !deniedByPolicy(err) {
+		t.Errorf("agent in other: write to another Node: %v, want a denial by %s", err, policyName)
+	}
+	if err := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).do(ctx, agent); err != nil {
+		t.Errorf("agent in other: own addresses: %v", err)
+	}
+	otherWritersWork(t, cp, a, "chart in other")
+}
