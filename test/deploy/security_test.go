@@ -101,6 +101,8 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 		objs []renderedObject
 	}{{"render order (kubectl delete -k)", objs}, {"reverse", reversed}, {"policies last (helm uninstall)", policiesLast}} {
 		kubectl(rendered, "apply", "--server-side", "--force-conflicts", "--field-manager=nodeaddr-install", "-f", "-")
+		// The previous round deleted the ServiceAccount, and with it the agent's token.
+		agent = agentClient(t, cp, a)
 		waitPolicyEffective(t, agent, other)
 		for _, o := range order.objs {
 			kubectl(o.yaml, "delete", "--wait=false", "-f", "-")
