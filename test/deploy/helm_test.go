@@ -35,12 +35,22 @@ func chartDir() string { return deployFile("helm", "nodeaddr") }
 // would, with extra arguments (--set ...).
 func helmTemplate(t *testing.T, extra ...string) string {
 	t.Helper()
+	out, err := helmTemplateErr(t, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// helmTemplateErr is helmTemplate returning Helm's failure (with its stderr) instead of failing.
+func helmTemplateErr(t *testing.T, extra ...string) (string, error) {
+	t.Helper()
 	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
 	out, stderr, err := helmRun(t, args...)
 	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		return "", fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
-	return out
+	return out, nil
 }
 
 // helmRun runs the helm CLI with args and returns its stdout and stderr.
@@ -316,7 +326,7 @@ func TestHelmMonitoringMatchesKustomize(t *testing.T) {
 func TestHelmValues(t *testing.T) {
 	harness.RequireE2E(t)
 	objs := decodeDocs(t, helmTemplate(t,
-		"--set", "admissionPolicy.enabled=false",
+		"--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false",
 		"--set", "apiServer.host=10.0.0.10", "--set", "apiServer.port=6443",
 		"--set", "image.repository=mirror/nodeaddr", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
 		"--set", "config.reconcileInterval=10s", "--set", "config.v=2", "--set", "config.logLevel=",
@@ -565,4 +575,53 @@ func TestHelmAppliesOnAPIServer(t *testing.T) {
 		k("", "-n", "kube-system", "get", r)
 	}
 	k(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
+}
+
+// Values that would silently widen the agents' privileges are refused at render time, with a
+// message naming the value; the defaults render.
+func TestHelmRefusesWideningValues(t *testing.T) {
+	harness.RequireE2E(t)
+	for _, c := range []struct {
+		name string
+		set  []string
+		why  string
+	}{
+		{"policy off, RBAC on", []string{"admissionPolicy.enabled=false"}, "admissionPolicy.enabled=false with rbac.create=true"},
+		{"preexisting ServiceAccount", []string{"serviceAccount.create=false", "serviceAccount.name=nodeaddr"}, "serviceAccount.create=false"},
+		{"shared default ServiceAccount", []string{"serviceAccount.name=default"}, "serviceAccount.name=default"},
+		{"securityContext null", []string{"securityContext=null"}, "securityContext is empty"},
+		{"securityContext empty", []string{"securityContext="}, "securityContext is empty"},
+		{"podSecurityContext null", []string{"podSecurityContext=null"}, "podSecurityContext is empty"},
+		{"privileged container", []string{"securityContext.privileged=true"}, "neither privileged nor allowPrivilegeEscalation"},
+		{"privilege escalation", []string{"securityContext.allowPrivilegeEscalation=true"}, "neither privileged nor allowPrivilegeEscalation"},
+		{"a quote in config.annotations", []string{"config.annotations=k3s' || true || '"}, "config.annotations"},
+	} {
+		var args []string
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		_, err := helmTemplateErr(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s (--set %s): got %v, want a refusal saying %q", c.name, strings.Join(c.set, " --set "), err, c.why)
+		}
+	}
+	// Turning both off is the operator granting the rights themselves: allowed.
+	if _, err := helmTemplateErr(t, "--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false"); err != nil {
+		t.Errorf("policy and RBAC both off: %v", err)
+	}
+}
+
+// config.annotations renders into the chart's ConfigMap and policy what an overlay that patches the
+// ConfigMap (and repeats the replacements block) renders with kustomize.
+func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
+	harness.RequireE2E(t)
+	const spec = "k3s,calico,example.com/node-ip=internal-ipv4"
+	overlay := renderOverlay(t, `patches:
+  - target: {kind: ConfigMap, name: nodeaddr}
+    patch: |-
+      - op: replace
+        path: /data/annotations
+        value: "`+spec+`"
+`+replacementsBlock(t))
+	compareRenders(t, helmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
 }

@@ -60,7 +60,7 @@ func stripComments(doc []byte) string {
 	return b.String()
 }
 
-// ApplyRBAC creates the ServiceAccount, ClusterRole and ClusterRoleBinding shipped in deploy/.
+// ApplyRBAC creates the ServiceAccount, ClusterRole, Role and their bindings shipped in deploy/.
 func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	t.Helper()
 	if err := cp.ApplyManifest(context.Background(), filepath.Join(RepoDir(), "deploy", "rbac.yaml")); err != nil {
@@ -68,8 +68,8 @@ func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	}
 }
 
-// ApplyPolicy creates the admission policy shipped in deploy/ with the ConfigMap it reads its
-// parameters from (deploy/config.yaml).
+// ApplyPolicy creates the admission policies shipped in deploy/ (as written, i.e. rendered for
+// kube-system/nodeaddr and an empty --annotations) and the ConfigMap deploy/config.yaml.
 func (cp *ControlPlane) ApplyPolicy(ctx context.Context) error {
 	for _, f := range []string{"config.yaml", "admission-policy.yaml"} {
 		if err := cp.ApplyManifest(ctx, filepath.Join(RepoDir(), "deploy", f)); err != nil {
@@ -80,7 +80,7 @@ func (cp *ControlPlane) ApplyPolicy(ctx context.Context) error {
 }
 
 // ApplyManifest creates the objects of a YAML file (ServiceAccounts, ConfigMaps, cluster RBAC
-// objects and ValidatingAdmissionPolicies with their bindings).
+// and namespaced RBAC objects, ValidatingAdmissionPolicies with their bindings).
 func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -100,6 +100,10 @@ func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 			_, err = cp.Admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = cp.Admin.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = cp.Admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.ValidatingAdmissionPolicy:
 			_, err = cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
