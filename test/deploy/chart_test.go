@@ -204,11 +204,12 @@ func TestHelmNamesAndLabels(t *testing.T) {
 			}))
 		}
 	}
-	if y, _ := yaml.Marshal(full["ValidatingAdmissionPolicy/<nil>/addr-own-node"]); !strings.Contains(string(y), "system:serviceaccount:kube-system:addr") {
+	// The policy carries the agent's username in parts (kustomize replaces the namespace and name).
+	if y, _ := json.Marshal(full["ValidatingAdmissionPolicy/<nil>/addr-own-node"]); !strings.Contains(string(y), "'system:serviceaccount:' + 'kube-system' + ':' + 'addr'") {
 		t.Errorf("the policy does not name the renamed ServiceAccount:\n%s", y)
 	}
-	if y, _ := yaml.Marshal(full["ValidatingAdmissionPolicyBinding/<nil>/addr-own-node"]); !strings.Contains(string(y), "name: addr\n") {
-		t.Errorf("the policy binding's parameter is not the renamed ConfigMap:\n%s", y)
+	if y, _ := yaml.Marshal(full["ValidatingAdmissionPolicyBinding/<nil>/addr-own-node"]); !strings.Contains(string(y), "policyName: addr-own-node\n") {
+		t.Errorf("the policy binding does not name the renamed policy:\n%s", y)
 	}
 	if args := renderedArgs(t, renameKeys(full, "addr")); !slices.Contains(args, "--node-name=worker-1") {
 		t.Errorf("renamed render: args %v (the ConfigMap reference must follow the name)", args)
