@@ -79,13 +79,23 @@ func Build(progress io.Writer) (Binaries, error) {
 }
 
 func goBuild(progress io.Writer, dir, pkg, out string, env []string) error {
-	start := time.Now()
 	fmt.Fprintf(progress, "harness: building %s -> %s (a cold kube-apiserver build takes ~4 min on 2 cores)\n", pkg, out)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	cmd := exec.Command("go", "build", "-v", "-o", tmp, pkg)
+	if err := runGo(progress, dir, pkg, env, "build", "-v", "-o", tmp, pkg); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, out)
+}
+
+// runGo runs `go ARGS...` in dir and turns the package list that -v prints into a progress line
+// every 100 packages; on failure the error carries the last lines of output.
+func runGo(progress io.Writer, dir, label string, env []string, args ...string) error {
+	start := time.Now()
+	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
@@ -95,27 +105,24 @@ func goBuild(progress io.Writer, dir, pkg, out string, env []string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	// go build -v prints each package it compiles: turn that into a progress line every 100.
 	var tail []string
 	n := 0
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
-		line := sc.Text()
 		n++
-		tail = append(tail, line)
+		tail = append(tail, sc.Text())
 		if len(tail) > 20 {
 			tail = tail[1:]
 		}
 		if n%100 == 0 {
-			fmt.Fprintf(progress, "harness: %s: %d packages compiled (%s)\n", pkg, n, time.Since(start).Round(time.Second))
+			fmt.Fprintf(progress, "harness: %s: %d packages compiled (%s)\n", label, n, time.Since(start).Round(time.Second))
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, strings.Join(tail, "\n"))
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.Join(tail, "\n"))
 	}
-	fmt.Fprintf(progress, "harness: built %s in %s\n", pkg, time.Since(start).Round(time.Second))
-	return os.Rename(tmp, out)
+	fmt.Fprintf(progress, "harness: built %s in %s\n", label, time.Since(start).Round(time.Second))
+	return nil
 }
 
 // MustBuild is Build for tests.
