@@ -194,6 +194,7 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	if err := os.WriteFile(cfg, []byte(n.kubeletConfig()), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	makeCgroups(n.id)
 	kc := writeKubeconfig(t, filepath.Join(n.Dir, "kubelet.kubeconfig"),
 		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeletToken, n.C.CP.CAFile)
 	args := []string{"--config=" + cfg, "--kubeconfig=" + kc, "--root-dir=" + root,

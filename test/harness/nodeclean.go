@@ -37,6 +37,11 @@ func cleanNodeDir(dir string, nb NodeBinaries, stopContainerd func()) {
 		out, _ := exec.Command(nb.Runc, "--root", root, "list", "-q").Output()
 		for _, id := range strings.Fields(string(out)) {
 			exec.Command(nb.Runc, "--root", root, "delete", "--force", id).Run()
+			// libcni's cache (no setting moves it) names each sandbox's attachments.
+			m, _ := filepath.Glob("/var/lib/cni/results/*-" + id + "-*")
+			for _, f := range m {
+				os.Remove(f)
+			}
 		}
 	}
 	socket := filepath.Join(dir, "c.sock")
@@ -52,11 +57,6 @@ func cleanNodeDir(dir string, nb NodeBinaries, stopContainerd func()) {
 	time.Sleep(100 * time.Millisecond) // killed processes release their mounts
 	unmountUnder(dir)
 	removeCgroups(filepath.Base(dir))
-	if m, _ := filepath.Glob("/var/lib/cni/results/nodeaddr-" + filepath.Base(dir) + "-*"); len(m) > 0 {
-		for _, f := range m {
-			os.Remove(f)
-		}
-	}
 	os.RemoveAll(dir)
 }
 
@@ -102,10 +102,13 @@ func unmountUnder(dir string) {
 }
 
 // removeCgroups removes the cgroup named root (the kubelet's cgroupRoot) from every v1 hierarchy,
-// children first.
+// children first, and containerd's k8s.io parent if it is empty (runc removed the containers'
+// cgroups under it; with cgroupsPerQOS false the CRI gives pods no cgroup parent). rmdir fails on a
+// cgroup still in use, so another node's containers are never touched.
 func removeCgroups(root string) {
 	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, h := range hierarchies {
+		syscall.Rmdir(filepath.Join(h, "k8s.io"))
 		top := filepath.Join(h, root)
 		var dirs []string
 		filepath.WalkDir(top, func(p string, d os.DirEntry, err error) error {
@@ -116,6 +119,16 @@ func removeCgroups(root string) {
 		})
 		for i := len(dirs) - 1; i >= 0; i-- {
 			syscall.Rmdir(dirs[i])
+		}
+	}
+}
+
+// makeCgroups creates the kubelet's cgroupRoot in every v1 hierarchy (the kubelet reads its stats).
+func makeCgroups(root string) {
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hierarchies {
+		if filepath.Base(h) != "unified" {
+			os.Mkdir(filepath.Join(h, root), 0o755)
 		}
 	}
 }
