@@ -10,7 +10,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build test unit e2e e2e-bins lint run bench fuzz clean
+.PHONY: all build test unit e2e e2e-bins test-node lint run bench fuzz clean
 
 all: build
 
@@ -28,10 +28,19 @@ test: unit e2e
 unit:
 	go test -count=1 ./...
 
+# The real-node suite (test/node) runs alone afterwards: a kubelet, containerd and a control plane
+# on 2 cores leave no room for other packages beside it.
 e2e: e2e-bins
-	cd test && go test -count=1 -timeout 25m ./...
+	cd test && go test -count=1 -timeout 25m $$(go list ./... | grep -v '/test/node$$')
+	cd test && go test -count=1 -p 1 -timeout 20m ./node/
 
-## e2e-bins: build (once) kube-apiserver and etcd for the end-to-end suite, with progress
+## test-node: only the real-node suite (kubelet + containerd + runc in a network namespace, the
+## shipped manifests installed with kubectl); ends with one line per scenario and its figures
+test-node: e2e-bins
+	cd test && go test -count=1 -p 1 -timeout 20m -v ./node/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/test-node.log \
+	  | grep -E '^(--- |    --- |ok |FAIL|PASS$$|real node scenarios|  (PASS|FAIL|SKIP) )'
+
+## e2e-bins: build (once) kube-apiserver, etcd and the real node's components, with progress
 e2e-bins:
 	cd test && go run ./cmd/buildbins
 
