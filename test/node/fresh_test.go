@@ -27,6 +27,8 @@ func TestRealNode(t *testing.T) {
 		return
 	}
 	t.Run("2-security-context", w.securityContext)
+	t.Run("6-rolling-update", w.rollingUpdate)
+	t.Run("8-uninstall", w.uninstall)
 }
 
 // freshNode: the kubelet registers the Node with only a Hostname address and the uninitialized
@@ -170,8 +172,8 @@ type auditRecord struct {
 	} `json:"responseStatus"`
 }
 
-// agentWrites returns the agent's successful writes to the Node, in order.
-func (w *world) agentWrites() []auditRecord {
+// audit returns user's completed requests, in order.
+func (w *world) audit(user string) []auditRecord {
 	w.t.Helper()
 	f, err := os.Open(w.c.CP.AuditLog)
 	if err != nil {
@@ -183,15 +185,21 @@ func (w *world) agentWrites() []auditRecord {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var r auditRecord
-		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Stage != "ResponseComplete" || r.ObjectRef == nil {
-			continue
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Stage == "ResponseComplete" && r.User.Username == user {
+			out = append(out, r)
 		}
-		if r.User.Username != "system:serviceaccount:kube-system:nodeaddr" || r.ObjectRef.Resource != "nodes" ||
-			r.ObjectRef.Name != w.node.Name || (r.Verb != "patch" && r.Verb != "update") ||
-			r.ResponseStatus == nil || r.ResponseStatus.Code != 200 {
-			continue
+	}
+	return out
+}
+
+// agentWrites returns the agent's successful writes to the Node, in order.
+func (w *world) agentWrites() []auditRecord {
+	var out []auditRecord
+	for _, r := range w.audit("system:serviceaccount:kube-system:nodeaddr") {
+		if r.ObjectRef != nil && r.ObjectRef.Resource == "nodes" && r.ObjectRef.Name == w.node.Name &&
+			(r.Verb == "patch" || r.Verb == "update") && r.ResponseStatus != nil && r.ResponseStatus.Code == 200 {
+			out = append(out, r)
 		}
-		out = append(out, r)
 	}
 	return out
 }
