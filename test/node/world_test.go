@@ -50,19 +50,28 @@ type world struct {
 	admin string
 }
 
-// newWorld starts the control plane, the node's namespace with its uplink (IPv4 and IPv6 default
-// routes toward a router namespace), and containerd + the kubelet with the nodeaddr image imported.
-func newWorld(t *testing.T, o harness.NodeOptions) *world {
+// defaultUplink gives eth0 uplinkV4 and uplinkV6 with default routes through them.
+func defaultUplink(ns *harness.Netns) {
+	ns.IP("addr", "add", uplinkV4+"/24", "dev", "eth0")
+	ns.IP("route", "add", "default", "via", gatewayV4, "dev", "eth0")
+	ns.IP("-6", "addr", "add", uplinkV6+"/64", "dev", "eth0", "nodad")
+	ns.IP("-6", "route", "add", "default", "via", gatewayV6, "dev", "eth0")
+}
+
+// newWorld starts the control plane, the node's namespace with its uplink eth0 toward a router
+// namespace (addressed by uplink, defaultUplink if nil), and containerd + the kubelet with the
+// nodeaddr image imported.
+func newWorld(t *testing.T, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
 	t.Helper()
 	name := "rn-" + randHex(3)
 	c := harness.StartNodeCluster(t, name)
 	ns := harness.NewNetns(t, "node")
 	router := harness.NewNetns(t, "rtr")
 	ns.Link("eth0", router, "r-eth0")
-	ns.IP("addr", "add", uplinkV4+"/24", "dev", "eth0")
-	ns.IP("route", "add", "default", "via", gatewayV4, "dev", "eth0")
-	ns.IP("-6", "addr", "add", uplinkV6+"/64", "dev", "eth0", "nodad")
-	ns.IP("-6", "route", "add", "default", "via", gatewayV6, "dev", "eth0")
+	if uplink == nil {
+		uplink = defaultUplink
+	}
+	uplink(ns)
 	w := &world{t: t, c: c, ns: ns, kubectl: harness.MustBuild(t).Kubectl}
 	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
 	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
@@ -129,8 +138,8 @@ func (w *world) baseImage() string {
 
 // overlay writes a kustomize overlay over the shipped base, as a user would: their image tag, and
 // the API server's real endpoint (the relay on the node's loopback; no kube-proxy serves the
-// kubernetes Service VIP here).
-func (w *world) overlay() string {
+// kubernetes Service VIP here), plus args appended to the agent's.
+func (w *world) overlay(args ...string) string {
 	w.t.Helper()
 	dir := filepath.Join(w.c.CP.Dir, "overlay")
 	os.MkdirAll(dir, 0o755)
@@ -153,8 +162,16 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
-`, base, w.baseImage(), agentImageTag, w.c.CP.Port))
+`, base, w.baseImage(), agentImageTag, w.c.CP.Port)+argPatches(args))
 	return dir
+}
+
+func argPatches(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		fmt.Fprintf(&b, "      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        value: %q\n", a)
+	}
+	return b.String()
 }
 
 // run runs a command and fails the test on error.
