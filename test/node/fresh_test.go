@@ -22,12 +22,13 @@ const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // TestRealNode runs the scenarios on one real node, in order: each builds on the state the
 // previous one left (the fresh node is installed first).
 func TestRealNode(t *testing.T) {
-	w := newWorld(t, harness.NodeOptions{})
+	w := newWorld(t, harness.NodeOptions{}, nil)
 	if !t.Run("1-fresh-node-shipped-defaults", w.freshNode) {
 		return
 	}
 	t.Run("2-security-context", w.securityContext)
 	t.Run("6-rolling-update", w.rollingUpdate)
+	t.Run("5-renumbering", w.renumbering)
 	t.Run("8-uninstall", w.uninstall)
 }
 
