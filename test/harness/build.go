@@ -19,6 +19,21 @@ import (
 // KubernetesVersion is the kube-apiserver release the suite runs against (test/go.mod pins it).
 const KubernetesVersion = "v1.37.2"
 
+// k8sVersionFlags stamp KubernetesVersion into the Kubernetes binaries, as the release build does
+// (hack/lib/version.sh). Built from the module proxy without them, every component reports
+// "v0.0.0-master+$Format:%H$": the Node's kubeletVersion is that, and a Helm chart's kubeVersion
+// constraint refuses to install ("incompatible with Kubernetes v0.0.0-master").
+func k8sVersionFlags() []string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(KubernetesVersion, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	pkg := "k8s.io/component-base/version."
+	return []string{"-ldflags", fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
+		pkg, KubernetesVersion, pkg, major, pkg, minor, pkg)}
+}
+
+// k8sBinDir is where the version-stamped Kubernetes binaries (and etcd beside them) are cached.
+func k8sBinDir() string { return filepath.Join(CacheDir(), "bin", "k8s-"+KubernetesVersion) }
+
 // Binaries are the executables a test needs.
 type Binaries struct {
 	APIServer, Etcd, Nodeaddr string
@@ -52,7 +67,7 @@ func CacheDir() string {
 // progress; a cold kube-apiserver build takes about 4 minutes on 2 cores.
 func Build(progress io.Writer) (Binaries, error) {
 	buildOnce.Do(func() {
-		dir := filepath.Join(CacheDir(), "bin", KubernetesVersion)
+		dir := k8sBinDir()
 		built = Binaries{
 			APIServer: filepath.Join(dir, "kube-apiserver"),
 			Etcd:      filepath.Join(dir, "etcd"),
@@ -67,7 +82,7 @@ func Build(progress io.Writer) (Binaries, error) {
 			if _, err := os.Stat(b.out); err == nil {
 				continue
 			}
-			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil); buildErr != nil {
+			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil, k8sVersionFlags()...); buildErr != nil {
 				return
 			}
 		}
@@ -78,13 +93,14 @@ func Build(progress io.Writer) (Binaries, error) {
 	return built, buildErr
 }
 
-func goBuild(progress io.Writer, dir, pkg, out string, env []string) error {
+func goBuild(progress io.Writer, dir, pkg, out string, env []string, flags ...string) error {
 	fmt.Fprintf(progress, "harness: building %s -> %s (a cold kube-apiserver build takes ~4 min on 2 cores)\n", pkg, out)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	if err := runGo(progress, dir, pkg, env, "build", "-v", "-o", tmp, pkg); err != nil {
+	args := append(append([]string{"build", "-v"}, flags...), "-o", tmp, pkg)
+	if err := runGo(progress, dir, pkg, env, args...); err != nil {
 		os.Remove(tmp)
 		return err
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -78,8 +79,13 @@ func (w *world) renumbering(t *testing.T) {
 		}
 		time.Sleep(5 * time.Second)
 	}
-	// Recorded, not asserted: what the kubelet does with a hostNetwork pod's IPs.
-	report(t, "make-before-break→Node %s, break-before-make→Node %s, restarts %d over %s; agent pod IPs %v host IPs %v ready %v",
+	// Recorded, not asserted: what the kubelet does with a hostNetwork pod's IPs, and with an
+	// ordinary pod's (the web pod of scenario 1, if it runs).
+	web := "no web pod"
+	if wp := w.pod("default", "app=web"); wp != nil {
+		web = fmt.Sprintf("web pod host IPs %v", wp.Status.HostIPs)
+	}
+	report(t, "make-before-break→Node %s, break-before-make→Node %s, restarts %d over %s; agent pod IPs %v host IPs %v ready %v; %s",
 		mbb.Round(time.Millisecond), bbm.Round(time.Millisecond), p.Status.ContainerStatuses[0].RestartCount,
-		steadyWindow, p.Status.PodIPs, p.Status.HostIPs, podReady(p))
+		steadyWindow, p.Status.PodIPs, p.Status.HostIPs, podReady(p), web)
 }
