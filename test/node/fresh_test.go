@@ -22,6 +22,8 @@ const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 // TestRealNode runs the scenarios on one real node, in order: each builds on the state the
 // previous one left (the fresh node is installed first).
 func TestRealNode(t *testing.T) {
+	// Its renumbering window runs beside TestKubeletWithoutCloudProvider's.
+	t.Parallel()
 	w := newWorld(t, harness.NodeOptions{}, nil)
 	if !t.Run("1-fresh-node-shipped-defaults", w.freshNode) {
 		return
@@ -105,7 +107,7 @@ func (w *world) freshNode(t *testing.T) {
 	// A hostNetwork pod's IPs come from the Node's addresses when the kubelet first sets its status:
 	// recorded, not asserted (the agent started before it had published any).
 	report(t, "register→taint removed %s (apply→taint removed %s); %s; agent pod IPs %v host IPs %v",
-		removed.Sub(w.node.Registered).Round(time.Millisecond), removed.Sub(applied).Round(time.Millisecond),
+		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(applied).Round(time.Millisecond),
 		w.breakdown(p, applied, removed), p.Status.PodIPs, p.Status.HostIPs)
 }
 
@@ -203,6 +205,18 @@ func (w *world) agentWrites() []auditRecord {
 		}
 	}
 	return out
+}
+
+// registeredAt is when the kubelet's create of its Node completed.
+func (w *world) registeredAt() time.Time {
+	w.t.Helper()
+	for _, r := range w.audit("system:node:" + w.node.Name) {
+		if r.Verb == "create" && r.ObjectRef != nil && r.ObjectRef.Resource == "nodes" && r.ResponseStatus != nil && r.ResponseStatus.Code == 201 {
+			return r.Timestamp
+		}
+	}
+	w.t.Fatal("no Node create by the kubelet in the audit log")
+	return time.Time{}
 }
 
 func (w *world) firstAgentWrite() time.Time {

@@ -42,7 +42,7 @@ func (w *world) helmInstall(t *testing.T) {
 		t.Errorf("addresses %v, want %v", got, expectedAddresses(w.node.Name))
 	}
 	report(t, "register→taint removed %s (install→taint removed %s), addresses as the kustomize base",
-		removed.Sub(w.node.Registered).Round(time.Millisecond), removed.Sub(start).Round(time.Millisecond))
+		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(start).Round(time.Millisecond))
 }
 
 func (w *world) helmUninstall(t *testing.T) {

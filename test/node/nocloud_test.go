@@ -21,6 +21,8 @@ const (
 // (with --node-ip, so it needs no DNS lookup of its name) rewrites the whole address list on its
 // status syncs. nodeaddr sees its ExternalIPs reverted, names the kubelet in a Warning, and backs off.
 func TestKubeletWithoutCloudProvider(t *testing.T) {
+	// Mostly an observation window: runs beside TestRealNode's (scenario 5).
+	t.Parallel()
 	w := newWorld(t, harness.NodeOptions{NoCloudProvider: true, KubeletArgs: []string{"--node-ip=" + uplinkV4}}, nil)
 	t.Run("4-kubelet-without-cloud-provider", w.noCloudProvider)
 }
