@@ -41,6 +41,8 @@ type NodeOptions struct {
 	NoCloudProvider bool
 	// Images are docker-archive tarballs imported into containerd before the kubelet starts.
 	Images []string
+	// ServerTLSBootstrap makes the kubelet request its serving certificate with a CSR.
+	ServerTLSBootstrap bool
 }
 
 // PauseImage is the sandbox image containerd is pinned to (built locally, test/cmd/pause).
@@ -191,7 +193,11 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	t.Helper()
 	root := filepath.Join(n.Dir, "kubelet")
 	cfg := filepath.Join(n.Dir, "kubelet.yaml")
-	if err := os.WriteFile(cfg, []byte(n.kubeletConfig()), 0o600); err != nil {
+	config := n.kubeletConfig()
+	if o.ServerTLSBootstrap {
+		config += "serverTLSBootstrap: true\n"
+	}
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	makeCgroups(n.id)

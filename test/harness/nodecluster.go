@@ -2,12 +2,20 @@ package harness
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // NodeCluster is a control plane as a real cluster runs it: kube-apiserver with the Node authorizer
@@ -32,6 +40,9 @@ var NodeControllers = []string{
 	"daemonset-controller", "deployment-controller", "replicaset-controller",
 	"node-lifecycle-controller", "taint-eviction-controller", "garbage-collector-controller",
 	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
+	// Signs approved CSRs (the kubelet's serving certificate with serverTLSBootstrap); the tests
+	// approve them, as an operator's approver would.
+	"certificatesigningrequest-signing-controller",
 }
 
 // StartNodeCluster starts the control plane for Node name. Everything stops when t ends.
@@ -75,6 +86,10 @@ func StartNodeCluster(t testing.TB, name string) *NodeCluster {
 		t.Fatal(err)
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", cp.Port)
+	signer, signerKey, err := writeSigningCA(cp.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kcmConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "kcm.kubeconfig"), server, tokens["system:kube-controller-manager"], cp.CAFile)
 	c.kcm = c.start("kube-controller-manager", exec.Command(nb.ControllerManager,
 		"--kubeconfig="+kcmConfig, "--secure-port=0", "--leader-elect=false",
@@ -82,6 +97,7 @@ func StartNodeCluster(t testing.TB, name string) *NodeCluster {
 		"--controllers="+strings.Join(NodeControllers, ","),
 		"--root-ca-file="+cp.CAFile,
 		"--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
+		"--cluster-signing-cert-file="+signer, "--cluster-signing-key-file="+signerKey,
 		"--node-monitor-grace-period=40s", "--v=1"))
 	schedConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "scheduler.kubeconfig"), server, tokens["system:kube-scheduler"], cp.CAFile)
 	c.scheduler = c.start("kube-scheduler", exec.Command(nb.Scheduler,
@@ -96,6 +112,32 @@ func (c *NodeCluster) start(name string, cmd *exec.Cmd) *proc {
 		c.T.Fatalf("start %s: %v", name, err)
 	}
 	return p
+}
+
+// writeSigningCA writes a throwaway CA for kube-controller-manager's CSR signer.
+func writeSigningCA(dir string) (certFile, keyFile string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nodeaddr-test-signer"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, "signer.crt"), filepath.Join(dir, "signer.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
 }
 
 // writeKubeconfig writes a token kubeconfig that verifies the API server with caFile.
