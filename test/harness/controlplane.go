@@ -52,6 +52,11 @@ type proc struct {
 }
 
 func startProc(cmd *exec.Cmd) (*proc, error) {
+	// The child dies with the test process, even when a timeout kills it before its cleanups run.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir)}
 	n.Socket = filepath.Join(dir, "c.sock")
 	t.Cleanup(n.teardown)
+	n.RecordNetns(ns.Name)
 	// The API server is on the host's loopback: relay its port into the namespace's loopback, so
 	// the kubelet and the pods reach it at 127.0.0.1:Port as on a control-plane node.
 	ns.Relay(c.CP.Port, fmt.Sprintf("127.0.0.1:%d", c.CP.Port))
@@ -79,6 +80,17 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	n.startKubelet(o)
 	n.Registered = n.waitRegistered()
 	return n
+}
+
+// RecordNetns notes network namespaces the node uses, so that the next run deletes them if this
+// one is killed before its cleanups.
+func (n *RealNode) RecordNetns(names ...string) {
+	f, err := os.OpenFile(filepath.Join(n.Dir, "netns"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		n.T.Fatal(err)
+	}
+	defer f.Close()
+	fmt.Fprintln(f, strings.Join(names, " "))
 }
 
 // Ctr runs ctr against this node's containerd in the k8s.io namespace (the CRI's).

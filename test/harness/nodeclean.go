@@ -30,6 +30,10 @@ func (n *RealNode) teardown() {
 // cleanNodeDir removes what a node whose state is in dir left behind; stopContainerd stops its
 // containerd if this process runs it (a leftover from a killed run has none: its shims are killed).
 func cleanNodeDir(dir string, nb NodeBinaries, stopContainerd func()) {
+	// A kubelet left by a killed run would restart what runc deletes.
+	for _, pid := range processesWith(nb.Kubelet, filepath.Join(dir, "kubelet.yaml")) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 	runcRoot := filepath.Join(dir, "runc")
 	nss, _ := os.ReadDir(runcRoot)
 	for _, ns := range nss {
@@ -57,6 +61,14 @@ func cleanNodeDir(dir string, nb NodeBinaries, stopContainerd func()) {
 	time.Sleep(100 * time.Millisecond) // killed processes release their mounts
 	unmountUnder(dir)
 	removeCgroups(filepath.Base(dir))
+	// The namespaces the node used (RecordNetns), deleted here only for a killed run's leftovers:
+	// a live test deletes its own.
+	if stopContainerd == nil {
+		b, _ := os.ReadFile(filepath.Join(dir, "netns"))
+		for _, name := range strings.Fields(string(b)) {
+			exec.Command("ip", "netns", "del", name).Run()
+		}
+	}
 	os.RemoveAll(dir)
 }
 

@@ -83,6 +83,7 @@ current-context: c
 `, c.CP.Port, c.CP.CAFile, c.CP.AdminToken))
 	o.Images = append(o.Images, w.agentImage(w.baseImage()+":"+agentImageTag))
 	w.node = c.StartNode(ns, o)
+	w.node.RecordNetns(router.Name)
 	return w
 }
 
