@@ -46,12 +46,11 @@ func BuildImageBinary(progress io.Writer, version, out string) error {
 // ("nodeaddr:v1" is "docker.io/library/nodeaddr:v1"): images must be imported under that name.
 func NormalizeImage(ref string) string {
 	first, _, qualified := strings.Cut(ref, "/")
-	if qualified && (strings.ContainsAny(first, ".:") || first == "localhost") {
-		// already names its registry
-	} else if qualified {
-		ref = "docker.io/" + ref
-	} else {
+	switch {
+	case !qualified:
 		ref = "docker.io/library/" + ref
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		ref = "docker.io/" + ref
 	}
 	last := ref[strings.LastIndex(ref, "/")+1:]
 	if !strings.ContainsAny(last, ":@") {
