@@ -15,6 +15,9 @@ import (
 
 func TestMain(m *testing.M) {
 	code := harness.MainE2E(m)
+	if imageBinDir != "" {
+		os.RemoveAll(imageBinDir)
+	}
 	printTable()
 	os.Exit(code)
 }

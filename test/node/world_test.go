@@ -90,6 +90,7 @@ current-context: c
 var (
 	imageBinOnce sync.Once
 	imageBin     string
+	imageBinDir  string
 	imageBinErr  error
 )
 
@@ -98,7 +99,13 @@ var (
 func (w *world) agentImage(ref string) string {
 	w.t.Helper()
 	imageBinOnce.Do(func() {
-		imageBin = filepath.Join(harness.CacheDir(), "bin", fmt.Sprintf("nodeaddr-image-%d", os.Getpid()))
+		// Built fresh from the working tree for each run, removed by TestMain.
+		var dir string
+		if dir, imageBinErr = os.MkdirTemp("", "nodeaddr-image"); imageBinErr != nil {
+			return
+		}
+		imageBinDir = dir
+		imageBin = filepath.Join(dir, "nodeaddr")
 		imageBinErr = harness.BuildImageBinary(os.Stderr, "e2e", imageBin)
 	})
 	if imageBinErr != nil {
