@@ -36,6 +36,8 @@ type ControlPlane struct {
 	// Admin is a client with system:masters rights.
 	Admin  kubernetes.Interface
 	Config *rest.Config
+	// ExtraArgs are appended to kube-apiserver's arguments (the real node adds NodeRestriction).
+	ExtraArgs []string
 
 	bins      Binaries
 	etcd, api *proc
@@ -50,6 +52,11 @@ type proc struct {
 }
 
 func startProc(cmd *exec.Cmd) (*proc, error) {
+	// The child dies with the test process, even when a timeout kills it before its cleanups run.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -128,6 +135,19 @@ rules:
 	return cp, nil
 }
 
+// AddToken adds a static token for user in groups and returns it; call it before Start (the API
+// server reads its token file once).
+func (cp *ControlPlane) AddToken(user string, groups ...string) (string, error) {
+	token := randomToken()
+	f, err := os.OpenFile(filepath.Join(cp.Dir, "tokens.csv"), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%s,%s,%s-uid,\"%s\"\n", token, user, user, strings.Join(groups, ","))
+	return token, err
+}
+
 // Start starts etcd then the API server and waits for /readyz.
 func (cp *ControlPlane) Start(ctx context.Context) error {
 	if err := cp.StartEtcd(); err != nil {
@@ -186,6 +206,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		"--enable-priority-and-fairness=false",
 		"--v=0",
 	)
+	cmd.Args = append(cmd.Args, cp.ExtraArgs...)
 	p, err := startLogged(cmd, filepath.Join(cp.Dir, "kube-apiserver.log"))
 	if err != nil {
 		return fmt.Errorf("start kube-apiserver: %w", err)
