@@ -235,11 +235,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 
 	ns := harness.NewNetns(t, "ds")
 	router := harness.NewNetns(t, "rtr")
-	ns.Link("eth0", router, "r-eth0")
-	ns.IP("addr", "add", "192.0.2.10/24", "dev", "eth0")
-	ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
-	ns.IP("-6", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
-	ns.IP("-6", "route", "add", "default", "via", "2001:db8::1", "dev", "eth0")
+	harness.DualStackUplink(ns, router)
 
 	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	// The test's own probes of the policy above used the agent's token and were refused on
