@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"net/http"
 	"reflect"
@@ -89,10 +90,15 @@ func (w *world) kubeletNodeIP(t *testing.T) {
 		providedIP, routeIP, routeIP, warning, missing)
 }
 
-// agentMetrics scrapes the agent's /metrics on the node's loopback (host network).
+// agentMetrics scrapes the agent's /metrics on the node (host network) as the shipped DaemonSet
+// serves it: HTTPS with a self-signed certificate, for a token the API server authorizes for
+// get /metrics (the admin's).
 func (w *world) agentMetrics() map[string]float64 {
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://127.0.0.1:9810/metrics", nil)
-	resp, err := w.ns.HTTPClient().Do(req)
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", "https://127.0.0.1:9810/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+w.c.CP.AdminToken)
+	c := w.ns.HTTPClient()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil
 	}
