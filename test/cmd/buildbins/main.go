@@ -1,9 +1,11 @@
 // Command buildbins builds (once, cached under $NODEADDR_CACHE_DIR or test/.cache) the
 // kube-apiserver and etcd the end-to-end suite runs, and nodeaddr itself, printing progress: a cold
-// kube-apiserver build takes about 4 minutes on 2 cores.
+// kube-apiserver build takes about 4 minutes on 2 cores. With -matrix it also builds the older
+// kube-apiservers of the version matrix (harness.MatrixVersions, test/matrix).
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -11,10 +13,23 @@ import (
 )
 
 func main() {
+	matrix := flag.Bool("matrix", false, "also build the kube-apiservers of harness.MatrixVersions")
+	flag.Parse()
 	b, err := harness.Build(os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "buildbins:", err)
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s\n", b.APIServer, b.Etcd, b.Nodeaddr)
+	if !*matrix {
+		return
+	}
+	for _, v := range harness.MatrixVersions {
+		p, err := harness.BuildAPIServer(os.Stderr, v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "buildbins:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "buildbins: ready: %s\n", p)
+	}
 }
