@@ -1,0 +1,139 @@
+package matrix
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// The checks of one release, in the order they run; their names are the compatibility table's
+// columns.
+const (
+	checkApply    = "kustomize base applies server-side"
+	checkCompile  = "admission policies compile without type-check warnings"
+	checkPolicy   = "policy table: every write allowed or denied as listed"
+	checkAgent    = "agent publishes and removes the taint (1 write each), renumbering is 1 write"
+	matrixTimeout = 30 * time.Second
+)
+
+var checks = []string{checkApply, checkCompile, checkPolicy, checkAgent}
+
+func TestMatrix(t *testing.T) {
+	harness.RequireE2E(t)
+	var rows []row
+	for _, v := range harness.MatrixVersions {
+		r := row{Version: v, Results: map[string]bool{}}
+		t.Run(v, func(t *testing.T) { r.Results = runRelease(t, v) })
+		rows = append(rows, r)
+	}
+	checkTable(t, rows)
+}
+
+// runRelease runs every check against one kube-apiserver release and reports which passed.
+func runRelease(t *testing.T, version string) map[string]bool {
+	cp := harness.StartControlPlaneVersion(t, version)
+	got := map[string]bool{}
+	var policies []string
+	got[checkApply] = t.Run(checkApply, func(t *testing.T) { policies = applyBase(t, cp) })
+	got[checkCompile] = t.Run(checkCompile, func(t *testing.T) { checkTypeChecking(t, cp, policies) })
+	got[checkPolicy] = t.Run(checkPolicy, func(t *testing.T) { checkPolicyTable(t, cp) })
+	got[checkAgent] = t.Run(checkAgent, func(t *testing.T) { checkAgentWrites(t, cp) })
+	return got
+}
+
+// applyBase renders deploy/ with kubectl kustomize and applies it server-side with the newest
+// kubectl (the server decides what it accepts): every object applied, no warning. It returns the
+// names of the ValidatingAdmissionPolicies it applied.
+func applyBase(t *testing.T, cp *harness.ControlPlane) []string {
+	bins := harness.MustBuild(t)
+	kc := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
+	rendered := run(t, "", bins.Kubectl, "kustomize", filepath.Join(harness.RepoDir(), "deploy"))
+	out := run(t, rendered, bins.Kubectl, "--kubeconfig="+kc, "apply", "--server-side",
+		"--field-manager=nodeaddr-install", "-f", "-")
+	t.Logf("apply:\n%s", out)
+	if strings.Contains(out, "Warning:") {
+		t.Errorf("the API server warned about the manifests:\n%s", out)
+	}
+	objs, err := harness.DecodeManifests([]byte(rendered))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(out, "serverside-applied"); got != len(objs) {
+		t.Errorf("apply reported %d objects applied, rendered %d", got, len(objs))
+	}
+	var policies []string
+	for _, l := range strings.Split(out, "\n") {
+		if name, ok := strings.CutPrefix(l, "validatingadmissionpolicy.admissionregistration.k8s.io/"); ok {
+			policies = append(policies, strings.Fields(name)[0])
+		}
+	}
+	if len(policies) == 0 {
+		t.Fatalf("no ValidatingAdmissionPolicy applied:\n%s", out)
+	}
+	return policies
+}
+
+// checkTypeChecking waits until the API server has type-checked each policy (observedGeneration)
+// and fails on any warning: an expression the server cannot type-check against Node is a
+// validation that may never deny.
+func checkTypeChecking(t *testing.T, cp *harness.ControlPlane, policies []string) {
+	if len(policies) == 0 {
+		t.Fatal("no policies were applied")
+	}
+	for _, name := range policies {
+		deadline := time.Now().Add(matrixTimeout)
+		for {
+			p, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Status.ObservedGeneration == p.Generation {
+				if tc := p.Status.TypeChecking; tc != nil {
+					for _, w := range tc.ExpressionWarnings {
+						t.Errorf("policy %s: %s: %s", name, w.FieldRef, w.Warning)
+					}
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("policy %s: not type-checked within %s (observedGeneration %d, generation %d)",
+					name, matrixTimeout, p.Status.ObservedGeneration, p.Generation)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// checkAgentWrites runs the real agent in a network namespace with the token of a pod on its
+// Node, as the DaemonSet does, with ExternalIP from the route toward 8.8.8.8 (no packet is sent).
+func checkAgentWrites(t *testing.T, cp *harness.ControlPlane) {
+	const node = "matrix"
+	cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
+	h := harness.NewHostOn(t, cp, node)
+	h.Uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	h.Start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
+	want := []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "192.0.2.10"}, {Type: corev1.NodeHostName, Address: node}}
+	cp.WaitNode(t, node, matrixTimeout, "published and initialized", func(n *corev1.Node) bool {
+		return slices.Equal(n.Status.Addresses, want) && !slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key)
+	})
+	if w := cp.Writes(t, node); w["status"] != 1 || w[""] != 1 {
+		t.Fatalf("agent writes = %v, want one status write and one taint write", w)
+	}
+	// Make-before-break renumbering (secondaries are promoted).
+	h.NS.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
+	h.NS.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
+	want[0].Address = "192.0.2.20"
+	cp.WaitNode(t, node, matrixTimeout, "renumbered", func(n *corev1.Node) bool { return slices.Equal(n.Status.Addresses, want) })
+	if w := cp.Writes(t, node); w["status"] != 2 {
+		t.Fatalf("status writes after renumbering = %d, want 2", w["status"])
+	}
+}

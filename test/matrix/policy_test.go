@@ -1,0 +1,106 @@
+package matrix
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// The Nodes of the policy table: the agent's token is bound to a pod on ownNode.
+const ownNode, otherNode = "policy-own", "policy-other"
+
+// Who sends a write of the policy table.
+const (
+	agent = "agent" // the nodeaddr ServiceAccount's token bound to a pod on ownNode
+	admin = "admin" // system:masters
+)
+
+// policyCase is one line of the policy table: a JSON merge patch sent by one user to one Node, and
+// whether the shipped admission policies let it through. Add lines here; every release of the
+// matrix must give the same answer.
+type policyCase struct {
+	name, as, node, subresource, body string
+	allowed                           bool
+}
+
+var policyCases = []policyCase{
+	{"agent sets its own Node's addresses", agent, ownNode, "status",
+		`{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"policy-own"}]}}`, true},
+	{"agent writes a nodeaddr.io/ annotation on its own Node", agent, ownNode, "",
+		`{"metadata":{"annotations":{"nodeaddr.io/published":"192.0.2.10"}}}`, true},
+	{"agent sets another Node's addresses", agent, otherNode, "status",
+		`{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`, false},
+	{"agent annotates another Node", agent, otherNode, "",
+		`{"metadata":{"annotations":{"nodeaddr.io/published":"x"}}}`, false},
+	{"agent labels its own Node", agent, ownNode, "", `{"metadata":{"labels":{"example.com/x":"1"}}}`, false},
+	{"agent cordons its own Node", agent, ownNode, "", `{"spec":{"unschedulable":true}}`, false},
+	{"agent sets a condition on its own Node", agent, ownNode, "status",
+		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Fake"}]}}`, false},
+	{"admin cordons the agent's Node", admin, ownNode, "", `{"spec":{"unschedulable":true}}`, true},
+	{"admin labels the agent's Node", admin, ownNode, "", `{"metadata":{"labels":{"example.com/x":"1"}}}`, true},
+}
+
+func (c policyCase) do(ctx context.Context, cs kubernetes.Interface) error {
+	var sub []string
+	if c.subresource != "" {
+		sub = []string{c.subresource}
+	}
+	_, err := cs.CoreV1().Nodes().Patch(ctx, c.node, types.MergePatchType, []byte(c.body),
+		metav1.PatchOptions{FieldManager: "matrix"}, sub...)
+	return err
+}
+
+// deniedByPolicy reports whether err is a ValidatingAdmissionPolicy's denial (not RBAC's).
+func deniedByPolicy(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '")
+}
+
+// checkPolicyTable creates the two Nodes, waits until the policies deny the agent's write to the
+// other Node (a new policy takes a moment to reach admission), then sends every line of
+// policyCases once.
+func checkPolicyTable(t *testing.T, cp *harness.ControlPlane) {
+	ctx := context.Background()
+	for _, n := range []string{ownNode, otherNode} {
+		cp.CreateNode(t, harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
+	}
+	clients := map[string]kubernetes.Interface{agent: tokenClient(t, cp, cp.AgentToken(t, ownNode)), admin: cp.Admin}
+	probe := policyCases[2]
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = probe.do(ctx, clients[agent]); deniedByPolicy(err) {
+			break
+		}
+	}
+	if !deniedByPolicy(err) {
+		t.Fatalf("the policies never denied %q within 30s (fail open?): last result %v", probe.name, err)
+	}
+	for _, c := range policyCases {
+		err := c.do(ctx, clients[c.as])
+		switch {
+		case c.allowed && err != nil:
+			t.Errorf("%s: denied, want allowed: %v", c.name, err)
+		case !c.allowed && !deniedByPolicy(err):
+			t.Errorf("%s: got %v, want a denial by a ValidatingAdmissionPolicy", c.name, err)
+		}
+	}
+}
+
+func tokenClient(t *testing.T, cp *harness.ControlPlane, token string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: cp.Config.Host, BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
