@@ -10,7 +10,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build test unit e2e e2e-bins lint run bench fuzz clean
+.PHONY: all build test unit e2e e2e-bins matrix-bins lint run bench fuzz clean
 
 all: build
 
@@ -28,12 +28,16 @@ test: unit e2e
 unit:
 	go test -count=1 ./...
 
-e2e: e2e-bins
+e2e: e2e-bins matrix-bins
 	cd test && go test -count=1 -timeout 25m ./...
 
 ## e2e-bins: build (once) kube-apiserver and etcd for the end-to-end suite, with progress
 e2e-bins:
 	cd test && go run ./cmd/buildbins
+
+## matrix-bins: build (once) the older kube-apiservers of the version matrix (test/matrix)
+matrix-bins:
+	cd test && go run ./cmd/buildbins -matrix
 
 ## lint: go vet and golangci-lint (built from the Go module proxy)
 lint:
