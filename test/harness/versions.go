@@ -24,13 +24,13 @@ var MatrixVersions = []string{"v1.30.14", "v1.33.13", KubernetesVersion}
 // generated into the cache directory: test/go.mod stays on one Kubernetes release.
 
 var (
-	apiServerMu    sync.Mutex
-	apiServerBuilt = map[string]error{}
+	releaseMu    sync.Mutex
+	releaseBuilt = map[string]error{}
 )
 
-// APIServerPath is where the kube-apiserver of version is cached.
-func APIServerPath(version string) string {
-	return filepath.Join(CacheDir(), "bin", version, "kube-apiserver")
+// ReleaseBinary is where the executable name (kube-apiserver or vaptypecheck) of version is cached.
+func ReleaseBinary(version, name string) string {
+	return filepath.Join(CacheDir(), "bin", version, name)
 }
 
 // BuildAPIServer builds (once, cached by version) kube-apiserver of the given release and returns
@@ -42,15 +42,22 @@ func BuildAPIServer(progress io.Writer, version string) (string, error) {
 		b, err := Build(progress)
 		return b.APIServer, err
 	}
-	apiServerMu.Lock()
-	defer apiServerMu.Unlock()
-	out := APIServerPath(version)
-	if err, done := apiServerBuilt[version]; done {
-		return out, err
+	return buildRelease(progress, version, "kube-apiserver", ".")
+}
+
+// BuildTypeChecker builds (once, cached by version) test/cmd/vaptypecheck against the libraries of
+// the given release: the policy type checker of that release's kube-controller-manager.
+func BuildTypeChecker(progress io.Writer, version string) (string, error) {
+	if version == KubernetesVersion {
+		out := ReleaseBinary(version, "vaptypecheck")
+		return out, onceBuilt(version+"/vaptypecheck", func() error {
+			if _, err := os.Stat(out); err == nil {
+				return nil
+			}
+			return goBuild(progress, TestModuleDir(), "./cmd/vaptypecheck", out, nil)
+		})
 	}
-	err := buildOldAPIServer(progress, version, out)
-	apiServerBuilt[version] = err
-	return out, err
+	return buildRelease(progress, version, "vaptypecheck", "./vaptypecheck")
 }
 
 // MustBuildAPIServer is BuildAPIServer for tests.
@@ -63,28 +70,44 @@ func MustBuildAPIServer(t testing.TB, version string) string {
 	return p
 }
 
-func buildOldAPIServer(progress io.Writer, version, out string) error {
-	if _, err := os.Stat(out); err == nil {
+// onceBuilt runs build once per key in this process and remembers its result.
+func onceBuilt(key string, build func() error) error {
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	if err, done := releaseBuilt[key]; done {
+		return err
+	}
+	err := build()
+	releaseBuilt[key] = err
+	return err
+}
+
+// buildRelease builds package pkg of the generated build module of version into the cache.
+func buildRelease(progress io.Writer, version, name, pkg string) (string, error) {
+	out := ReleaseBinary(version, name)
+	return out, onceBuilt(version+"/"+name, func() error {
+		if _, err := os.Stat(out); err == nil {
+			return nil
+		}
+		start := time.Now()
+		dir := filepath.Join(CacheDir(), "src", "kube-apiserver-"+version)
+		fmt.Fprintf(progress, "harness: generating the build module for Kubernetes %s in %s\n", version, dir)
+		if err := writeBuildModule(dir, version); err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "harness: go mod tidy in %s (downloads %s's dependencies)\n", dir, version)
+		tidy := exec.Command("go", "mod", "tidy")
+		tidy.Dir = dir
+		if b, err := tidy.CombinedOutput(); err != nil {
+			return fmt.Errorf("go mod tidy for Kubernetes %s: %v\n%s", version, err, b)
+		}
+		if err := goBuild(progress, dir, pkg, out, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "harness: %s %s ready in %s (module download and build)\n", name, version,
+			time.Since(start).Round(time.Second))
 		return nil
-	}
-	start := time.Now()
-	dir := filepath.Join(CacheDir(), "src", "kube-apiserver-"+version)
-	fmt.Fprintf(progress, "harness: generating the build module for kube-apiserver %s in %s\n", version, dir)
-	if err := writeBuildModule(dir, version); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "harness: go mod tidy in %s (downloads %s's dependencies)\n", dir, version)
-	tidy := exec.Command("go", "mod", "tidy")
-	tidy.Dir = dir
-	if b, err := tidy.CombinedOutput(); err != nil {
-		return fmt.Errorf("go mod tidy for kube-apiserver %s: %v\n%s", version, err, b)
-	}
-	if err := goBuild(progress, dir, ".", out, nil); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "harness: kube-apiserver %s ready in %s (module download and build)\n", version,
-		time.Since(start).Round(time.Second))
-	return nil
+	})
 }
 
 // stagingReplace matches a staging module's replace line in k8s.io/kubernetes' own go.mod.
@@ -140,11 +163,20 @@ func writeBuildModule(dir, version string) error {
 			return err
 		}
 	}
-	main, err := os.ReadFile(filepath.Join(TestModuleDir(), "cmd", "kube-apiserver", "main.go"))
-	if err != nil {
-		return err
+	// The mains are test/cmd's: kube-apiserver at the root, vaptypecheck below.
+	for src, dst := range map[string]string{"kube-apiserver": "main.go", "vaptypecheck": "vaptypecheck/main.go"} {
+		main, err := os.ReadFile(filepath.Join(TestModuleDir(), "cmd", src, "main.go"))
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, dst)), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), main, 0o644); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(filepath.Join(dir, "main.go"), main, 0o644)
+	return nil
 }
 
 // sameRequire reports whether a go.mod written earlier (and tidied since) holds the generated

@@ -1,19 +1,20 @@
 // Command buildbins builds (once, cached under $NODEADDR_CACHE_DIR or test/.cache) the
 // kube-apiserver and etcd the end-to-end suite runs, and nodeaddr itself, printing progress: a cold
 // kube-apiserver build takes about 4 minutes on 2 cores. With -matrix it also builds the older
-// kube-apiservers of the version matrix (harness.MatrixVersions, test/matrix).
+// kube-apiservers and each release's policy type checker for the version matrix (harness.MatrixVersions, test/matrix).
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
 func main() {
-	matrix := flag.Bool("matrix", false, "also build the kube-apiservers of harness.MatrixVersions")
+	matrix := flag.Bool("matrix", false, "also build the kube-apiservers and policy type checkers of harness.MatrixVersions")
 	flag.Parse()
 	b, err := harness.Build(os.Stderr)
 	if err != nil {
@@ -25,11 +26,13 @@ func main() {
 		return
 	}
 	for _, v := range harness.MatrixVersions {
-		p, err := harness.BuildAPIServer(os.Stderr, v)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "buildbins:", err)
-			os.Exit(1)
+		for _, build := range []func(io.Writer, string) (string, error){harness.BuildAPIServer, harness.BuildTypeChecker} {
+			p, err := build(os.Stderr, v)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "buildbins:", err)
+				os.Exit(1)
+			}
+			fmt.Fprintf(os.Stderr, "buildbins: ready: %s\n", p)
 		}
-		fmt.Fprintf(os.Stderr, "buildbins: ready: %s\n", p)
 	}
 }
