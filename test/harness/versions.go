@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"os/exec"
@@ -48,16 +49,22 @@ func BuildAPIServer(progress io.Writer, version string) (string, error) {
 // BuildTypeChecker builds (once, cached by version) test/cmd/vaptypecheck against the libraries of
 // the given release: the policy type checker of that release's kube-controller-manager.
 func BuildTypeChecker(progress io.Writer, version string) (string, error) {
+	// Named after its source: a changed checker is rebuilt, not taken from the cache.
+	src, err := os.ReadFile(filepath.Join(TestModuleDir(), "cmd", "vaptypecheck", "main.go"))
+	if err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("vaptypecheck-%08x", crc32.ChecksumIEEE(src))
 	if version == KubernetesVersion {
-		out := ReleaseBinary(version, "vaptypecheck")
-		return out, onceBuilt(version+"/vaptypecheck", func() error {
+		out := ReleaseBinary(version, name)
+		return out, onceBuilt(version+"/"+name, func() error {
 			if _, err := os.Stat(out); err == nil {
 				return nil
 			}
 			return goBuild(progress, TestModuleDir(), "./cmd/vaptypecheck", out, nil)
 		})
 	}
-	return buildRelease(progress, version, "vaptypecheck", "./vaptypecheck")
+	return buildRelease(progress, version, name, "./vaptypecheck")
 }
 
 // MustBuildAPIServer is BuildAPIServer for tests.

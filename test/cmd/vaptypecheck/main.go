@@ -8,11 +8,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"sort"
+	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta/testrestmapper"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
@@ -22,6 +27,14 @@ import (
 )
 
 func main() {
+	nodeFields := flag.Bool("node-fields", false, "print the JSON paths of this release's Node fields")
+	flag.Parse()
+	if *nodeFields {
+		for _, f := range jsonFields(reflect.TypeOf(corev1.Node{})) {
+			fmt.Println(f)
+		}
+		return
+	}
 	n, warnings, err := check(os.Stdin, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vaptypecheck:", err)
@@ -63,4 +76,33 @@ func check(in io.Reader, out io.Writer) (policies, warnings int, err error) {
 			fmt.Fprintf(out, "%s %s: %s\n", p.Name, w.FieldRef, w.Warning)
 		}
 	}
+}
+
+// jsonFields returns the dotted JSON paths of every field reachable from t ("status.addresses"),
+// sorted.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	var walk func(reflect.Type, string, int)
+	walk = func(t reflect.Type, prefix string, depth int) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || depth > 8 {
+			return
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "" && strings.Contains(opts, "inline") || f.Anonymous && name == "":
+				walk(f.Type, prefix, depth+1)
+			case name != "" && name != "-":
+				out = append(out, prefix+name)
+				walk(f.Type, prefix+name+".", depth+1)
+			}
+		}
+	}
+	walk(t, "", 0)
+	sort.Strings(out)
+	return out
 }
