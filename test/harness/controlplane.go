@@ -80,7 +80,8 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 }
 
 // StartControlPlaneVersion is StartControlPlane with the kube-apiserver of another release (one of
-// MatrixVersions, built on first use); etcd is the same for every release.
+// MatrixVersions, built on first use); etcd is the same for every release, and every release since
+// 1.30 accepts the flags StartAPIServer passes.
 func StartControlPlaneVersion(t testing.TB, version string) *ControlPlane {
 	t.Helper()
 	bins := MustBuild(t)

@@ -2,6 +2,7 @@ package matrix
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,9 @@ func checkPolicyTable(t *testing.T, cp *harness.ControlPlane) {
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
 	clients := map[string]kubernetes.Interface{agent: tokenClient(t, cp, cp.AgentToken(t, ownNode)), admin: cp.Admin}
-	probe := policyCases[2]
+	probe := policyCases[slices.IndexFunc(policyCases, func(c policyCase) bool {
+		return c.as == agent && c.node == otherNode && !c.allowed
+	})]
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err = probe.do(ctx, clients[agent]); deniedByPolicy(err) {
