@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,7 +78,9 @@ func checkPolicyTable(t *testing.T, cp *harness.ControlPlane) {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
-	clients := map[string]kubernetes.Interface{agent: tokenClient(t, cp, cp.AgentToken(t, ownNode)), admin: cp.Admin}
+	token := cp.AgentToken(t, ownNode)
+	checkNodeClaim(t, cp, token)
+	clients := map[string]kubernetes.Interface{agent: tokenClient(t, cp, token), admin: cp.Admin}
 	probe := policyCases[slices.IndexFunc(policyCases, func(c policyCase) bool {
 		return c.as == agent && c.node == otherNode && !c.allowed
 	})]
@@ -100,6 +103,24 @@ func checkPolicyTable(t *testing.T, cp *harness.ControlPlane) {
 		case !c.allowed && !strings.Contains(err.Error(), c.why):
 			t.Errorf("%s: denial %q does not say %q", c.name, err, c.why)
 		}
+	}
+}
+
+// checkNodeClaim asks the API server who the agent's pod-bound token is: the policies confine the
+// agent through the node name in it (ServiceAccountTokenPodNodeInfo, beta and on by default in 1.30
+// and 1.31, GA in 1.32). Without it no release can meet the README's promise.
+func checkNodeClaim(t *testing.T, cp *harness.ControlPlane, token string) {
+	t.Helper()
+	tr, err := cp.Admin.AuthenticationV1().TokenReviews().Create(context.Background(),
+		&authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const claim = "authentication.kubernetes.io/node-name"
+	if got := tr.Status.User.Extra[claim]; !tr.Status.Authenticated || !slices.Equal(got, authnv1.ExtraValue{ownNode}) {
+		t.Fatalf("the agent's pod-bound token is user %q with %s=%v (authenticated %v), want %s: the policies "+
+			"cannot tell agents apart on this release; raise the documented minimum above it",
+			tr.Status.User.Username, claim, got, tr.Status.Authenticated, ownNode)
 	}
 }
 
