@@ -35,7 +35,7 @@ e2e: e2e-bins matrix-bins
 e2e-bins:
 	cd test && go run ./cmd/buildbins
 
-## matrix-bins: build (once) the older kube-apiservers of the version matrix (test/matrix)
+## matrix-bins: build (once) the older kube-apiservers and each release's policy type checker for test/matrix
 matrix-bins:
 	cd test && go run ./cmd/buildbins -matrix
 
