@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -98,6 +99,16 @@ func buildRelease(progress io.Writer, version, name, pkg string) (string, error)
 		}
 		start := time.Now()
 		dir := filepath.Join(CacheDir(), "src", "kube-apiserver-"+version)
+		// The cache is shared by checkouts: one build per module at a time, and the binary may
+		// have appeared while this one waited.
+		unlock, err := lockFile(dir + ".lock")
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if _, err := os.Stat(out); err == nil {
+			return nil
+		}
 		fmt.Fprintf(progress, "harness: generating the build module for Kubernetes %s in %s\n", version, dir)
 		if err := writeBuildModule(dir, version); err != nil {
 			return err
@@ -197,4 +208,20 @@ func sameRequire(old, gen []byte) bool {
 		}
 	}
 	return true
+}
+
+// lockFile takes an exclusive advisory lock on file (created if needed) and returns its release.
+func lockFile(file string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", file, err)
+	}
+	return func() { f.Close() }, nil
 }
