@@ -16,7 +16,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build version generate test unit e2e e2e-bins test-node lint lint-workflows run bench fuzz clean
+.PHONY: all build version generate test unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench fuzz clean
 
 all: build
 
@@ -46,7 +46,7 @@ unit:
 
 # The real-node suite (test/node) runs alone afterwards: a kubelet, containerd and a control plane
 # on 2 cores leave no room for other packages beside it.
-e2e: e2e-bins
+e2e: e2e-bins matrix-bins
 	cd test && go test -count=1 -timeout 25m $$(go list ./... | grep -v '/test/node$$')
 	cd test && go test -count=1 -p 1 -timeout 20m ./node/
 
@@ -59,6 +59,10 @@ test-node: e2e-bins
 ## e2e-bins: build (once) kube-apiserver, etcd and the real node's components, with progress
 e2e-bins:
 	cd test && go run ./cmd/buildbins
+
+## matrix-bins: build (once) the older kube-apiservers and each release's policy type checker for test/matrix
+matrix-bins:
+	cd test && go run ./cmd/buildbins -matrix
 
 ## lint: go vet, golangci-lint and actionlint on .github/workflows (both built from the Go module proxy)
 lint: lint-workflows

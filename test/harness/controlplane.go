@@ -83,7 +83,16 @@ func (p *proc) stop() {
 // server is ready. Everything is stopped and removed when t ends.
 func StartControlPlane(t testing.TB) *ControlPlane {
 	t.Helper()
+	return StartControlPlaneVersion(t, KubernetesVersion)
+}
+
+// StartControlPlaneVersion is StartControlPlane with the kube-apiserver of another release (one of
+// MatrixVersions, built on first use); etcd is the same for every release, and every release since
+// 1.30 accepts the flags StartAPIServer passes.
+func StartControlPlaneVersion(t testing.TB, version string) *ControlPlane {
+	t.Helper()
 	bins := MustBuild(t)
+	bins.APIServer = MustBuildAPIServer(t, version)
 	cp, err := NewControlPlane(bins, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

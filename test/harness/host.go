@@ -23,6 +23,12 @@ func NewHost(t testing.TB, node string) *Host {
 	RequireE2E(t)
 	cp := StartControlPlane(t)
 	cp.ApplyRBAC(t)
+	return NewHostOn(t, cp, node)
+}
+
+// NewHostOn is NewHost on a running control plane where the agent's ServiceAccount exists.
+func NewHostOn(t testing.TB, cp *ControlPlane, node string) *Host {
+	t.Helper()
 	h := &Host{T: t, CP: cp, Node: node, NS: NewNetns(t, "node"), Router: NewNetns(t, "rtr")}
 	h.NS.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
 	h.NS.Sysctl("net.ipv4.conf.default.promote_secondaries", "1")
