@@ -185,11 +185,7 @@ func newerField(msg, expr string, newer map[string]bool) string {
 
 // knownWarnings are type-check warnings of older releases' checkers that do not change what the
 // policy does there: each names the release, the warning and the line of policyCases that proves it.
-var knownWarnings = []struct{ minor, warning, why string }{
-	{"1.30", "undefined field 'namespace'", "1.30's checker types a ConfigMap param's metadata with name " +
-		"and generateName only; at runtime params.metadata.namespace is there: the policy-table line " +
-		"\"agent writes a foreign annotation on its own Node\" gets the message naming ConfigMap kube-system/nodeaddr"},
-}
+var knownWarnings = []struct{ minor, warning, why string }{}
 
 func knownWarning(version, msg string) string {
 	for _, k := range knownWarnings {

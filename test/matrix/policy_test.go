@@ -49,7 +49,13 @@ var policyCases = []policyCase{
 	{"agent sets a condition on its own Node", agent, ownNode, "status",
 		`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Fake"}]}}`, false, ""},
 	{"agent writes a foreign annotation on its own Node", agent, ownNode, "",
-		`{"metadata":{"annotations":{"example.com/x":"1"}}}`, false, "ConfigMap kube-system/nodeaddr"},
+		`{"metadata":{"annotations":{"example.com/x":"1"}}}`, false, "may change only annotations under nodeaddr.io/"},
+	{"agent rewrites its own Node's Hostname", agent, ownNode, "status",
+		`{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"evil.example"}]}}`, false, ""},
+	{"agent publishes something that is no IP address", agent, ownNode, "status",
+		`{"status":{"addresses":[{"type":"InternalIP","address":"not-an-ip"},{"type":"Hostname","address":"policy-own"}]}}`, false, ""},
+	{"agent writes an oversized nodeaddr.io/ annotation", agent, ownNode, "",
+		`{"metadata":{"annotations":{"nodeaddr.io/x":"` + strings.Repeat("1", 200) + `"}}}`, false, ""},
 	{"admin cordons the agent's Node", admin, ownNode, "", `{"spec":{"unschedulable":true}}`, true, ""},
 	{"admin labels the agent's Node", admin, ownNode, "", `{"metadata":{"labels":{"example.com/x":"1"}}}`, true, ""},
 }
@@ -59,8 +65,14 @@ func (c policyCase) do(ctx context.Context, cs kubernetes.Interface) error {
 	if c.subresource != "" {
 		sub = []string{c.subresource}
 	}
+	// The agent writes as the field manager "nodeaddr", as the binary does (the policy allows it only
+	// its own managedFields entry).
+	manager := "matrix"
+	if c.as == agent {
+		manager = "nodeaddr"
+	}
 	_, err := cs.CoreV1().Nodes().Patch(ctx, c.node, types.MergePatchType, []byte(c.body),
-		metav1.PatchOptions{FieldManager: "matrix"}, sub...)
+		metav1.PatchOptions{FieldManager: manager}, sub...)
 	return err
 }
 
