@@ -27,17 +27,18 @@ var (
 	ImageBinary       = "/nodeaddr"
 	ImageEntrypoint   = []string{"/nodeaddr"}
 	NodeaddrBuildEnv  = []string{"CGO_ENABLED=0"}
-	NodeaddrBuildArgs = []string{"go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=${VERSION}", "-o", "${OUT}", "./cmd/nodeaddr"}
+	NodeaddrBuildArgs = []string{"go", "build", "-trimpath", "-ldflags", "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}", "-o", "${OUT}", "./cmd/nodeaddr"}
 )
 
 // PauseUser is the sandbox image's user (the upstream pause image runs as 65535 too).
 const PauseUser = "65535:65535"
 
-// BuildImageBinary builds the nodeaddr binary with the image recipe into out, as version.
+// BuildImageBinary builds the nodeaddr binary with the image recipe into out, as version (the
+// revision is "test").
 func BuildImageBinary(progress io.Writer, version, out string) error {
 	var args []string
 	for _, a := range NodeaddrBuildArgs[1:] {
-		args = append(args, strings.NewReplacer("${VERSION}", version, "${OUT}", out).Replace(a))
+		args = append(args, strings.NewReplacer("${VERSION}", version, "${REVISION}", "test", "${OUT}", out).Replace(a))
 	}
 	return runGo(progress, filepath.Dir(TestModuleDir()), "nodeaddr image binary", NodeaddrBuildEnv, args...)
 }

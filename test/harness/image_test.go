@@ -29,7 +29,10 @@ func TestImageRecipeMatchesDockerfile(t *testing.T) {
 	if got := firstMatch(t, final, `(?m)^COPY --from=build \S+ (\S+)$`); got != ImageBinary {
 		t.Errorf("Dockerfile copies the binary to %s, recipe to %s", got, ImageBinary)
 	}
-	run := firstMatch(t, df, `(?m)^RUN (.*go build.*)$`)
+	// The build's RUN may continue over lines ("\" at the end) and set VERSION first (... && go build).
+	joined := strings.ReplaceAll(df, "\\\n", " ")
+	run := firstMatch(t, joined, `(?m)^RUN (?:.*&&\s+)?(.*go build.*)$`)
+	run = strings.Join(strings.Fields(run), " ")
 	out := firstMatch(t, run, `-o (\S+)`)
 	if got := firstMatch(t, final, `(?m)^COPY --from=build (\S+)`); got != out {
 		t.Errorf("final stage copies %s, the build writes %s", got, out)
