@@ -1,14 +1,12 @@
 package deploy
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -60,24 +58,7 @@ configMapGenerator:
 	if !ok {
 		t.Fatal("no DaemonSet in the overlay's output")
 	}
-	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c corev1.Container
-	if err := json.Unmarshal(raw, &c); err != nil {
-		t.Fatal(err)
-	}
-	configMaps := map[string]map[string]string{}
-	for key, o := range objs {
-		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
-			data := map[string]string{}
-			for k, v := range o["data"].(object) {
-				data[k] = v.(string)
-			}
-			configMaps[name] = data
-		}
-	}
+	c, configMaps := renderedContainer(t, ds, objs)
 	env, _ := podEnv(t, c, "worker-1", configMaps)
 	for _, want := range []string{"KUBERNETES_SERVICE_HOST=10.0.0.10", "KUBERNETES_SERVICE_PORT=6443"} {
 		if !slices.Contains(env, want) {

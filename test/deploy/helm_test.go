@@ -535,24 +535,7 @@ func renderedArgs(t *testing.T, objs map[string]object) []string {
 	if !ok {
 		t.Fatalf("no DaemonSet in %v", slices.Collect(maps.Keys(objs)))
 	}
-	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c corev1.Container
-	if err := json.Unmarshal(raw, &c); err != nil {
-		t.Fatal(err)
-	}
-	configMaps := map[string]map[string]string{}
-	for key, o := range objs {
-		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
-			data := map[string]string{}
-			for k, v := range o["data"].(object) {
-				data[k] = v.(string)
-			}
-			configMaps[name] = data
-		}
-	}
+	c, configMaps := renderedContainer(t, ds, objs)
 	_, args := podEnv(t, c, "worker-1", configMaps)
 	return args
 }
@@ -625,4 +608,29 @@ func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
         value: "`+spec+`"
 `+replacementsBlock(t))
 	compareRenders(t, helmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
+}
+
+// renderedContainer is the nodeaddr container of a rendered DaemonSet ds, and the data of the
+// rendered ConfigMaps in kube-system by name (what the kubelet resolves configMapKeyRef env from).
+func renderedContainer(t *testing.T, ds object, objs map[string]object) (corev1.Container, map[string]map[string]string) {
+	t.Helper()
+	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c corev1.Container
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	configMaps := map[string]map[string]string{}
+	for key, o := range objs {
+		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
+			data := map[string]string{}
+			for k, v := range o["data"].(object) {
+				data[k] = v.(string)
+			}
+			configMaps[name] = data
+		}
+	}
+	return c, configMaps
 }

@@ -9,9 +9,6 @@ package matrix
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -19,16 +16,8 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(harness.MainE2E(m)) }
 
-// run runs a command and returns its combined output, failing the test on error.
+// run is harness.Run.
 func run(t *testing.T, stdin string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return harness.Run(t, stdin, name, args...)
 }
