@@ -314,6 +314,8 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	Stage string `json:"stage"`
+	// Timestamp is when the stage was reached (for a completed request: when it completed).
+	Timestamp time.Time `json:"stageTimestamp"`
 }
 
 // Audit returns the completed requests made by user so far, in order.

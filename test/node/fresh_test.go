@@ -1,10 +1,7 @@
 package node
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -157,40 +154,15 @@ func (w *world) breakdown(p *corev1.Pod, applied, removed time.Time) string {
 	return strings.Join(s, ", ")
 }
 
-// auditRecord is the part of an audit record the timings need.
-type auditRecord struct {
-	Verb      string    `json:"verb"`
-	Stage     string    `json:"stage"`
-	Timestamp time.Time `json:"stageTimestamp"`
-	User      struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Name        string `json:"name"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-}
+// auditRecord is an audit record as the harness reads it.
+type auditRecord = harness.AuditEvent
 
-// audit returns user's completed requests, in order.
+// audit returns the completed requests user made so far, in order.
 func (w *world) audit(user string) []auditRecord {
 	w.t.Helper()
-	f, err := os.Open(w.c.CP.AuditLog)
+	out, err := w.c.CP.Audit(user)
 	if err != nil {
 		w.t.Fatal(err)
-	}
-	defer f.Close()
-	var out []auditRecord
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var r auditRecord
-		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Stage == "ResponseComplete" && r.User.Username == user {
-			out = append(out, r)
-		}
 	}
 	return out
 }
