@@ -1,0 +1,226 @@
+// Package discovery finds the address the Internet reaches a node at when that address is on no
+// interface (the node is behind NAT): it asks STUN servers (RFC 8489 Binding requests) from the
+// route source and keeps the answer a majority of them agrees on.
+//
+// Discovery is a source of desired state for the resolver loop, never a writer: the loop calls
+// Update with its ExternalIP route sources after each resolution, reads Mapped, and resolves
+// again when C fires. Probes run in Run's goroutine, so Update and Mapped never wait for the
+// network.
+package discovery
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval   = 5 * time.Minute
+	DefaultStaleAfter = time.Hour
+	DefaultTimeout    = 5 * time.Second
+	DefaultFirstRetry = 5 * time.Second
+)
+
+// Observer receives discovery's figures for metrics.
+type Observer interface {
+	// OnProbe counts one Binding request: result success, timeout or error, after d.
+	OnProbe(server, result string, d time.Duration)
+	// OnRound counts one round of probes for family f and its outcome.
+	OnRound(f resolver.Family, o Outcome, at time.Time)
+}
+
+// Config configures a Discoverer.
+type Config struct {
+	Servers []Server
+	// Interval is the re-check period of a good answer (a NAT may change its public address with
+	// no local event); each wait is jittered by up to 10 %.
+	Interval time.Duration
+	// StaleAfter is how long an answer stays in use without a round confirming it.
+	StaleAfter time.Duration
+	// Timeout bounds one Binding request, retransmissions included.
+	Timeout time.Duration
+	// FirstRetry is the first backoff after a failed round (then doubled, jittered, capped at
+	// Interval).
+	FirstRetry time.Duration
+	Prober     Prober // nil: STUN{}
+	Logger     *slog.Logger
+	Observer   Observer
+	// OnDisagreement, if set, is called from Run when the servers' answers for a family start to
+	// disagree (once per distinct disagreement), for a Warning event.
+	OnDisagreement func(f resolver.Family, reason string)
+}
+
+// Discoverer keeps the mapped address of each family current.
+type Discoverer struct {
+	cfg     Config
+	kick    chan struct{} // Update → Run
+	changed chan struct{} // Run → the loop (C)
+
+	mu      sync.Mutex
+	sources map[resolver.Family]netip.Addr // the route sources the loop asked for
+	answers map[resolver.Family]answer
+
+	fams map[resolver.Family]*family // Run's own
+}
+
+// family is Run's view of one family.
+type family struct {
+	source     netip.Addr // the route source of the last round
+	sched      schedule
+	disagreed  string // the reason of the disagreement last reported
+}
+
+var families = []resolver.Family{resolver.IPv4, resolver.IPv6}
+
+// New returns a Discoverer; nothing is sent before Run and a first Update.
+func New(cfg Config) *Discoverer {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.FirstRetry <= 0 {
+		cfg.FirstRetry = DefaultFirstRetry
+	}
+	if cfg.Prober == nil {
+		cfg.Prober = STUN{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Discoverer{cfg: cfg, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
+		sources: map[resolver.Family]netip.Addr{}, answers: map[resolver.Family]answer{},
+		fams: map[resolver.Family]*family{}}
+	for _, f := range families {
+		d.fams[f] = &family{sched: newSchedule(cfg.Interval, cfg.FirstRetry)}
+	}
+	return d
+}
+
+// Update hands over the route sources (per family) the ExternalIP would have without discovery;
+// a family missing from sources is not probed. A new source is probed at once. It never blocks.
+func (d *Discoverer) Update(sources map[resolver.Family]netip.Addr) {
+	d.mu.Lock()
+	same := maps.Equal(d.sources, sources)
+	if !same {
+		d.sources = maps.Clone(sources)
+	}
+	d.mu.Unlock()
+	if !same {
+		signal(d.kick)
+	}
+}
+
+// Mapped returns the current answer for family f: the address a majority of the servers gave
+// less than StaleAfter ago.
+func (d *Discoverer) Mapped(f resolver.Family) (netip.Addr, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a := d.answers[f]
+	if !a.current(time.Now(), d.cfg.StaleAfter) {
+		return netip.Addr{}, false
+	}
+	return a.addr, true
+}
+
+// C fires (coalesced) when an answer appears, changes or expires: the loop should resolve again.
+func (d *Discoverer) C() <-chan struct{} { return d.changed }
+
+// Run probes as the schedules say until ctx ends.
+func (d *Discoverer) Run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		next := d.step(ctx, time.Now())
+		timer.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.kick:
+		case <-timer.C:
+		}
+	}
+}
+
+// step probes every family that is due, expires answers and returns when to look again.
+func (d *Discoverer) step(ctx context.Context, now time.Time) time.Time {
+	d.mu.Lock()
+	sources := maps.Clone(d.sources)
+	d.mu.Unlock()
+	next := now.Add(2 * d.cfg.Interval)
+	for _, f := range families {
+		fs := d.fams[f]
+		src, ok := sources[f]
+		if !ok {
+			fs.source = netip.Addr{}
+		} else {
+			if src != fs.source {
+				d.cfg.Logger.Info("probing for the external address", "family", f, "source", src,
+					"reason", reasonFor(fs.source))
+				fs.source = src
+				fs.sched.now()
+			}
+			if fs.sched.due(now) && ctx.Err() == nil {
+				d.round(ctx, f, src, fs)
+				now = time.Now()
+			}
+			next = earliest(next, fs.sched.next)
+		}
+		if exp, ok := d.expire(f, fs, now); ok {
+			next = earliest(next, exp)
+		}
+	}
+	return next
+}
+
+func reasonFor(old netip.Addr) string {
+	if old.IsValid() {
+		return "source-changed"
+	}
+	return "new-source"
+}
+
+// expire drops an answer that has gone stale; it returns the current answer's expiry.
+func (d *Discoverer) expire(f resolver.Family, fs *family, now time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	a, ok := d.answers[f]
+	if ok && !a.current(now, d.cfg.StaleAfter) {
+		delete(d.answers, f)
+	}
+	d.mu.Unlock()
+	if !ok {
+		return time.Time{}, false
+	}
+	if a.current(now, d.cfg.StaleAfter) {
+		return a.expires(d.cfg.StaleAfter), true
+	}
+	d.cfg.Logger.Warn("discovered external address is stale, no longer used", "family", f, "address", a.addr,
+		"confirmed", a.at.Format(time.RFC3339), "reason", "stale")
+	signal(d.changed)
+	return time.Time{}, false
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// signal is a non-blocking send on a one-slot channel: bursts coalesce.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

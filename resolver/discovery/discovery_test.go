@@ -1,0 +1,207 @@
+package discovery
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// fakeNAT answers probes as a NAT with per-server mappings would; a server without a mapping is
+// down.
+type fakeNAT struct {
+	mu      sync.Mutex
+	mapping map[string]netip.Addr
+	probes  []string // server@source
+}
+
+func (n *fakeNAT) set(m map[string]string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.mapping = map[string]netip.Addr{}
+	for s, a := range m {
+		n.mapping[s] = netip.MustParseAddr(a)
+	}
+}
+
+func (n *fakeNAT) Probe(ctx context.Context, src netip.Addr, s Server) (netip.Addr, error) {
+	n.mu.Lock()
+	n.probes = append(n.probes, s.String()+"@"+src.String())
+	a, ok := n.mapping[s.String()]
+	n.mu.Unlock()
+	if !ok {
+		<-ctx.Done()
+		return netip.Addr{}, context.Cause(ctx)
+	}
+	return a, nil
+}
+
+func (n *fakeNAT) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.probes)
+}
+
+type recorder struct {
+	mu       sync.Mutex
+	probes   map[string]int
+	outcomes []Outcome
+	warnings []string
+}
+
+func (r *recorder) OnProbe(server, result string, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.probes[server+" "+result]++
+}
+
+func (r *recorder) OnRound(_ resolver.Family, o Outcome, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcomes = append(r.outcomes, o)
+}
+
+func (r *recorder) warn(f resolver.Family, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.warnings = append(r.warnings, f.String()+": "+reason)
+}
+
+func (r *recorder) snapshot() ([]Outcome, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.outcomes), slices.Clone(r.warnings)
+}
+
+func start(t *testing.T, cfg Config) (*Discoverer, *fakeNAT, *recorder) {
+	t.Helper()
+	nat, rec := &fakeNAT{}, &recorder{probes: map[string]int{}}
+	cfg.Prober, cfg.Observer, cfg.OnDisagreement = nat, rec, rec.warn
+	cfg.Servers = []Server{{"192.0.2.1", 3478}, {"192.0.2.2", 3478}}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 50 * time.Millisecond
+	}
+	d := New(cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { d.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d, nat, rec
+}
+
+// waitC waits for the change signal and returns the IPv4 answer then.
+func waitC(t *testing.T, d *Discoverer, what string) (netip.Addr, bool) {
+	t.Helper()
+	select {
+	case <-d.C():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no change signal: %s", what)
+	}
+	return d.Mapped(resolver.IPv4)
+}
+
+func src(s string) map[resolver.Family]netip.Addr {
+	return map[resolver.Family]netip.Addr{resolver.IPv4: netip.MustParseAddr(s)}
+}
+
+func TestDiscovererFollowsTheNAT(t *testing.T) {
+	d, nat, rec := start(t, Config{Interval: 100 * time.Millisecond, StaleAfter: time.Hour, FirstRetry: 20 * time.Millisecond})
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10"})
+	if _, ok := d.Mapped(resolver.IPv4); ok {
+		t.Fatal("an answer before any probe")
+	}
+	d.Update(src("10.0.1.2"))
+	if got, ok := waitC(t, d, "first answer"); !ok || got != netip.MustParseAddr("203.0.113.10") {
+		t.Fatalf("Mapped = %v %v, want 203.0.113.10", got, ok)
+	}
+	// The NAT changes its public address with no local event: the re-check finds it.
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.20", "192.0.2.2:3478": "203.0.113.20"})
+	if got, ok := waitC(t, d, "re-check"); !ok || got != netip.MustParseAddr("203.0.113.20") {
+		t.Fatalf("after the NAT changed: Mapped = %v %v, want 203.0.113.20", got, ok)
+	}
+	// A new route source is probed at once, from that source.
+	d.Update(src("10.0.2.2"))
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.30", "192.0.2.2:3478": "203.0.113.30"})
+	if got, ok := waitC(t, d, "new source"); !ok || got != netip.MustParseAddr("203.0.113.30") {
+		t.Fatalf("after the source changed: Mapped = %v %v", got, ok)
+	}
+	nat.mu.Lock()
+	last := nat.probes[len(nat.probes)-1]
+	nat.mu.Unlock()
+	if last[len(last)-len("@10.0.2.2"):] != "@10.0.2.2" {
+		t.Errorf("last probe %s, want one from 10.0.2.2", last)
+	}
+	if outcomes, warnings := rec.snapshot(); slices.Contains(outcomes, Disagreement) || len(warnings) != 0 {
+		t.Errorf("outcomes %v, warnings %v: want no disagreement", outcomes, warnings)
+	}
+}
+
+func TestDiscovererKeepsTheAnswerThroughAnOutage(t *testing.T) {
+	d, nat, rec := start(t, Config{Interval: 50 * time.Millisecond, StaleAfter: time.Hour, FirstRetry: 10 * time.Millisecond})
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10"})
+	d.Update(src("10.0.1.2"))
+	waitC(t, d, "first answer")
+	nat.set(nil) // both servers down
+	for n := nat.count(); nat.count() < n+10; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-d.C():
+		t.Error("change signal during the outage")
+	default:
+	}
+	if got, ok := d.Mapped(resolver.IPv4); !ok || got != netip.MustParseAddr("203.0.113.10") {
+		t.Errorf("during the outage: Mapped = %v %v, want the last good answer", got, ok)
+	}
+	rec.mu.Lock()
+	timeouts := rec.probes["192.0.2.1:3478 timeout"]
+	rec.mu.Unlock()
+	if timeouts == 0 {
+		t.Error("no probe counted as a timeout")
+	}
+}
+
+func TestDiscovererDropsAStaleAnswer(t *testing.T) {
+	d, nat, _ := start(t, Config{Interval: 50 * time.Millisecond, StaleAfter: 300 * time.Millisecond, FirstRetry: 10 * time.Millisecond})
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10"})
+	d.Update(src("10.0.1.2"))
+	waitC(t, d, "first answer")
+	nat.set(nil)
+	if got, ok := waitC(t, d, "expiry"); ok {
+		t.Errorf("after stale-after: Mapped = %v, want none", got)
+	}
+}
+
+func TestDiscovererDisagreement(t *testing.T) {
+	d, nat, rec := start(t, Config{Interval: 50 * time.Millisecond, StaleAfter: time.Hour, FirstRetry: 10 * time.Millisecond})
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10"})
+	d.Update(src("10.0.1.2"))
+	waitC(t, d, "first answer")
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "198.51.100.7"})
+	for n := nat.count(); nat.count() < n+10; {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, ok := d.Mapped(resolver.IPv4); !ok || got != netip.MustParseAddr("203.0.113.10") {
+		t.Errorf("while the servers disagree: Mapped = %v %v, want the last agreed answer", got, ok)
+	}
+	_, warnings := rec.snapshot()
+	want := []string{"IPv4: servers disagree: 192.0.2.1:3478=203.0.113.10 192.0.2.2:3478=198.51.100.7"}
+	if !slices.Equal(warnings, want) {
+		t.Errorf("warnings %q, want exactly %q (one per distinct disagreement)", warnings, want)
+	}
+}
+
+func TestDiscovererWithoutSourceSendsNothing(t *testing.T) {
+	d, nat, _ := start(t, Config{Interval: 10 * time.Millisecond})
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10"})
+	time.Sleep(100 * time.Millisecond)
+	d.Update(map[resolver.Family]netip.Addr{})
+	time.Sleep(50 * time.Millisecond)
+	if n := nat.count(); n != 0 {
+		t.Errorf("%d probes with no route source, want 0", n)
+	}
+}

@@ -1,0 +1,120 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// round asks every server from src, votes, and records the outcome.
+func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Addr, fs *family) {
+	replies := d.probeAll(ctx, f, src)
+	v := Vote(replies, len(replies))
+	if len(replies) == 0 {
+		v = Verdict{Outcome: NoAnswer, Reason: "no server of this family is configured"}
+	}
+	now := time.Now()
+	if d.cfg.Observer != nil {
+		d.cfg.Observer.OnRound(f, v.Outcome, now)
+	}
+	log := d.cfg.Logger
+	if v.Outcome == Agreed {
+		fs.sched.succeeded(now)
+		fs.disagreed = ""
+		d.mu.Lock()
+		old := d.answers[f]
+		d.answers[f] = answer{addr: v.Addr, at: now, source: src}
+		d.mu.Unlock()
+		if old.addr != v.Addr || !old.current(now, d.cfg.StaleAfter) {
+			log.Info("external address discovered", "family", f, "address", v.Addr, "previous", old.addr,
+				"source", src, "servers", len(replies))
+			signal(d.changed)
+		} else {
+			log.Debug("external address confirmed", "family", f, "address", v.Addr, "source", src)
+		}
+		return
+	}
+	fs.sched.failed(now)
+	d.mu.Lock()
+	kept := d.answers[f]
+	d.mu.Unlock()
+	attrs := []any{"family", f, "source", src, "outcome", string(v.Outcome), "reason", v.Reason,
+		"retry_at", fs.sched.next.Format(time.RFC3339Nano)}
+	if kept.current(now, d.cfg.StaleAfter) {
+		attrs = append(attrs, "kept", kept.addr, "until", kept.expires(d.cfg.StaleAfter).Format(time.RFC3339))
+	}
+	log.Warn("external address discovery failed", attrs...)
+	if v.Outcome == Disagreement && v.Reason != fs.disagreed {
+		fs.disagreed = v.Reason
+		if d.cfg.OnDisagreement != nil {
+			d.cfg.OnDisagreement(f, v.Reason)
+		}
+	}
+}
+
+// probeAll sends one Binding request to each server in parallel, each with its own timeout. A
+// server given as an IP literal of the other family takes no part.
+func (d *Discoverer) probeAll(ctx context.Context, f resolver.Family, src netip.Addr) []Reply {
+	replies := make([]Reply, len(d.cfg.Servers))
+	var wg sync.WaitGroup
+	for i, s := range d.cfg.Servers {
+		wg.Go(func() {
+			replies[i] = d.probe(ctx, f, src, s)
+		})
+	}
+	wg.Wait()
+	out := replies[:0]
+	for _, r := range replies {
+		if !errors.Is(r.Err, errNoFamily) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (d *Discoverer) probe(ctx context.Context, f resolver.Family, src netip.Addr, s Server) Reply {
+	pctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	addr, err := d.cfg.Prober.Probe(pctx, src, s)
+	took := time.Since(start)
+	if err == nil {
+		err = checkMapped(addr, f)
+	}
+	if errors.Is(err, errNoFamily) {
+		return Reply{Server: s.String(), Err: err}
+	}
+	result := "success"
+	switch {
+	case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		result = "timeout"
+	case err != nil:
+		result = "error"
+	}
+	if d.cfg.Observer != nil && ctx.Err() == nil {
+		d.cfg.Observer.OnProbe(s.String(), result, took)
+	}
+	if err != nil {
+		d.cfg.Logger.Debug("STUN probe failed", "server", s.String(), "family", f, "source", src, "err", err)
+		return Reply{Server: s.String(), Err: err}
+	}
+	return Reply{Server: s.String(), Addr: addr}
+}
+
+// checkMapped refuses an answer that cannot be this family's public address.
+func checkMapped(a netip.Addr, f resolver.Family) error {
+	switch {
+	case !a.IsValid():
+		return errors.New("no mapped address")
+	case resolver.FamilyOf(a) != f:
+		return fmt.Errorf("mapped address %s is not %s", a, f)
+	case a.IsUnspecified() || a.IsLoopback() || a.IsMulticast() || a.IsLinkLocalUnicast():
+		return fmt.Errorf("mapped address %s is not a unicast address", a)
+	}
+	return nil
+}
