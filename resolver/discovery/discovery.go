@@ -71,9 +71,9 @@ type Discoverer struct {
 
 // family is Run's view of one family.
 type family struct {
-	source     netip.Addr // the route source of the last round
-	sched      schedule
-	disagreed  string // the reason of the disagreement last reported
+	source    netip.Addr // the route source of the last round
+	sched     schedule
+	disagreed string // the reason of the disagreement last reported
 }
 
 var families = []resolver.Family{resolver.IPv4, resolver.IPv6}
