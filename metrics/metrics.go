@@ -29,6 +29,7 @@ type Metrics struct {
 	overwriteDelay  prometheus.Gauge
 	lastResync      prometheus.Gauge
 	nodeIPMissing   prometheus.Gauge
+	discovery       discoveryMetrics
 
 	mu        sync.Mutex
 	addresses []resolver.Address
@@ -85,6 +86,7 @@ func New(version, revision string) *Metrics {
 			Name: "nodeaddr_provided_node_ip_missing",
 			Help: "1 while the kubelet's alpha.kubernetes.io/provided-node-ip is not assigned to the host (the Node stays tainted).",
 		}),
+		discovery: newDiscoveryMetrics(),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nodeaddr_build_info",
@@ -94,6 +96,7 @@ func New(version, revision string) *Metrics {
 	r.MustRegister(m.netlinkEvents, m.resubscriptions, m.resolutions, m.writes, m.reaction,
 		m.addressInfo, m.taint, m.overwrites, m.overwriteDelay, m.lastResync, m.nodeIPMissing, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.discovery.collectors()...)
 	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
 	for _, k := range []string{"address", "route", "link"} {
 		m.netlinkEvents.WithLabelValues(k)

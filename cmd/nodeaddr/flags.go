@@ -52,6 +52,7 @@ type options struct {
 	keepExternalEqualInternal bool
 
 	listenerOptions
+	discovery discoveryOptions
 }
 
 // usageError is a bad command line: exit code 2, one line on stderr.
@@ -98,6 +99,7 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
 	o.addFlags(fs)
+	o.discovery.addFlags(fs)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.IntVar(&v, "v", -1, "local-ccm verbosity (0-5), mapped to --log-level: 0 info, 1 and more debug")
@@ -263,6 +265,9 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 		}
 	}
 	if err := o.validate(o.metricsAddr); err != nil {
+		return nil, err
+	}
+	if err := o.discovery.validate(); err != nil {
 		return nil, err
 	}
 	if o.kubeconfig == "" {
