@@ -1,0 +1,176 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// NAT puts a node namespace behind a router namespace that masquerades with nftables toward an
+// "internet" namespace, where real STUN servers (coturn's turnserver --stun-only) listen. Nothing
+// leaves the test's namespaces: the internet namespace has no route anywhere else.
+//
+//	node (eth0 10.0.1.10/24) ── router (r-eth0 10.0.1.1/24, wan0 100.64.0.2/30, SNAT)
+//	  ── internet (inet0 100.64.0.1/30, STUN servers on lo, 203.0.113.0/24 routed back to the router)
+type NAT struct {
+	t               testing.TB
+	Node, Router    *Netns
+	Internet        *Netns
+	nft, turnserver string
+	rules           []SNAT
+	servers         []*STUNServer
+}
+
+// SNAT is one source-NAT rule of the router: packets from the From prefix (to To, when set) leave
+// with the source address Public.
+type SNAT struct {
+	From, To, Public string
+}
+
+// RequireNAT returns the paths of nft and turnserver, skipping loudly (failing under
+// NODEADDR_E2E=require) when Debian's nftables or coturn is missing.
+func RequireNAT(t testing.TB) (nft, turnserver string) {
+	t.Helper()
+	find := func(name, pkg string) string {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+		for _, dir := range []string{"/usr/sbin", "/sbin"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				return filepath.Join(dir, name)
+			}
+		}
+		if os.Getenv("NODEADDR_E2E") == "require" {
+			t.Fatalf("%s not found (NODEADDR_E2E=require; .ci/run installs Debian's %s)", name, pkg)
+		}
+		t.Skipf("SKIPPING NAT test: %s not found: install Debian's %s (apt-get install -y %s)", name, pkg, pkg)
+		return ""
+	}
+	return find("nft", "nftables"), find("turnserver", "coturn")
+}
+
+// NewNAT wires the router between h's node namespace and a new internet namespace. The node's
+// uplinks are added with NodeUplink; no SNAT rule exists until SetSNAT.
+func NewNAT(h *Host) *NAT {
+	t := h.T
+	t.Helper()
+	nft, turn := RequireNAT(t)
+	n := &NAT{t: t, Node: h.NS, Router: h.Router, Internet: NewNetns(t, "inet"), nft: nft, turnserver: turn}
+	n.Router.Sysctl("net.ipv4.ip_forward", "1")
+	n.Router.Link("wan0", n.Internet, "inet0")
+	n.Router.IP("addr", "add", "100.64.0.2/30", "dev", "wan0")
+	n.Router.IP("route", "add", "default", "via", "100.64.0.1", "dev", "wan0")
+	n.Internet.IP("addr", "add", "100.64.0.1/30", "dev", "inet0")
+	n.Internet.IP("route", "add", "203.0.113.0/24", "via", "100.64.0.2", "dev", "inet0")
+	n.SetSNAT()
+	return n
+}
+
+// NodeUplink links the node to the router through dev with cidr (the router takes gw on its side)
+// and a default route through gw.
+func (n *NAT) NodeUplink(dev, cidr, gw string) {
+	n.t.Helper()
+	AddUplink(n.Node, n.Router, dev, cidr, gw, 100)
+	n.RouterAddr(dev, gw+"/"+strings.SplitN(cidr, "/", 2)[1])
+}
+
+// RouterAddr adds an address to the router's side of the node's uplink dev (a renumbered subnet).
+func (n *NAT) RouterAddr(dev, cidr string) {
+	n.t.Helper()
+	n.Router.IP("addr", "add", cidr, "dev", "r-"+dev)
+}
+
+// SetSNAT replaces the router's source-NAT rules atomically (one nft transaction). Existing
+// conntrack entries keep their mapping; a new socket (a new source port) gets the new one.
+func (n *NAT) SetSNAT(rules ...SNAT) {
+	n.t.Helper()
+	var b strings.Builder
+	b.WriteString("table ip nodeaddr_nat\ndelete table ip nodeaddr_nat\ntable ip nodeaddr_nat {\n" +
+		"  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n")
+	for _, r := range rules {
+		fmt.Fprintf(&b, "    oifname \"wan0\" ip saddr %s", r.From)
+		if r.To != "" {
+			fmt.Fprintf(&b, " ip daddr %s", r.To)
+		}
+		fmt.Fprintf(&b, " snat to %s\n", r.Public)
+	}
+	b.WriteString("  }\n}\n")
+	cmd := n.Router.Exec(n.nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		n.t.Fatalf("nft -f: %v: %s\n%s", err, out, b.String())
+	}
+	n.rules = rules
+}
+
+// STUNServer is one turnserver --stun-only in the internet namespace.
+type STUNServer struct {
+	Addr string // the IPv4 address it listens on, port 3478
+	n    *NAT
+	dir  string
+	p    *proc
+}
+
+// URL is the server as --external-ip-discovery names it.
+func (s *STUNServer) URL() string { return "stun:" + s.Addr + ":3478" }
+
+// StartSTUN adds addr to the internet namespace's loopback and starts a STUN server on it; it is
+// stopped when the test ends.
+func (n *NAT) StartSTUN(addr string) *STUNServer {
+	n.t.Helper()
+	n.Internet.IP("addr", "add", addr+"/32", "dev", "lo")
+	dir, err := os.MkdirTemp("", "nodeaddr-stun-")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	s := &STUNServer{Addr: addr, n: n, dir: dir}
+	n.t.Cleanup(func() { s.Stop(); os.RemoveAll(dir) })
+	s.Start()
+	n.servers = append(n.servers, s)
+	return s
+}
+
+// Start (re)starts the server and waits until its UDP socket is bound.
+func (s *STUNServer) Start() {
+	t := s.n.t
+	t.Helper()
+	cmd := s.n.Internet.Exec(s.n.turnserver, "-n", "--stun-only", "-L", s.Addr, "-p", "3478",
+		"--no-tls", "--no-dtls", "--no-cli", "--no-rfc5780", "--no-software-attribute",
+		"--log-file=stdout", "--simple-log", "--pidfile="+filepath.Join(s.dir, "pid"),
+		"--userdb="+filepath.Join(s.dir, "turndb"))
+	log, err := os.Create(filepath.Join(s.dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if s.p, err = startProc(cmd); err != nil {
+		t.Fatalf("start turnserver on %s: %v", s.Addr, err)
+	}
+	log.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := s.n.Internet.Exec("ss", "-Hnlu", "src", s.Addr+":3478").Output()
+		if strings.Contains(string(out), s.Addr+":3478") {
+			return
+		}
+		select {
+		case <-s.p.done:
+			t.Fatalf("turnserver on %s exited: %s", s.Addr, tailFile(filepath.Join(s.dir, "log"), 20))
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turnserver on %s not listening after 10s: %s", s.Addr, tailFile(filepath.Join(s.dir, "log"), 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stop stops the server (a STUN server outage).
+func (s *STUNServer) Stop() {
+	s.p.stop()
+	s.p = nil
+}
