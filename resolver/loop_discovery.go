@@ -1,0 +1,37 @@
+package resolver
+
+import "net/netip"
+
+// Discovery is a source of the ExternalIP that is on no interface (resolver/discovery: STUN
+// behind NAT). The loop hands it the ExternalIP route sources after each resolution and resolves
+// again when C fires; it never blocks the loop.
+type Discovery interface {
+	// Update gives the ExternalIP each family would have without discovery (the route source).
+	Update(sources map[Family]netip.Addr)
+	// Mapped is the discovered address of family f, if there is a current one.
+	Mapped(f Family) (netip.Addr, bool)
+	C() <-chan struct{}
+}
+
+// withDiscovery replaces each ExternalIP of s by the address discovery found for it: the route
+// source is asked from (Update), and the discovered address is published instead. A family with no
+// discovered address yet has no ExternalIP (its route source is private, the reason to discover),
+// and a family with no route source has none either (the node cannot reach the world there).
+func withDiscovery(d Discovery, s State) State {
+	sources := map[Family]netip.Addr{}
+	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses))}
+	for _, a := range s.Addresses {
+		if a.Type != ExternalIP {
+			out.Addresses = append(out.Addresses, a)
+			continue
+		}
+		f := FamilyOf(a.IP)
+		sources[f] = a.IP
+		if m, ok := d.Mapped(f); ok {
+			// Not on an interface: no prefix length (annotations in CIDR form give a host prefix).
+			out.Addresses = append(out.Addresses, Address{Type: ExternalIP, IP: m, Interface: a.Interface})
+		}
+	}
+	d.Update(sources)
+	return out
+}

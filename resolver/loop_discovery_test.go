@@ -1,0 +1,69 @@
+package resolver
+
+import (
+	"maps"
+	"net/netip"
+	"testing"
+)
+
+type fakeDiscovery struct {
+	mapped  map[Family]netip.Addr
+	sources map[Family]netip.Addr
+	c       chan struct{}
+}
+
+func (f *fakeDiscovery) Update(s map[Family]netip.Addr) { f.sources = maps.Clone(s) }
+func (f *fakeDiscovery) Mapped(fam Family) (netip.Addr, bool) {
+	a, ok := f.mapped[fam]
+	return a, ok
+}
+func (f *fakeDiscovery) C() <-chan struct{} { return f.c }
+
+func TestWithDiscovery(t *testing.T) {
+	ip := netip.MustParseAddr
+	managed := []AddressType{InternalIP, ExternalIP}
+	routed := State{Managed: managed, Addresses: []Address{
+		{Type: InternalIP, IP: ip("10.0.1.10"), Interface: "eth0", PrefixLen: 24},
+		{Type: InternalIP, IP: ip("fd00::10"), Interface: "eth0", PrefixLen: 64},
+		{Type: ExternalIP, IP: ip("10.0.1.10"), Interface: "eth0", PrefixLen: 24},
+		{Type: ExternalIP, IP: ip("fd00::10"), Interface: "eth0", PrefixLen: 64},
+	}}
+	for _, tc := range []struct {
+		name   string
+		mapped map[Family]netip.Addr
+		in     State
+		want   string
+	}{
+		{"both families discovered", map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")}, routed,
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=2001:db8::10]"},
+		{"nothing discovered yet: no ExternalIP, never the private route source", nil, routed,
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10]"},
+		{"IPv4 only discovered", map[Family]netip.Addr{IPv4: ip("203.0.113.10")}, routed,
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]"},
+		{"no IPv6 route: a discovered IPv6 address is not published", map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")},
+			State{Managed: managed, Addresses: routed.Addresses[:3]},
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDiscovery{mapped: tc.mapped}
+			got := withDiscovery(d, tc.in)
+			if s := got.String(); s != tc.want {
+				t.Errorf("state %s, want %s", s, tc.want)
+			}
+			wantSources := map[Family]netip.Addr{}
+			for _, a := range tc.in.Addresses {
+				if a.Type == ExternalIP {
+					wantSources[FamilyOf(a.IP)] = a.IP
+				}
+			}
+			if !maps.Equal(d.sources, wantSources) {
+				t.Errorf("Update(%v), want the route sources %v", d.sources, wantSources)
+			}
+			for _, a := range got.Addresses {
+				if a.Type == ExternalIP && a.PrefixLen != 0 {
+					t.Errorf("%s keeps prefix length %d of the private address", a, a.PrefixLen)
+				}
+			}
+		})
+	}
+}
