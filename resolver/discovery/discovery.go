@@ -224,3 +224,15 @@ func signal(c chan struct{}) {
 	default:
 	}
 }
+
+// Once runs one round for each family of sources now, whatever the schedules say, and returns
+// when they are done: --run-once, where no Run goroutine exists. Mapped then has the answers.
+func (d *Discoverer) Once(ctx context.Context, sources map[resolver.Family]netip.Addr) {
+	d.Update(sources)
+	for _, f := range families {
+		if src, ok := sources[f]; ok && ctx.Err() == nil {
+			d.fams[f].source = src
+			d.round(ctx, f, src, d.fams[f])
+		}
+	}
+}

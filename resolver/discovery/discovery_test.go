@@ -205,3 +205,19 @@ func TestDiscovererWithoutSourceSendsNothing(t *testing.T) {
 		t.Errorf("%d probes with no route source, want 0", n)
 	}
 }
+
+func TestDiscovererOnce(t *testing.T) {
+	nat := &fakeNAT{}
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10"})
+	d := New(Config{Servers: []Server{{"192.0.2.1", 3478}, {"192.0.2.2", 3478}}, Prober: nat, Timeout: 50 * time.Millisecond})
+	d.Once(t.Context(), src("10.0.1.2"))
+	if got, ok := d.Mapped(resolver.IPv4); !ok || got != netip.MustParseAddr("203.0.113.10") {
+		t.Errorf("after Once: Mapped = %v %v", got, ok)
+	}
+	if _, ok := d.Mapped(resolver.IPv6); ok {
+		t.Error("an IPv6 answer without an IPv6 source")
+	}
+	if n := nat.count(); n != 2 {
+		t.Errorf("%d probes, want 2 (one per server, IPv4 only)", n)
+	}
+}
