@@ -32,7 +32,7 @@ type Server struct {
 	MetricsTLS *tls.Config
 	// MetricsAuth admits only authenticated, authorized scrapers to /metrics (nil: everyone).
 	MetricsAuth *AuthFilter
-	// Limits of both servers; the zero value means DefaultLimits.
+	// Limits of both servers; the zero value means defaultLimits.
 	Limits Limits
 }
 
@@ -49,11 +49,11 @@ type Limits struct {
 	MaxConns int
 }
 
-// DefaultLimits fit a scrape every 30 s (Prometheus keeps its connection open between scrapes:
+// defaultLimits fit a scrape every 30 s (Prometheus keeps its connection open between scrapes:
 // IdleTimeout is longer than the interval) and a kubelet probe every 5 s; 16 connections leave room for
 // a Prometheus pair and a few probes while bounding what a flood of refused requests holds (each
 // stays open for net/http's 500 ms linger after a 431).
-var DefaultLimits = Limits{
+var defaultLimits = Limits{
 	ReadHeaderTimeout: 5 * time.Second,
 	ReadTimeout:       10 * time.Second,
 	WriteTimeout:      15 * time.Second,
@@ -67,7 +67,7 @@ var DefaultLimits = Limits{
 func (s *Server) Listen(ctx context.Context) (func() error, error) {
 	lim := s.Limits
 	if lim == (Limits{}) {
-		lim = DefaultLimits
+		lim = defaultLimits
 	}
 	log := s.Logger
 	if log == nil {
@@ -111,7 +111,7 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			}
 			return nil, fmt.Errorf("listen on %s: %w", ep.addr, err)
 		}
-		l = LimitListener(l, lim.MaxConns)
+		l = limitListen(l, lim.MaxConns)
 		if ep.tls != nil {
 			l = tls.NewListener(l, ep.tls)
 		}
@@ -167,11 +167,11 @@ func probe(c Check) http.Handler {
 	})
 }
 
-// LimitListener returns a listener that keeps at most n connections open: while n are open it stops
+// limitListen returns a listener that keeps at most n connections open: while n are open it stops
 // accepting, and further clients wait in the kernel's backlog, costing the agent nothing
 // (golang.org/x/net/netutil.LimitListener does the same; it is not a dependency here). n <= 0 means
 // no limit.
-func LimitListener(l net.Listener, n int) net.Listener {
+func limitListen(l net.Listener, n int) net.Listener {
 	if n <= 0 {
 		return l
 	}

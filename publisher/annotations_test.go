@@ -122,7 +122,7 @@ func TestAnnotationChanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := AnnotationChanges(tt.current, specs, tt.addrs); !maps.Equal(got, tt.want) {
+			if got := annotationChanges(tt.current, specs, tt.addrs); !maps.Equal(got, tt.want) {
 				t.Errorf("changes %v, want %v", got, tt.want)
 			}
 		})

@@ -172,5 +172,5 @@ func (p *Publisher) once(ctx context.Context, resolve func(resolver.NodeView) (r
 
 // NodeView is what the resolver takes from n: its pod CIDRs and its addresses of the managed types.
 func NodeView(n *corev1.Node, managed []resolver.AddressType) resolver.NodeView {
-	return resolver.NodeView{PodCIDRs: podCIDRs(n), Addresses: InStatusOrder(n.Status.Addresses, managed, nil)}
+	return resolver.NodeView{PodCIDRs: podCIDRs(n), Addresses: inStatusOrder(n.Status.Addresses, managed, nil)}
 }

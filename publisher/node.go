@@ -56,6 +56,6 @@ func (p *Publisher) onDelete(o any) {
 }
 
 func hasUninitialized(n *corev1.Node) bool {
-	_, found := WithoutUninitialized(n.Spec.Taints)
+	_, found := withoutUninitialized(n.Spec.Taints)
 	return found
 }

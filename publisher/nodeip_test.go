@@ -61,7 +61,7 @@ func TestApplyProvidedNodeIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ApplyProvidedNodeIP(tt.annotation, tt.state)
+			r := applyProvidedNodeIP(tt.annotation, tt.state)
 			var got []string
 			for _, a := range r.Addresses {
 				got = append(got, a.String())

@@ -17,7 +17,7 @@ type overwrite struct {
 	node         *corev1.Node
 	writer       string
 	ours, theirs []corev1.NodeAddress
-	delay        time.Duration // before nodeaddr rewrites them (RevertBackoff)
+	delay        time.Duration // before nodeaddr rewrites them (revertBackoff)
 }
 
 // overwriteDetector follows the informer's stream of the Node against the publisher's own address
@@ -28,7 +28,7 @@ type overwrite struct {
 type overwriteDetector struct {
 	managed      []resolver.AddressType
 	fieldManager string
-	fight        RevertBackoff
+	fight        revertBackoff
 
 	written  []corev1.NodeAddress // managed entries of our last write; nil: none yet
 	writeRV  string
@@ -41,19 +41,19 @@ type overwriteDetector struct {
 
 // writing records the managed addresses of an address write about to be sent.
 func (d *overwriteDetector) writing(next []corev1.NodeAddress) {
-	d.inflight = Managed(next, d.managed)
+	d.inflight = managedOnly(next, d.managed)
 }
 
 // wrote records a successful address write and the Node it produced.
 func (d *overwriteDetector) wrote(res *corev1.Node) {
-	d.written, d.writeRV = Managed(res.Status.Addresses, d.managed), res.ResourceVersion
+	d.written, d.writeRV = managedOnly(res.Status.Addresses, d.managed), res.ResourceVersion
 	d.inflight, d.caughtUp, d.reverted = nil, false, false
 }
 
 // observe takes a Node from the informer, in the order the informer delivers them, and returns the
 // overwrite it shows, if any.
 func (d *overwriteDetector) observe(n *corev1.Node, now time.Time) *overwrite {
-	got := Managed(n.Status.Addresses, d.managed)
+	got := managedOnly(n.Status.Addresses, d.managed)
 	if d.inflight != nil && slices.Equal(got, d.inflight) {
 		// The echo of our write, arriving before its response, or of one that failed on our side
 		// although the API server applied it: it is what we wrote.

@@ -105,7 +105,7 @@ func TestTaintsPatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "7"}, Spec: corev1.NodeSpec{Taints: tc.old}}
-			next, _ := WithoutUninitialized(n.Spec.Taints)
+			next, _ := withoutUninitialized(n.Spec.Taints)
 			pt, data, err := taintsPatch(n, next)
 			if err != nil {
 				t.Fatal(err)

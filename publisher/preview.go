@@ -7,15 +7,15 @@ import (
 )
 
 // Preview is what the publisher would write for s to a Node that has no addresses and no
-// annotations yet (--dry-run): the address list, merged as Compose merges it, and the annotations
+// annotations yet (--dry-run): the address list, merged as compose merges it, and the annotations
 // (an empty value is a removal; nil without specs).
 func Preview(s resolver.State, specs []AnnotationSpec, keepExternalEqualInternal bool) ([]corev1.NodeAddress, map[string]string) {
-	merged := Compose(nil, s.Managed, s.Addresses, keepExternalEqualInternal)
+	merged := compose(nil, s.Managed, s.Addresses, keepExternalEqualInternal)
 	if len(specs) == 0 {
 		return merged, nil
 	}
 	out := map[string]string{}
-	for k, v := range AnnotationChanges(nil, specs, InStatusOrder(merged, s.Managed, s.Addresses)) {
+	for k, v := range annotationChanges(nil, specs, inStatusOrder(merged, s.Managed, s.Addresses)) {
 		out[k] = v
 	}
 	return merged, out

@@ -62,7 +62,7 @@ type Config struct {
 	Managed     []resolver.AddressType
 	RemoveTaint bool
 	// KeepExternalEqualInternal publishes an ExternalIP even when it equals an InternalIP; by
-	// default it is dropped (Compose).
+	// default it is dropped (compose).
 	KeepExternalEqualInternal bool
 	// Annotations are written from the published addresses (--annotations); other annotations are
 	// left alone.
@@ -83,7 +83,7 @@ type Config struct {
 	// FailuresBeforeWarning is how many consecutive failed writes produce one Warning event.
 	FailuresBeforeWarning int
 	// OverwriteBackoff and OverwriteBackoffMax bound the delay before rewriting addresses another
-	// writer keeps reverting (see RevertBackoff); defaults 10s and 10m.
+	// writer keeps reverting (see revertBackoff); defaults 10s and 10m.
 	OverwriteBackoff, OverwriteBackoffMax time.Duration
 }
 
@@ -132,7 +132,7 @@ func New(cfg Config) *Publisher {
 		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
 		health:  health{warnAfter: cfg.FailuresBeforeWarning},
 		detect: overwriteDetector{managed: cfg.Managed, fieldManager: cfg.FieldManager,
-			fight: RevertBackoff{Threshold: 3, Window: 2 * time.Minute, Base: cfg.OverwriteBackoff, Max: cfg.OverwriteBackoffMax}},
+			fight: revertBackoff{Threshold: 3, Window: 2 * time.Minute, Base: cfg.OverwriteBackoff, Max: cfg.OverwriteBackoffMax}},
 	}
 }
 

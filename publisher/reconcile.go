@@ -22,7 +22,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		return nil // nothing resolved yet, or the Node does not exist: a later event wakes us
 	}
 	nip := p.nodeIP(node, desired)
-	next := Compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
+	next := compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
 	if addressesChanged(node, next) {
 		if until := p.holdUntil(); !until.IsZero() {
 			return holdError{until}
@@ -37,7 +37,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 			return nil
 		}
 		nip = p.nodeIP(node, desired)
-		next = Compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
+		next = compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
 		if addressesChanged(node, next) {
 			if err := p.writeAddresses(ctx, node, next, since); err != nil {
 				return err
@@ -70,8 +70,8 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 // goes, so consumers waiting for them find them). It returns the freshest Node, nil if it vanished.
 func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, resolved []resolver.Address) (*corev1.Node, error) {
 	changes := func(n *corev1.Node) map[string]string {
-		return AnnotationChanges(n.Annotations, p.cfg.Annotations,
-			InStatusOrder(n.Status.Addresses, p.cfg.Managed, resolved))
+		return annotationChanges(n.Annotations, p.cfg.Annotations,
+			inStatusOrder(n.Status.Addresses, p.cfg.Managed, resolved))
 	}
 	if len(p.cfg.Annotations) == 0 || changes(node) == nil {
 		return node, nil
@@ -107,13 +107,13 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 }
 
 // nodeIP applies the kubelet's provided-node-ip annotation to the desired state.
-func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) NodeIPResult {
-	return ApplyProvidedNodeIP(node.Annotations[AnnotationProvidedNodeIP], *desired)
+func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) nodeIPResult {
+	return applyProvidedNodeIP(node.Annotations[AnnotationProvidedNodeIP], *desired)
 }
 
 // reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
 // metric) and says so when it is solved. Called by the worker only.
-func (p *Publisher) reportNodeIP(node *corev1.Node, r NodeIPResult) {
+func (p *Publisher) reportNodeIP(node *corev1.Node, r nodeIPResult) {
 	p.obs.OnProvidedNodeIP(len(r.Missing) > 0)
 	var key string
 	switch {

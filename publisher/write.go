@@ -40,8 +40,8 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	if err != nil {
 		return err
 	}
-	old := Managed(node.Status.Addresses, p.cfg.Managed)
-	now := Managed(res.Status.Addresses, p.cfg.Managed)
+	old := managedOnly(node.Status.Addresses, p.cfg.Managed)
+	now := managedOnly(res.Status.Addresses, p.cfg.Managed)
 	p.mu.Lock()
 	// The in-flight list hands over to the written one in one step: a watch echo of this write
 	// that arrived in between would otherwise compare with the previous write and count as
@@ -61,7 +61,7 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 }
 
 func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
-	next, _ := WithoutUninitialized(node.Spec.Taints)
+	next, _ := withoutUninitialized(node.Spec.Taints)
 	pt, data, err := taintsPatch(node, next)
 	if err != nil {
 		return err

@@ -10,8 +10,8 @@ import (
 // run is the state of one Loop.Run: the pending burst, the deadlines and what was published.
 type run struct {
 	l         *Loop
-	deb       Debouncer
-	hold      HoldDown
+	deb       debouncer
+	hold      holdDown
 	since     time.Time // first event of the pending burst
 	published *State
 	view      NodeView    // the Node as last read
@@ -21,8 +21,8 @@ type run struct {
 }
 
 func newRun(l *Loop) *run {
-	return &run{l: l, deb: Debouncer{Quiet: l.cfg.Debounce, MaxDelay: l.cfg.MaxDelay},
-		hold: HoldDown{Grace: l.cfg.RemovalGrace}, wake: time.NewTimer(0)}
+	return &run{l: l, deb: debouncer{Quiet: l.cfg.Debounce, MaxDelay: l.cfg.MaxDelay},
+		hold: holdDown{Grace: l.cfg.RemovalGrace}, wake: time.NewTimer(0)}
 }
 
 // awaitNode waits until the Node is seen (cfg.Node); false if ctx ended first.

@@ -98,7 +98,7 @@ type candidate struct {
 	prio  int
 }
 
-// Select is the policy's pure decision. sources maps each target to the source the kernel's route
+// selectAddresses is the policy's pure decision. sources maps each target to the source the kernel's route
 // toward it uses (missing: no route); addrs is the host's address list; prev is the effective state
 // published last (stickiness). It returns the selected addresses (Managed and Local are left to the
 // caller) and the reasons candidates were passed over.
@@ -110,7 +110,7 @@ type candidate struct {
 // previous address stays while it is a candidate, else the route source, else the first address in
 // kernel order. A new address of equal priority therefore never flips the Node, while one of better
 // priority replaces it.
-func Select(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) ([]Address, []Skip) {
+func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) ([]Address, []Skip) {
 	var out []Address
 	var skips []Skip
 	for _, t := range p.Managed {
@@ -216,7 +216,7 @@ func targetFor(ts []Target, t AddressType, f Family) (Target, bool) {
 
 // accept applies every filter to la and returns its priority, or why it is rejected.
 func (p Policy) accept(tp TypePolicy, la LocalAddr, addrs []LocalAddr) (int, error) {
-	if err := Usable(la); err != nil {
+	if err := usable(la); err != nil {
 		return 0, err
 	}
 	if la.IP.Is4() && la.Flags&unix.IFA_F_SECONDARY != 0 && !p.AllowSecondary {
@@ -398,7 +398,7 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 		}
 	}
 	var skips []Skip
-	st.Addresses, skips = Select(p, sources, addrs, prev)
+	st.Addresses, skips = selectAddresses(p, sources, addrs, prev)
 	if p.ReportLocal {
 		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {
