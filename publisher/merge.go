@@ -7,14 +7,12 @@ import (
 	"net/netip"
 	"slices"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
-
-// UninitializedTaint is the taint the kubelet adds with --cloud-provider=external until a cloud
-// provider (here: nodeaddr) has initialized the Node.
-const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 
 // primaryFamily is the family of the Node's first InternalIP (the node IP the kubelet and most
 // components use), IPv4 when there is none.
@@ -188,7 +186,7 @@ func withoutUninitialized(taints []corev1.Taint) ([]corev1.Taint, bool) {
 	out := make([]corev1.Taint, 0, len(taints))
 	found := false
 	for _, t := range taints {
-		if t.Key == UninitializedTaint {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
 			found = true
 			continue
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -365,7 +367,7 @@ func TestManaged(t *testing.T) {
 }
 
 func TestWithoutUninitialized(t *testing.T) {
-	uninit := corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninit := corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 	custom := corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute}
 	for _, tc := range []struct {
@@ -377,7 +379,7 @@ func TestWithoutUninitialized(t *testing.T) {
 		{"nil", nil, []corev1.Taint{}, false},
 		{"only uninitialized", []corev1.Taint{uninit}, []corev1.Taint{}, true},
 		{"others kept in order", []corev1.Taint{notReady, uninit, custom}, []corev1.Taint{notReady, custom}, true},
-		{"every entry with the key removed", []corev1.Taint{uninit, custom, {Key: UninitializedTaint, Effect: corev1.TaintEffectNoExecute}}, []corev1.Taint{custom}, true},
+		{"every entry with the key removed", []corev1.Taint{uninit, custom, {Key: cloudproviderapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoExecute}}, []corev1.Taint{custom}, true},
 		{"absent", []corev1.Taint{notReady, custom}, []corev1.Taint{notReady, custom}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

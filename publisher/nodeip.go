@@ -6,14 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
-
-// AnnotationProvidedNodeIP is set by a kubelet running with --cloud-provider=external to its
-// --node-ip: one IP or a "v4,v6" pair.
-const AnnotationProvidedNodeIP = "alpha.kubernetes.io/provided-node-ip"
 
 // parseProvidedNodeIP parses the annotation as k8s.io/component-helpers ParseNodeIPAnnotation does:
 // one IP or a dual-stack pair, exact spelling (no spaces).
@@ -62,7 +60,7 @@ func applyProvidedNodeIP(annotation string, s resolver.State) nodeIPResult {
 	}
 	ips, err := parseProvidedNodeIP(annotation)
 	if err != nil {
-		r.Err = fmt.Errorf("annotation %s=%q: %w", AnnotationProvidedNodeIP, annotation, err)
+		r.Err = fmt.Errorf("annotation %s=%q: %w", cloudproviderapi.AnnotationAlphaProvidedIPAddr, annotation, err)
 		return r
 	}
 	r.Provided = ips

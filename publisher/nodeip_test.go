@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -88,7 +90,7 @@ func fmtIPs(ips []netip.Addr) string {
 }
 
 func annotated(n *corev1.Node, v string) *corev1.Node {
-	n.Annotations = map[string]string{AnnotationProvidedNodeIP: v, "example.com/other": "x"}
+	n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: v, "example.com/other": "x"}
 	return n
 }
 

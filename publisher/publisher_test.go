@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +40,7 @@ var (
 	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
 	nodesGR  = schema.GroupResource{Resource: "nodes"}
 
-	uninitTaint   = corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninitTaint   = corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	notReadyTaint = corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 )
 
@@ -354,7 +356,7 @@ func assertEqual[T comparable](t *testing.T, what string, got, want []T) {
 	}
 }
 
-const taintRemovedEvent = "Normal TaintRemoved Removed taint " + UninitializedTaint + ": nodeaddr has set the node addresses"
+const taintRemovedEvent = "Normal TaintRemoved Removed taint " + cloudproviderapi.TaintExternalCloudProvider + ": nodeaddr has set the node addresses"
 
 func TestReconcileNoChangeWritesNothing(t *testing.T) {
 	addrs := []corev1.NodeAddress{internal("10.0.0.1"), external("203.0.113.7"), hostname(nodeName)}
@@ -569,7 +571,7 @@ func TestReconcileWithoutAddressesKeepsTaint(t *testing.T) {
 	assertEqual(t, "patches", f.patches(), []string{
 		addressesPatchAction(addrs, []corev1.NodeAddress{internal("10.0.0.1"), hostname(nodeName)}),
 	})
-	if n := f.get(t); len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != UninitializedTaint {
+	if n := f.get(t); len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != cloudproviderapi.TaintExternalCloudProvider {
 		t.Errorf("taints %v, want the uninitialized taint kept", n.Spec.Taints)
 	}
 }

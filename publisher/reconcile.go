@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -108,7 +110,7 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 
 // nodeIP applies the kubelet's provided-node-ip annotation to the desired state.
 func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) nodeIPResult {
-	return applyProvidedNodeIP(node.Annotations[AnnotationProvidedNodeIP], *desired)
+	return applyProvidedNodeIP(node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr], *desired)
 }
 
 // reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
@@ -129,10 +131,10 @@ func (p *Publisher) reportNodeIP(node *corev1.Node, r nodeIPResult) {
 		if key != p.nodeIPWarned {
 			p.log.Warn("provided node IP is not on this host: keeping the uninitialized taint",
 				"reason", "provided-node-ip-not-found", "address", fmt.Sprint(r.Missing),
-				"annotation", node.Annotations[AnnotationProvidedNodeIP])
+				"annotation", node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr])
 			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonProvidedNodeIPNotFound,
 				"The kubelet's node IP %v (annotation %s) is not assigned to this host; the node keeps the %s taint until it is (check the kubelet's --node-ip)",
-				r.Missing, AnnotationProvidedNodeIP, UninitializedTaint)
+				r.Missing, cloudproviderapi.AnnotationAlphaProvidedIPAddr, cloudproviderapi.TaintExternalCloudProvider)
 		}
 	default:
 		if p.nodeIPWarned != "" {

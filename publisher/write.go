@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,7 +75,7 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 	p.obs.OnTaint(false)
 	p.log.Info("uninitialized taint removed", "reason", "addresses-reconciled")
 	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonTaintRemoved,
-		"Removed taint "+UninitializedTaint+": nodeaddr has set the node addresses")
+		"Removed taint "+cloudproviderapi.TaintExternalCloudProvider+": nodeaddr has set the node addresses")
 	return nil
 }
 

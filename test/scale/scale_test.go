@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -392,7 +394,7 @@ func (tr *tracker) observe(n *corev1.Node) {
 			}
 		}
 	}
-	if _, seen := tr.untainted[n.Name]; !seen && !hasTaint(n, publisher.UninitializedTaint) {
+	if _, seen := tr.untainted[n.Name]; !seen && !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) {
 		tr.untainted[n.Name] = now
 		if len(tr.untainted) == tr.n {
 			close(tr.taintDone)
