@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // FuzzParseFlags: any command line either parses or fails with exactly one line that names what is
@@ -28,7 +29,7 @@ func FuzzParseFlags(f *testing.F) {
 			if o == nil {
 				t.Fatal("nil options without error")
 			}
-		case errors.Is(err, flag.ErrHelp):
+		case errors.Is(err, pflag.ErrHelp):
 		default:
 			var ue usageError
 			if !errors.As(err, &ue) {
