@@ -17,6 +17,9 @@ func FuzzParseFlags(f *testing.F) {
 		"--dry-run=maybe", "--reconcile-interval=5s", "extra", "--timeout=0", "--metrics-bind-address=x"} {
 		f.Add(s, "--node-name=n")
 	}
+	for _, s := range []string{"-v=3", "-v", "-node-name=a", "---x", "--", "-", "-vh", "--v 6"} {
+		f.Add(s, "--node-name=n")
+	}
 	for _, s := range []string{"--a\nb", "--debounce=1\ns"} {
 		f.Add(s, "")
 	}
