@@ -51,5 +51,5 @@ func (o *options) validateFlags(fs *pflag.FlagSet, r *rawFlags) error {
 			return usagef("--%s: %q is not host:port or 0", a.name, a.v)
 		}
 	}
-	return o.listenerOptions.validate(o.metricsAddr)
+	return o.validate(o.metricsAddr) // listenerOptions.validate
 }
