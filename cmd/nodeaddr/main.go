@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,12 +15,12 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
 	"github.com/nodeaddr/nodeaddr/cmd/nodeaddr/app"
 	"github.com/nodeaddr/nodeaddr/metrics"
@@ -37,7 +36,7 @@ func main() {
 // run is main without the process: it returns the exit code (0 ok, 1 runtime failure, 2 usage).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, getenv, os.Hostname, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
@@ -59,18 +58,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
-}
-
-func newLogger(o *options, w io.Writer) *slog.Logger {
-	hopts := &slog.HandlerOptions{Level: o.logLevel}
-	var h slog.Handler = slog.NewTextHandler(w, hopts)
-	if o.logFormat == "json" {
-		h = slog.NewJSONHandler(w, hopts)
-	}
-	log := slog.New(h)
-	// client-go logs through klog: route it into the same handler so every line has one format.
-	klog.SetSlogLogger(log)
-	return log
 }
 
 type agent struct {
