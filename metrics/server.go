@@ -73,33 +73,9 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	type endpoint struct {
-		addr string
-		mux  *http.ServeMux
-		tls  *tls.Config
-	}
-	var eps []endpoint
-	if enabled(s.MetricsAddr) {
-		h := promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
-		if s.MetricsAuth != nil {
-			h = s.MetricsAuth.Wrap(h)
-		}
-		m := http.NewServeMux()
-		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
-		eps = append(eps, endpoint{s.MetricsAddr, m, s.MetricsTLS})
-	}
-	if enabled(s.ProbeAddr) {
-		m := http.NewServeMux()
-		m.Handle("/healthz", probe(s.Healthz))
-		m.Handle("/readyz", probe(s.Readyz))
-		if len(eps) == 1 && eps[0].addr == s.ProbeAddr {
-			if s.MetricsTLS != nil || s.MetricsAuth != nil {
-				return nil, fmt.Errorf("the probes and secure metrics cannot share %s: the kubelet probes plain HTTP", s.ProbeAddr)
-			}
-			m.Handle("/metrics", promhttp.HandlerFor(s.Metrics.Registry, handlerOpts))
-			eps = eps[:0]
-		}
-		eps = append(eps, endpoint{s.ProbeAddr, m, nil})
+	eps, err := s.endpoints()
+	if err != nil {
+		return nil, err
 	}
 	var servers []*http.Server
 	var listeners []net.Listener
@@ -147,6 +123,42 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 		return errors.Join(errs...)
 	}
 	return wait, nil
+}
+
+// endpoint is one listener's address, routes and TLS.
+type endpoint struct {
+	addr string
+	mux  *http.ServeMux
+	tls  *tls.Config
+}
+
+// endpoints lays out the routes: /metrics on MetricsAddr, the probes on ProbeAddr, and all three
+// on one plain-HTTP listener when the two addresses are the same.
+func (s *Server) endpoints() ([]endpoint, error) {
+	var eps []endpoint
+	if enabled(s.MetricsAddr) {
+		h := promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
+		if s.MetricsAuth != nil {
+			h = s.MetricsAuth.Wrap(h)
+		}
+		m := http.NewServeMux()
+		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
+		eps = append(eps, endpoint{s.MetricsAddr, m, s.MetricsTLS})
+	}
+	if enabled(s.ProbeAddr) {
+		m := http.NewServeMux()
+		m.Handle("/healthz", probe(s.Healthz))
+		m.Handle("/readyz", probe(s.Readyz))
+		if len(eps) == 1 && eps[0].addr == s.ProbeAddr {
+			if s.MetricsTLS != nil || s.MetricsAuth != nil {
+				return nil, fmt.Errorf("the probes and secure metrics cannot share %s: the kubelet probes plain HTTP", s.ProbeAddr)
+			}
+			m.Handle("/metrics", promhttp.HandlerFor(s.Metrics.Registry, handlerOpts))
+			eps = eps[:0]
+		}
+		eps = append(eps, endpoint{s.ProbeAddr, m, nil})
+	}
+	return eps, nil
 }
 
 // handlerOpts: no compression. The exposition is about 12 KB; a gzip writer allocates about 800 KiB

@@ -54,6 +54,12 @@ type Agent struct {
 // New assembles an agent; nothing runs until Run or RunOnce.
 func New(cfg Config) *Agent {
 	a := &Agent{cfg: cfg}
+	if a.cfg.Loop.Policy.Managed == nil { // as resolver.NewLoop defaults it; RunOnce needs it too
+		a.cfg.Loop.Policy.Managed = cfg.Loop.Managed
+	}
+	if a.cfg.Loop.Policy.Targets == nil {
+		a.cfg.Loop.Policy.Targets = cfg.Loop.Targets
+	}
 	if cfg.View == nil {
 		a.cfg.View = func(v resolver.NodeView) resolver.NodeView { return v }
 	}
