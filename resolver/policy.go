@@ -10,11 +10,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
+// defaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
 // addresses unless the default exclusions are turned off (anchored Go regular expressions).
-var DefaultExcludeInterfaces = []string{
+var defaultExcludeInterfaces = []string{
 	`cali.*`, `cilium_.*`, `flannel.*`, `cni.*`, `veth.*`, `docker.*`, `kube-ipvs.*`, `lo`,
 }
+
+// DefaultExcludeInterfaces returns the container and CNI interface expressions --default-exclusions
+// excludes (a copy).
+func DefaultExcludeInterfaces() []string { return slices.Clone(defaultExcludeInterfaces) }
 
 // CIDRRule is one entry of an ordered CIDR list. An address inside Prefix is accepted with the
 // rule's index as its priority (0 is best), or rejected when Exclude (written "!CIDR").

@@ -47,7 +47,7 @@ func TestSelect(t *testing.T) {
 	eth06 := on("eth0", "2001:db8::10/64")
 	ifaces := func(exprs ...string) map[AddressType]TypePolicy {
 		return map[AddressType]TypePolicy{InternalIP: {Interfaces: MustInterfaceRegexps(exprs...),
-			ExcludeInterfaces: MustInterfaceRegexps(DefaultExcludeInterfaces...)}}
+			ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}
 	}
 	prevIP := func(s string) State {
 		return State{Managed: internalOnly, Addresses: []Address{{InternalIP, ip(s), "", 0}}}

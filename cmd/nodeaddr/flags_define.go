@@ -75,6 +75,6 @@ func (o *options) defineSelectionFlags(fs *pflag.FlagSet, r *rawFlags) {
 		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface")
 	}
 	fs.BoolVar(&o.allowSecondary, "allow-secondary", false, "accept IPv4 secondary addresses (keepalived and kube-vip add VIPs as secondaries)")
-	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces, " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
+	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces(), " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
 	fs.StringVar(&r.serviceCIDR, "service-cidr", "", "the cluster's service CIDR(s), comma-separated: never a node address")
 }

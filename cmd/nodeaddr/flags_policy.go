@@ -59,7 +59,7 @@ func (o *options) typePolicyOf(t resolver.AddressType, tf *typeFlags) (resolver.
 		return tp, usagef("--%s-cidrs: %v", pre, err)
 	}
 	if o.defaultExclusions {
-		tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces...), tp.ExcludeInterfaces...)
+		tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces()...), tp.ExcludeInterfaces...)
 	}
 	// InternalIP is the node's identity: it stays while the host has it (TypePolicy.Sticky).
 	tp.Sticky = t == resolver.InternalIP

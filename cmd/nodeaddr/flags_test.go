@@ -165,7 +165,7 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) bool {
 				p := o.policy()
 				return !p.AllowSecondary && !p.AllowVIPs && p.ExcludeCIDRs == nil && o.defaultExclusions &&
-					len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == len(resolver.DefaultExcludeInterfaces) &&
+					len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == len(resolver.DefaultExcludeInterfaces()) &&
 					p.Types[resolver.ExternalIP].Interfaces == nil && p.Types[resolver.ExternalIP].CIDRs == nil
 			}, "secondaries and VIPs skipped, default interface exclusions, no CIDRs"},
 		{"InternalIP from interfaces only", []string{"--node-name=a", "--internal-ip-interfaces=eth1, bond.*", "--external-ip-target=none"}, env(),
@@ -183,7 +183,7 @@ func TestParseFlags(t *testing.T) {
 		{"exclusions added to the defaults", []string{"--node-name=a", "--external-ip-exclude-interfaces=wg.*"}, env(),
 			func(o *options) bool {
 				ex := o.policy().Types[resolver.ExternalIP].ExcludeInterfaces
-				return len(ex) == len(resolver.DefaultExcludeInterfaces)+1 && ex[len(ex)-1].MatchString("wg0")
+				return len(ex) == len(resolver.DefaultExcludeInterfaces())+1 && ex[len(ex)-1].MatchString("wg0")
 			}, "defaults plus wg.*"},
 		{"--default-exclusions=false", []string{"--node-name=a", "--default-exclusions=false", "--external-ip-exclude-interfaces=wg.*"}, env(),
 			func(o *options) bool {
