@@ -38,14 +38,14 @@ func TestDiscoveryFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--external-ip-discovery=192.0.2.1:3478"}, `--external-ip-discovery: invalid value "192.0.2.1:3478": "192.0.2.1:3478": not stun:HOST:PORT`},
+		{[]string{"--external-ip-discovery=192.0.2.1:3478"}, `--external-ip-discovery: "192.0.2.1:3478": not stun:HOST:PORT`},
 		{[]string{"--external-ip-discovery=stun:192.0.2.1"}, "not stun:HOST:PORT"},
 		{[]string{"--external-ip-discovery=stuns:stun.example.net:5349"}, "scheme stuns is not supported"},
 		{[]string{"--external-ip-discovery=stun:a_b:3478"}, `host "a_b" is neither an IP address nor a DNS name`},
 		{[]string{"--external-ip-discovery=stun:192.0.2.1:99999"}, `port "99999"`},
-		{[]string{"--external-ip-discovery-interval=0s"}, "--external-ip-discovery-interval: invalid value \"0s\": must be positive"},
-		{[]string{"--external-ip-discovery-interval=soon"}, "not a duration"},
-		{[]string{"--external-ip-discovery-stale-after=-1h"}, "--external-ip-discovery-stale-after: invalid value \"-1h\": must be positive"},
+		{[]string{"--external-ip-discovery-interval=0s"}, "--external-ip-discovery-interval: 0s is not positive"},
+		{[]string{"--external-ip-discovery-interval=soon"}, `--external-ip-discovery-interval: invalid value "soon"`},
+		{[]string{"--external-ip-discovery-stale-after=-1h"}, "--external-ip-discovery-stale-after: -1h0m0s is not positive"},
 		{[]string{"--external-ip-discovery-interval=2h"}, "--external-ip-discovery-stale-after (1h0m0s) is shorter than --external-ip-discovery-interval (2h0m0s)"},
 		{[]string{"--external-ip-discovery-stale-after=1m", "--external-ip-discovery-interval=2m"}, "is shorter than"},
 	} {
