@@ -49,9 +49,12 @@ type LoopConfig struct {
 	// the Node's current addresses among equal candidates, so that a restarted agent (a DaemonSet
 	// rollout) never flips an address the previous one chose. NodeChanged tells the loop to look
 	// again.
-	Node     func() (NodeView, bool)
-	Logger   *slog.Logger
-	Observer Observer
+	Node func() (NodeView, bool)
+	// Discovery, if set, supplies the ExternalIP behind NAT: it is given the ExternalIP route
+	// sources after each resolution, its addresses replace them, and its C resolves again.
+	Discovery Discovery
+	Logger    *slog.Logger
+	Observer  Observer
 }
 
 // Loop resolves after each debounced burst of changes, after each hold-down expiry, when the
@@ -127,6 +130,10 @@ func (l *Loop) Run(ctx context.Context) {
 		defer t.Stop()
 		resync = t.C
 	}
+	var discovered <-chan struct{} // nil (never ready) without discovery
+	if l.cfg.Discovery != nil {
+		discovered = l.cfg.Discovery.C()
+	}
 	if !r.awaitNode(ctx) {
 		return
 	}
@@ -140,6 +147,8 @@ func (l *Loop) Run(ctx context.Context) {
 			r.event(l.trigger.Take())
 		case <-l.nodeKick:
 			r.nodeChanged()
+		case <-discovered:
+			r.resolve("external-address-discovered")
 		case now := <-resync:
 			if o := l.cfg.Observer; o != nil {
 				o.OnResync(now)

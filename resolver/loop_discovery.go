@@ -13,11 +13,11 @@ type Discovery interface {
 	C() <-chan struct{}
 }
 
-// withDiscovery replaces each ExternalIP of s by the address discovery found for it: the route
+// WithDiscovery replaces each ExternalIP of s by the address discovery found for it: the route
 // source is asked from (Update), and the discovered address is published instead. A family with no
 // discovered address yet has no ExternalIP (its route source is private, the reason to discover),
 // and a family with no route source has none either (the node cannot reach the world there).
-func withDiscovery(d Discovery, s State) State {
+func WithDiscovery(d Discovery, s State) State {
 	sources := map[Family]netip.Addr{}
 	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses))}
 	for _, a := range s.Addresses {

@@ -3,21 +3,50 @@ package resolver
 import (
 	"maps"
 	"net/netip"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
+// fakeDiscovery answers from a map; set changes an answer and signals C, as the Discoverer does.
 type fakeDiscovery struct {
+	mu      sync.Mutex
 	mapped  map[Family]netip.Addr
 	sources map[Family]netip.Addr
+	updates int
 	c       chan struct{}
 }
 
-func (f *fakeDiscovery) Update(s map[Family]netip.Addr) { f.sources = maps.Clone(s) }
+func (f *fakeDiscovery) Update(s map[Family]netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sources = maps.Clone(s)
+	f.updates++
+}
+
 func (f *fakeDiscovery) Mapped(fam Family) (netip.Addr, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	a, ok := f.mapped[fam]
 	return a, ok
 }
+
 func (f *fakeDiscovery) C() <-chan struct{} { return f.c }
+
+func (f *fakeDiscovery) set(fam Family, a netip.Addr) {
+	f.mu.Lock()
+	if f.mapped == nil {
+		f.mapped = map[Family]netip.Addr{}
+	}
+	f.mapped[fam] = a
+	f.mu.Unlock()
+	select {
+	case f.c <- struct{}{}:
+	default:
+	}
+}
 
 func TestWithDiscovery(t *testing.T) {
 	ip := netip.MustParseAddr
@@ -46,7 +75,7 @@ func TestWithDiscovery(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDiscovery{mapped: tc.mapped}
-			got := withDiscovery(d, tc.in)
+			got := WithDiscovery(d, tc.in)
 			if s := got.String(); s != tc.want {
 				t.Errorf("state %s, want %s", s, tc.want)
 			}
@@ -66,4 +95,31 @@ func TestWithDiscovery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The loop publishes no ExternalIP until discovery answers, then the discovered one at once (C),
+// and follows a change of the discovered address without any kernel event.
+func TestLoopWithDiscovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &fakeDiscovery{c: make(chan struct{}, 1)}
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Discovery: d}, nil)
+		lt.sleep(time.Second)
+		d.set(IPv4, ip("203.0.113.10"))
+		lt.sleep(time.Second)
+		d.set(IPv4, ip("203.0.113.20"))
+		lt.sleep(time.Second)
+		var got []string
+		for _, p := range lt.sink.all() {
+			got = append(got, p.state.String())
+		}
+		want := []string{"[]", "[ExternalIP=203.0.113.10]", "[ExternalIP=203.0.113.20]"}
+		if !slices.Equal(got, want) {
+			t.Errorf("published %q, want %q", got, want)
+		}
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.updates != 3 || d.sources[IPv4] != src4 {
+			t.Errorf("Update called %d times with %v, want 3 times with the route source %s", d.updates, d.sources, src4)
+		}
+	})
 }

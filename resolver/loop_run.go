@@ -104,6 +104,9 @@ func (r *run) resolve(reason string) {
 	}
 	l.observe("success")
 	logSkips(log, skips)
+	if l.cfg.Discovery != nil {
+		raw = WithDiscovery(l.cfg.Discovery, raw)
+	}
 	eff, next := r.hold.Apply(now, raw)
 	r.holdUntil = next
 	if !next.IsZero() {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
@@ -49,4 +51,19 @@ func (d *discoveryOptions) enabled() bool { return len(d.servers) > 0 }
 // config is the discoverer's configuration (its Prober, Logger and observers are the caller's).
 func (d *discoveryOptions) config() discovery.Config {
 	return discovery.Config{Servers: d.servers, Interval: d.interval, StaleAfter: d.staleAfter}
+}
+
+// appConfig is the agent's discovery, nil when off; its probe series exist from the start.
+func (d *discoveryOptions) appConfig(log *slog.Logger, m *metrics.Metrics) *discovery.Config {
+	if !d.enabled() {
+		return nil
+	}
+	cfg := d.config()
+	cfg.Logger, cfg.Observer = log, m
+	servers := make([]string, len(d.servers))
+	for i, s := range d.servers {
+		servers[i] = s.String()
+	}
+	m.OnDiscoveryServers(servers)
+	return &cfg
 }

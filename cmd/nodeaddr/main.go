@@ -122,7 +122,7 @@ func (a *agent) run(ctx context.Context) error {
 		"managed", fmt.Sprint(o.managed()), "targets", fmt.Sprint(o.targets()),
 		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
 		"service_cidrs", fmt.Sprint(o.serviceCIDRs), "metrics", srv.MetricsAddr, "metrics_secure", srv.MetricsAuth != nil,
-		"probes", srv.ProbeAddr)
+		"probes", srv.ProbeAddr, "external_ip_discovery", o.discovery.raw)
 	var agentErr error
 	done := make(chan struct{})
 	go func() {
@@ -157,8 +157,9 @@ func (a *agent) config(m *metrics.Metrics) app.Config {
 			Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
 			ResyncInterval: o.resyncInterval, Logger: a.log, Observer: m,
 		},
-		View:   o.nodeView,
-		DryRun: a.stdout,
+		View:      o.nodeView,
+		DryRun:    a.stdout,
+		Discovery: o.discovery.appConfig(a.log, m),
 	}
 }
 

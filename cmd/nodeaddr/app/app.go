@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
@@ -39,6 +40,8 @@ type Config struct {
 	View func(resolver.NodeView) resolver.NodeView
 	// DryRun receives one JSON line per change of the previewed Node when Publisher.Nodes is nil.
 	DryRun io.Writer
+	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
+	Discovery *discovery.Config
 }
 
 // Agent is one assembled agent.
@@ -48,6 +51,7 @@ type Agent struct {
 	pub      *publisher.Publisher      // nil in a dry run
 	preview  *Preview                  // nil unless a dry run
 	watcher  *watcher.Watcher          // nil without Config.Watcher
+	discover *discovery.Discoverer     // nil without Config.Discovery
 	loop     *resolver.Loop
 }
 
@@ -83,6 +87,10 @@ func New(cfg Config) *Agent {
 		a.cfg.Loop.OnRouteTables = a.watcher.SetRouteTables
 		trigger = sig
 	}
+	if cfg.Discovery != nil {
+		a.discover = a.newDiscovery(*cfg.Discovery)
+		a.cfg.Loop.Discovery = a.discover
+	}
 	a.loop = resolver.NewLoop(a.cfg.Loop, trigger, sink)
 	return a
 }
@@ -114,6 +122,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		wg.Go(func() { a.informer.RunWithContext(ctx) })
 	}
+	if a.discover != nil {
+		wg.Go(func() { a.discover.Run(ctx) })
+	}
 	wg.Go(func() { a.loop.Run(ctx) })
 	if a.pub == nil {
 		<-ctx.Done()
@@ -132,6 +143,9 @@ func (a *Agent) RunOnce(ctx context.Context) (resolver.State, error) {
 		v = a.cfg.View(v)
 		st, _, err := resolver.ResolvePolicy(a.cfg.Loop.Kernel, a.cfg.Loop.Policy.Excluding(v.PodCIDRs),
 			resolver.State{Managed: a.cfg.Loop.Managed, Addresses: v.Addresses})
+		if err == nil && a.discover != nil {
+			st = resolver.WithDiscovery(onceDiscovery{ctx, a.discover}, st)
+		}
 		return st, err
 	}
 	if a.pub == nil {
