@@ -130,7 +130,7 @@ func TestNATUplinkRenumberedFollowed(t *testing.T) {
 	// A long interval: only the route-source change can explain a new probe.
 	a := w.h.Start("--external-ip-discovery="+w.servers[0].URL()+","+w.servers[1].URL(),
 		"--external-ip-discovery-interval=10m", "--internal-ip-target=none")
-	w.waitAddresses(30*time.Second, addr(hn, "nat-renumber"), addr(ext, "203.0.113.10"))
+	w.waitAddresses(30*time.Second, addr(ext, "203.0.113.10"), addr(hn, "nat-renumber"))
 	if n := w.statusWrites(); n != 1 {
 		t.Fatalf("status writes after start = %d, want 1", n)
 	}
@@ -141,7 +141,7 @@ func TestNATUplinkRenumberedFollowed(t *testing.T) {
 	w.h.NS.IP("addr", "del", "10.0.1.10/24", "dev", "eth0")
 	w.h.NS.IP("addr", "add", "10.0.2.10/24", "dev", "eth0")
 	w.h.NS.IP("route", "replace", "default", "via", "10.0.2.1", "dev", "eth0")
-	took := w.waitAddresses(15*time.Second, addr(hn, "nat-renumber"), addr(ext, "203.0.113.11"))
+	took := w.waitAddresses(15*time.Second, addr(ext, "203.0.113.11"), addr(hn, "nat-renumber"))
 	t.Logf("ExternalIP followed the renumbered uplink in %s", took.Round(time.Millisecond))
 	if n := w.statusWrites(); n != 2 {
 		t.Fatalf("status writes = %d, want 2 (one for the renumbering)", n)
