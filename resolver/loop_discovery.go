@@ -19,19 +19,23 @@ type Discovery interface {
 // and a family with no route source has none either (the node cannot reach the world there).
 func WithDiscovery(d Discovery, s State) State {
 	sources := map[Family]netip.Addr{}
+	for _, a := range s.Addresses {
+		if a.Type == ExternalIP {
+			sources[FamilyOf(a.IP)] = a.IP
+		}
+	}
+	// First: a synchronous Discovery (--run-once) probes here, so Mapped below has its answers.
+	d.Update(sources)
 	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses))}
 	for _, a := range s.Addresses {
 		if a.Type != ExternalIP {
 			out.Addresses = append(out.Addresses, a)
 			continue
 		}
-		f := FamilyOf(a.IP)
-		sources[f] = a.IP
-		if m, ok := d.Mapped(f); ok {
+		if m, ok := d.Mapped(FamilyOf(a.IP)); ok {
 			// Not on an interface: no prefix length (annotations in CIDR form give a host prefix).
 			out.Addresses = append(out.Addresses, Address{Type: ExternalIP, IP: m, Interface: a.Interface})
 		}
 	}
-	d.Update(sources)
 	return out
 }

@@ -249,3 +249,15 @@ func waitEvents(t *testing.T, cp *harness.ControlPlane, node, reason string, n i
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// --dry-run --run-once probes before it prints: the preview has the discovered ExternalIP.
+func TestNATDryRunPrintsTheDiscoveredAddress(t *testing.T) {
+	w := newWorld(t, "nat-dryrun", 2)
+	code, out := harness.RunAgent(t, w.h.NS, harness.AgentOptions{Kubeconfig: "none", Args: []string{
+		"--dry-run", "--run-once", "--node-name=nat-dryrun", "--metrics-bind-address=0",
+		"--external-ip-discovery=" + w.servers[0].URL() + "," + w.servers[1].URL()}}, 30*time.Second)
+	want := `{"addresses":[{"type":"InternalIP","address":"10.0.1.10"},{"type":"ExternalIP","address":"203.0.113.10"}]}`
+	if code != 0 || !strings.Contains(out, want+"\n") {
+		t.Errorf("exit %d, output:\n%s\nwant the line %s", code, out, want)
+	}
+}
