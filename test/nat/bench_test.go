@@ -67,7 +67,9 @@ func TestNATUplinkChangeBench(t *testing.T) {
 		"203.0.113.10 and .11; three coturn `--stun-only` servers on the far side. Time from the last "+
 		"`ip` command to a client-go watch seeing the new ExternalIP (default `--debounce=100ms`, "+
 		"`--internal-ip-target=none`), changes 1.0–1.4 s apart.\n\n"+
-		"| n | p50 | p95 | p99 | max | status writes |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %d |\n\n",
+		"| n | p50 | p95 | p99 | max | status writes |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %d |\n\n"+
+		"One write per change means no intermediate list: the old mapped address stays published until "+
+		"the new route source's answer arrives. Compare with section 1's default (no NAT, no discovery).\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), len(ds), ms(at(0.5)), ms(at(0.95)), ms(at(0.99)), ms(ds[len(ds)-1]), writes)
 	fmt.Print(out)
 	if p := os.Getenv("NODEADDR_BENCH_OUT"); p != "" {
