@@ -46,6 +46,11 @@ func (d *overwriteDetector) writing(next []corev1.NodeAddress) {
 
 // wrote records a successful address write and the Node it produced.
 func (d *overwriteDetector) wrote(res *corev1.Node) {
+	if d.inflight == nil && d.caughtUp && d.writeRV == res.ResourceVersion {
+		// The informer delivered this write before its response arrived, and perhaps another
+		// writer's change after it: observe has already taken it over.
+		return
+	}
 	d.written, d.writeRV = managedOnly(res.Status.Addresses, d.managed), res.ResourceVersion
 	d.inflight, d.caughtUp, d.reverted = nil, false, false
 }

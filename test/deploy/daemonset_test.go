@@ -279,9 +279,16 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, n.Annotations[k], v, n.Annotations)
 		}
 	}
-	// The agent's Events passed the events policy.
-	if len(cp.Events(t, node, "AddressesUpdated")) == 0 || len(cp.Events(t, node, "TaintRemoved")) == 0 {
-		t.Errorf("no AddressesUpdated and TaintRemoved Events about %s", node)
+	// The agent's Events passed the events policy. They are sent after the writes they report, by
+	// the event broadcaster's goroutine: wait for them.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if len(cp.Events(t, node, "AddressesUpdated")) > 0 && len(cp.Events(t, node, "TaintRemoved")) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no AddressesUpdated and TaintRemoved Events about %s", node)
+			break
+		}
 	}
 	// None of the agent's writes was refused (by RBAC or a policy).
 	evs, err := cp.AuditSince(harness.AgentUser, started)
