@@ -10,17 +10,20 @@ type Discovery interface {
 	Update(sources map[Family]netip.Addr)
 	// Mapped is the discovered address of family f, if there is a current one.
 	Mapped(f Family) (netip.Addr, bool)
+	// Covers reports whether family f is discovered at all (some server can answer for it).
+	Covers(f Family) bool
 	C() <-chan struct{}
 }
 
 // WithDiscovery replaces each ExternalIP of s by the address discovery found for it: the route
 // source is asked from (Update), and the discovered address is published instead. A family with no
 // discovered address yet has no ExternalIP (its route source is private, the reason to discover),
-// and a family with no route source has none either (the node cannot reach the world there).
+// and a family with no route source has none either (the node cannot reach the world there). A
+// family no server covers keeps its route source.
 func WithDiscovery(d Discovery, s State) State {
 	sources := map[Family]netip.Addr{}
 	for _, a := range s.Addresses {
-		if a.Type == ExternalIP {
+		if a.Type == ExternalIP && d.Covers(FamilyOf(a.IP)) {
 			sources[FamilyOf(a.IP)] = a.IP
 		}
 	}
@@ -28,7 +31,7 @@ func WithDiscovery(d Discovery, s State) State {
 	d.Update(sources)
 	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses))}
 	for _, a := range s.Addresses {
-		if a.Type != ExternalIP {
+		if a.Type != ExternalIP || !d.Covers(FamilyOf(a.IP)) {
 			out.Addresses = append(out.Addresses, a)
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 // fakeDiscovery answers from a map; set changes an answer and signals C, as the Discoverer does.
 type fakeDiscovery struct {
+	v4Only  bool // no IPv6 server
 	mu      sync.Mutex
 	mapped  map[Family]netip.Addr
 	sources map[Family]netip.Addr
@@ -34,6 +35,8 @@ func (f *fakeDiscovery) Mapped(fam Family) (netip.Addr, bool) {
 }
 
 func (f *fakeDiscovery) C() <-chan struct{} { return f.c }
+
+func (f *fakeDiscovery) Covers(fam Family) bool { return fam == IPv4 || !f.v4Only }
 
 func (f *fakeDiscovery) set(fam Family, a netip.Addr) {
 	f.mu.Lock()
@@ -59,29 +62,32 @@ func TestWithDiscovery(t *testing.T) {
 	}}
 	for _, tc := range []struct {
 		name   string
+		v4Only bool
 		mapped map[Family]netip.Addr
 		in     State
 		want   string
 	}{
-		{"both families discovered", map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")}, routed,
+		{"only IPv4 servers: IPv6 keeps its route source", true, map[Family]netip.Addr{IPv4: ip("203.0.113.10")}, routed,
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=fd00::10]"},
+		{"both families discovered", false, map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")}, routed,
 			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=2001:db8::10]"},
-		{"nothing discovered yet: no ExternalIP, never the private route source", nil, routed,
+		{"nothing discovered yet: no ExternalIP, never the private route source", false, nil, routed,
 			"[InternalIP=10.0.1.10 InternalIP=fd00::10]"},
-		{"IPv4 only discovered", map[Family]netip.Addr{IPv4: ip("203.0.113.10")}, routed,
+		{"IPv4 only discovered", false, map[Family]netip.Addr{IPv4: ip("203.0.113.10")}, routed,
 			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]"},
-		{"no IPv6 route: a discovered IPv6 address is not published", map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")},
+		{"no IPv6 route: a discovered IPv6 address is not published", false, map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")},
 			State{Managed: managed, Addresses: routed.Addresses[:3]},
 			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &fakeDiscovery{mapped: tc.mapped}
+			d := &fakeDiscovery{mapped: tc.mapped, v4Only: tc.v4Only}
 			got := WithDiscovery(d, tc.in)
 			if s := got.String(); s != tc.want {
 				t.Errorf("state %s, want %s", s, tc.want)
 			}
 			wantSources := map[Family]netip.Addr{}
 			for _, a := range tc.in.Addresses {
-				if a.Type == ExternalIP {
+				if a.Type == ExternalIP && d.Covers(FamilyOf(a.IP)) {
 					wantSources[FamilyOf(a.IP)] = a.IP
 				}
 			}
@@ -89,7 +95,7 @@ func TestWithDiscovery(t *testing.T) {
 				t.Errorf("Update(%v), want the route sources %v", d.sources, wantSources)
 			}
 			for _, a := range got.Addresses {
-				if a.Type == ExternalIP && a.PrefixLen != 0 {
+				if a.Type == ExternalIP && d.Covers(FamilyOf(a.IP)) && a.PrefixLen != 0 {
 					t.Errorf("%s keeps prefix length %d of the private address", a, a.PrefixLen)
 				}
 			}

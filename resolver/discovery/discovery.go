@@ -121,6 +121,18 @@ func (d *Discoverer) Update(sources map[resolver.Family]netip.Addr) {
 	}
 }
 
+// Covers reports whether any server can answer for family f: a name, or an IP literal of that
+// family. A family without one is not discovered (its route source stays the ExternalIP).
+func (d *Discoverer) Covers(f resolver.Family) bool {
+	for _, s := range d.cfg.Servers {
+		ip, err := netip.ParseAddr(s.Host)
+		if err != nil || resolver.FamilyOf(ip) == f {
+			return true
+		}
+	}
+	return false
+}
+
 // Mapped returns the current answer for family f: the address a majority of the servers gave
 // less than StaleAfter ago.
 func (d *Discoverer) Mapped(f resolver.Family) (netip.Addr, bool) {

@@ -14,10 +14,10 @@ import (
 // round asks every server from src, votes, and records the outcome.
 func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Addr, fs *family) {
 	replies := d.probeAll(ctx, f, src)
-	v := Vote(replies, len(replies))
-	if len(replies) == 0 {
-		v = Verdict{Outcome: NoAnswer, Reason: "no server of this family is configured"}
+	if ctx.Err() != nil {
+		return // shutting down: the replies are cancellations, not the servers' answers
 	}
+	v := Vote(replies, len(replies))
 	now := time.Now()
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.OnRound(f, v.Outcome, now)

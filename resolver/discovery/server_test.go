@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 func TestParseServers(t *testing.T) {
@@ -51,6 +53,27 @@ func TestParseServers(t *testing.T) {
 		}
 		if !slices.Equal(names, tc.want) {
 			t.Errorf("ParseServers(%q) = %v, want %v", tc.in, names, tc.want)
+		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	for _, tc := range []struct {
+		servers   string
+		four, six bool
+	}{
+		{"stun:192.0.2.1:3478", true, false},
+		{"stun:[2001:db8::1]:3478", false, true},
+		{"stun:192.0.2.1:3478,stun:[2001:db8::1]:3478", true, true},
+		{"stun:stun.example.net:3478", true, true}, // a name may have both
+	} {
+		s, err := ParseServers(tc.servers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := New(Config{Servers: s})
+		if d.Covers(resolver.IPv4) != tc.four || d.Covers(resolver.IPv6) != tc.six {
+			t.Errorf("%s: covers IPv4 %v IPv6 %v, want %v %v", tc.servers, d.Covers(resolver.IPv4), d.Covers(resolver.IPv6), tc.four, tc.six)
 		}
 	}
 }

@@ -63,3 +63,4 @@ type onceDiscovery struct {
 func (o onceDiscovery) Update(sources map[resolver.Family]netip.Addr) { o.d.Once(o.ctx, sources) }
 func (o onceDiscovery) Mapped(f resolver.Family) (netip.Addr, bool)   { return o.d.Mapped(f) }
 func (o onceDiscovery) C() <-chan struct{}                            { return o.d.C() }
+func (o onceDiscovery) Covers(f resolver.Family) bool                 { return o.d.Covers(f) }
