@@ -41,8 +41,12 @@ type outageReport struct {
 	others     map[string]int
 }
 
-// second is one second of the recovery window: PATCHes received and how many of them got no 2xx.
-type second struct{ total, failed int }
+// second is one second of the recovery window: PATCHes received, how many of them got no 2xx, and
+// those by status code.
+type second struct {
+	total, failed int
+	codes         map[int]int
+}
 
 // analyse reads the audit log. It counts the ResponseComplete (or Panic) record of each request:
 // the harness's audit policy omits RequestReceived, and ResponseComplete is the one record every
@@ -98,6 +102,10 @@ func (r *outageReport) analyse(t *testing.T, cp *harness.ControlPlane) error {
 		} else {
 			s.failed++
 			r.codes[code(e)]++
+			if s.codes == nil {
+				s.codes = map[int]int{}
+			}
+			s.codes[code(e)]++
 		}
 	}
 	if len(written) != r.nodes {
@@ -160,6 +168,11 @@ func loadAvg() string {
 
 func (r *outageReport) write(t *testing.T) {
 	t.Helper()
+	for i, s := range r.series {
+		if s.failed > 0 {
+			t.Logf("second %d of the window: %d PATCHes, non-2xx%s", i, s.total, codeList(s.codes))
+		}
+	}
 	var b strings.Builder
 	r.writeMethod(&b)
 	r.writeTable(&b)
