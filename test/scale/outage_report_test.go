@@ -46,6 +46,7 @@ type outageReport struct {
 type second struct {
 	total, failed int
 	codes         map[int]int
+	slowest       time.Duration // longest time from arrival to response
 }
 
 // analyse reads the audit log. It counts the ResponseComplete (or Panic) record of each request:
@@ -96,6 +97,7 @@ func (r *outageReport) analyse(t *testing.T, cp *harness.ControlPlane) error {
 		r.received = append(r.received, e.RequestReceived)
 		s := &r.series[int(e.RequestReceived.Sub(r.start)/time.Second)]
 		s.total++
+		s.slowest = max(s.slowest, e.StageTimestamp.Sub(e.RequestReceived))
 		if success(e) {
 			r.ok++
 			written[e.ObjectRef.Name] = e.StageTimestamp
@@ -169,8 +171,9 @@ func loadAvg() string {
 func (r *outageReport) write(t *testing.T) {
 	t.Helper()
 	for i, s := range r.series {
-		if s.failed > 0 {
-			t.Logf("second %d of the window: %d PATCHes, non-2xx%s", i, s.total, codeList(s.codes))
+		if s.total > 0 {
+			t.Logf("second %d of the window: %d PATCHes, slowest answered in %s, non-2xx: %d%s",
+				i, s.total, secs(s.slowest), s.failed, codeList(s.codes))
 		}
 	}
 	var b strings.Builder
