@@ -2,25 +2,41 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# VERSION is the single source of the version (the chart, the kustomize image tag and the release
+# workflow follow it; test/release checks they agree). REVISION is the commit, stamped into the
+# binary because CI builds with -buildvcs=false and the Docker context has no .git.
+VERSION := $(shell cat $(CURDIR)/VERSION)
+REVISION ?= $(shell git -C $(CURDIR) rev-parse HEAD 2>/dev/null || echo unknown)
 PLATFORMS ?= linux/amd64 linux/arm64
+BIN_DIR ?= bin
 GOLANGCI_LINT_VERSION ?= v2.15.0
+ACTIONLINT_VERSION ?= v1.7.12
 # The build command, identical to the Dockerfile's (only GOOS/GOARCH and -o differ).
-GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
+GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION) -X main.revision=$(REVISION)"
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build test unit e2e e2e-bins lint run bench fuzz clean
+.PHONY: all build version generate test unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench fuzz clean
 
 all: build
 
-## build: cross-compile nodeaddr for $(PLATFORMS) into bin/
+## build: cross-compile nodeaddr for $(PLATFORMS) into $(BIN_DIR)/
 build:
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  echo "build $$os/$$arch"; \
-	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o bin/nodeaddr-$$os-$$arch ./cmd/nodeaddr; \
+	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $(BIN_DIR)/nodeaddr-$$os-$$arch ./cmd/nodeaddr; \
 	done
+
+## version: print the version and the revision a build stamps
+version:
+	@echo $(VERSION) $(REVISION)
+
+## generate: tools/ (its own module) writes the Grafana dashboard (Grafana Foundation SDK) into
+## deploy/monitoring and the chart, the chart's copy of the alert rules, and the chart's README from
+## its values; test/deploy fails when they are stale
+generate:
+	cd tools && go run ./monitoring -repo .. && go run ./chartdoc -repo ..
 
 ## test: unit and kernel tests of the main module, then the end-to-end suite (test/ module)
 test: unit e2e
@@ -28,18 +44,36 @@ test: unit e2e
 unit:
 	go test -count=1 ./...
 
-e2e: e2e-bins
-	cd test && go test -count=1 -timeout 25m ./...
+# The real-node suite (test/node) runs alone afterwards: a kubelet, containerd and a control plane
+# on 2 cores leave no room for other packages beside it.
+e2e: e2e-bins matrix-bins
+	cd test && go test -count=1 -timeout 25m $$(go list ./... | grep -v '/test/node$$')
+	cd test && go test -count=1 -p 1 -timeout 20m ./node/
 
-## e2e-bins: build (once) kube-apiserver and etcd for the end-to-end suite, with progress
+## test-node: only the real-node suite (kubelet + containerd + runc in a network namespace, the
+## shipped manifests installed with kubectl); ends with one line per scenario and its figures
+test-node: e2e-bins
+	cd test && go test -count=1 -p 1 -timeout 20m -v ./node/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/test-node.log \
+	  | grep -E '^(--- |    --- |ok |FAIL|PASS$$|real node scenarios|  (PASS|FAIL|SKIP) )'
+
+## e2e-bins: build (once) kube-apiserver, etcd and the real node's components, with progress
 e2e-bins:
 	cd test && go run ./cmd/buildbins
 
-## lint: go vet and golangci-lint (built from the Go module proxy)
-lint:
+## matrix-bins: build (once) the older kube-apiservers and each release's policy type checker for test/matrix
+matrix-bins:
+	cd test && go run ./cmd/buildbins -matrix
+
+## lint: go vet, golangci-lint and actionlint on .github/workflows (both built from the Go module proxy)
+lint: lint-workflows
 	go vet ./...
 	cd test && go vet ./...
+	cd tools && go vet ./...
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+
+## lint-workflows: actionlint on the GitHub workflows (shellcheck too, when installed)
+lint-workflows:
+	go run github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
 
 ## run: throwaway local control plane + nodeaddr for this host, in the foreground (Ctrl-C stops)
 # Built, then run directly: `go run` exits 1 when Ctrl-C reaches it, which make reports as a failure.
@@ -53,7 +87,8 @@ bench: e2e-bins
 	go test -run '^$$' -bench . -benchmem ./watcher/ ./resolver/ ./publisher/ | tee $(NODEADDR_CACHE_DIR)/micro.txt
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/report.md go test -tags bench -run TestReport -v -count=1 -timeout 90m ./bench/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/scale.md go test -tags bench -run TestScale500 -v -count=1 -timeout 60m ./scale/
-	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md; \
+	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/realnode.md go test -tags bench -run TestRegistrationToTaintRemoved -v -count=1 -p 1 -timeout 20m ./node/
+	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md $(NODEADDR_CACHE_DIR)/realnode.md; \
 	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
 	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md
 

@@ -34,8 +34,9 @@ type Metrics struct {
 	addresses []resolver.Address
 }
 
-// New registers every metric, the Go and process collectors and nodeaddr_build_info.
-func New(version string) *Metrics {
+// New registers every metric, the Go and process collectors and nodeaddr_build_info (version and
+// VCS revision as stamped at build time).
+func New(version, revision string) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: r,
@@ -88,8 +89,8 @@ func New(version string) *Metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nodeaddr_build_info",
 		Help: "Build information (value 1).",
-	}, []string{"version", "goversion"})
-	build.WithLabelValues(version, runtime.Version()).Set(1)
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(version, revision, runtime.Version()).Set(1)
 	r.MustRegister(m.netlinkEvents, m.resubscriptions, m.resolutions, m.writes, m.reaction,
 		m.addressInfo, m.taint, m.overwrites, m.overwriteDelay, m.lastResync, m.nodeIPMissing, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

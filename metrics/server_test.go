@@ -59,7 +59,7 @@ func TestServerRefusesHugeHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test"), MetricsTLS: tlsCfg,
+	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test", "abc"), MetricsTLS: tlsCfg,
 		MetricsAuth: NewAuthFilter(AuthConfig{Reviewer: reviewer()})}
 	startServer(t, s)
 	c, err := net.Dial("tcp", s.ProbeAddr)
@@ -93,7 +93,7 @@ func TestServerSecureMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test"), MetricsTLS: tlsCfg,
+	s := &Server{MetricsAddr: freeAddr(t), ProbeAddr: freeAddr(t), Metrics: New("test", "abc"), MetricsTLS: tlsCfg,
 		MetricsAuth: NewAuthFilter(AuthConfig{Reviewer: reviewer(), Registry: nil})}
 	startServer(t, s)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
@@ -122,7 +122,7 @@ func TestServerSecureMetrics(t *testing.T) {
 func TestServerRefusesProbesOnSecureMetricsAddress(t *testing.T) {
 	tlsCfg, _ := SelfSignedTLS()
 	addr := freeAddr(t)
-	s := &Server{MetricsAddr: addr, ProbeAddr: addr, Metrics: New("test"), MetricsTLS: tlsCfg}
+	s := &Server{MetricsAddr: addr, ProbeAddr: addr, Metrics: New("test", "abc"), MetricsTLS: tlsCfg}
 	if _, err := s.Listen(context.Background()); err == nil {
 		t.Fatal("probes and TLS metrics on one address: no error")
 	}
@@ -135,9 +135,9 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := LimitListener(inner, 2)
+	l := limitListen(inner, 2)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })}
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()
 	// request sends a keep-alive request on a new connection and returns the answer's status.
 	request := func() (net.Conn, chan int) {
@@ -153,7 +153,7 @@ func TestLimitListener(t *testing.T) {
 				status <- 0
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			status <- resp.StatusCode
 		}()

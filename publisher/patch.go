@@ -2,6 +2,8 @@ package publisher
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,22 +58,21 @@ func taintsPatch(node *corev1.Node, next []corev1.Taint) (types.PatchType, []byt
 	return fieldPatch("/spec/taints", node.Spec.Taints, next, len(node.Spec.Taints) == 0, node.ResourceVersion)
 }
 
-// failedPatchOp is the whole message of the 422 the API server returns when a JSON patch operation
-// fails: k8s.io/apiserver (endpoints/handlers/patch.go, applyJSPatch) builds it with
-// NewGenericServerResponse, which drops the "testing value ... failed" text.
-const failedPatchOp = "the server rejected our request due to an error in our request"
-
-// isConflict reports whether err means "the object changed underneath": a 409 from a resourceVersion
-// precondition, or a failed JSON patch `test` (the API server answers 422 for that). Our patches are
-// well-formed, so a failed operation means the tested field changed. A 422 from validation names the
-// object and is not a conflict. The text match covers fake clientsets, which return the raw error.
+// isConflict reports whether err means "the object changed underneath", judged by the status the
+// API server sent, never by its text: a 409 from a resourceVersion precondition, or the bare 422
+// the API server answers when a JSON patch operation fails (k8s.io/apiserver
+// endpoints/handlers/patch.go builds it with NewGenericServerResponse: no status causes). Our
+// patches are well-formed, so a failed operation means the tested field changed. A validation error
+// (422 with field causes) and an admission denial (403 with reason Forbidden, or a 422 whose causes
+// carry the policy's message) are not conflicts: retrying them at once would only repeat them.
 func isConflict(err error) bool {
 	if apierrors.IsConflict(err) {
 		return true
 	}
-	if apierrors.IsInvalid(err) && err.Error() == failedPatchOp {
-		return true
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return false
 	}
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "testing value") || strings.Contains(msg, "test failed")
+	st := se.Status()
+	return st.Code == http.StatusUnprocessableEntity && (st.Details == nil || len(st.Details.Causes) == 0)
 }

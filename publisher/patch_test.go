@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"testing"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,7 +76,7 @@ func TestAddressesPatch(t *testing.T) {
 }
 
 func TestTaintsPatch(t *testing.T) {
-	uninit := corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninit := corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 	for _, tc := range []struct {
 		name     string
@@ -105,7 +107,7 @@ func TestTaintsPatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "7"}, Spec: corev1.NodeSpec{Taints: tc.old}}
-			next, _ := WithoutUninitialized(n.Spec.Taints)
+			next, _ := withoutUninitialized(n.Spec.Taints)
 			pt, data, err := taintsPatch(n, next)
 			if err != nil {
 				t.Fatal(err)
@@ -134,6 +136,16 @@ func roundTrip(t *testing.T, err *apierrors.StatusError) error {
 	return apierrors.FromObject(&s)
 }
 
+// policyDenial is a ValidatingAdmissionPolicy denial as the API server sends it.
+func policyDenial(reason metav1.StatusReason, code int32) *apierrors.StatusError {
+	msg := "ValidatingAdmissionPolicy 'nodeaddr-own-node' with binding 'nodeaddr-own-node' denied request: nodeaddr on node 'a' may not modify Node 'b'"
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: code, Reason: reason,
+		Message: `nodes "node-a" is forbidden: ` + msg,
+		Details: &metav1.StatusDetails{Kind: "nodes", Name: "node-a", Causes: []metav1.StatusCause{{Message: msg}}},
+	}}
+}
+
 func TestIsConflict(t *testing.T) {
 	nodes := schema.GroupResource{Resource: "nodes"}
 	// What k8s.io/apiserver endpoints/handlers/patch.go returns when a JSON patch `test` fails.
@@ -152,14 +164,15 @@ func TestIsConflict(t *testing.T) {
 			Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
 			Message: "jsonpatch: testing value /status/addresses failed: test failed",
 		}}, true},
-		{"raw json-patch error from a fake clientset", errors.New("testing value /spec/taints failed: test failed"), true},
+		{"text naming a failed test, without a status", errors.New("testing value /spec/taints failed: test failed"), false},
 		{"422 validation error", apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "node-a", field.ErrorList{
 			field.Duplicate(field.NewPath("status", "addresses").Index(1), corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}),
 		}), false},
-		{"422 admission policy denial", &apierrors.StatusError{ErrStatus: metav1.Status{
-			Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
-			Message: "nodes \"node-a\" is invalid: ValidatingAdmissionPolicy 'nodeaddr' denied request",
-		}}, false},
+		// As k8s.io/apiserver's validating admission policy dispatcher builds a denial: from
+		// admission.NewForbidden, with the policy's reason and its message as a cause.
+		{"422 admission policy denial (reason Invalid)", policyDenial(metav1.StatusReasonInvalid, http.StatusUnprocessableEntity), false},
+		{"422 admission policy denial, decoded by client-go", roundTrip(t, policyDenial(metav1.StatusReasonInvalid, http.StatusUnprocessableEntity)), false},
+		{"403 admission policy denial (reason Forbidden)", policyDenial(metav1.StatusReasonForbidden, http.StatusForbidden), false},
 		{"404 NotFound", apierrors.NewNotFound(nodes, "node-a"), false},
 		{"403 Forbidden", apierrors.NewForbidden(nodes, "node-a", errors.New("no")), false},
 		{"500", apierrors.NewInternalError(errors.New("etcd timeout")), false},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -35,7 +36,8 @@ func TestListenerFlags(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
 		case tc.err != "":
-			if _, ok := err.(usageError); !ok {
+			var ue usageError
+			if !errors.As(err, &ue) {
 				t.Errorf("%v: %T is not a usage error (exit 2)", tc.args, err)
 			}
 		}

@@ -32,14 +32,14 @@ func TestReviewClientRequests(t *testing.T) {
 					Groups: []string{"system:serviceaccounts"}, Extra: map[string]authnv1.ExtraValue{"k": {"v"}}}
 			}
 			tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview"
-			json.NewEncoder(w).Encode(tr)
+			_ = json.NewEncoder(w).Encode(tr)
 		case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 			if err := json.NewDecoder(r.Body).Decode(&sar); err != nil || r.Method != "POST" {
 				t.Errorf("subjectaccessreview: %s %v", r.Method, err)
 			}
 			sar.Status.Allowed = true
 			sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
-			json.NewEncoder(w).Encode(sar)
+			_ = json.NewEncoder(w).Encode(sar)
 		default:
 			t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
 			http.NotFound(w, r)

@@ -111,10 +111,53 @@ func TestDaemonSetSpec(t *testing.T) {
 	}
 	for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
 		want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") ||
-			p.HTTPGet.Host != "127.0.0.1" {
+		// host 127.0.0.1: the pod IP of a hostNetwork pod goes stale on renumbering (test/node).
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || p.HTTPGet.Port != intstr.FromString("probes") || p.HTTPGet.Host != "127.0.0.1" {
 			t.Errorf("%s probe must be GET %s on 127.0.0.1, port probes: %+v", name, want, p)
 		}
+		// Without host the kubelet probes the pod IP: for a hostNetwork pod the node's address at
+		// pod start, stale after the renumbering nodeaddr exists for.
+		if p != nil && p.HTTPGet != nil && p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("%s probe host = %q, want 127.0.0.1", name, p.HTTPGet.Host)
+		}
+	}
+	checkTokenProjection(t, pod)
+}
+
+// checkTokenProjection: no automounted token, but the projected volume the kubelet would mount,
+// with a token of at most one hour (3607 s would silently become a year), the cluster CA and the
+// namespace, at the standard path.
+func checkTokenProjection(t *testing.T, pod corev1.PodSpec) {
+	t.Helper()
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken must be false")
+	}
+	var vol *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == "kube-api-access" {
+			vol = &pod.Volumes[i]
+		}
+	}
+	if vol == nil || vol.Projected == nil || len(vol.Projected.Sources) != 3 {
+		t.Fatalf("want a projected volume kube-api-access with three sources: %+v", vol)
+	}
+	src := vol.Projected.Sources
+	if tok := src[0].ServiceAccountToken; tok == nil || tok.Path != "token" || tok.ExpirationSeconds == nil ||
+		*tok.ExpirationSeconds != 3600 || tok.Audience != "" {
+		t.Errorf("first source must be the ServiceAccount token at token, 3600 s, default audience: %+v", src[0])
+	}
+	if cm := src[1].ConfigMap; cm == nil || cm.Name != "kube-root-ca.crt" || len(cm.Items) != 1 ||
+		cm.Items[0].Key != "ca.crt" || cm.Items[0].Path != "ca.crt" {
+		t.Errorf("second source must be kube-root-ca.crt's ca.crt: %+v", src[1])
+	}
+	if d := src[2].DownwardAPI; d == nil || len(d.Items) != 1 || d.Items[0].Path != "namespace" ||
+		d.Items[0].FieldRef == nil || d.Items[0].FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("third source must be the namespace from the downward API: %+v", src[2])
+	}
+	c := pod.Containers[0]
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != "kube-api-access" ||
+		c.VolumeMounts[0].MountPath != "/var/run/secrets/kubernetes.io/serviceaccount" || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("want kube-api-access mounted read-only at /var/run/secrets/kubernetes.io/serviceaccount: %+v", c.VolumeMounts)
 	}
 }
 
@@ -180,7 +223,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	waitPolicyEffective(t, agentCS, merge(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
 	// Consumer annotations configured once, in the ConfigMap the agent and the policy share; the
 	// agent starts once the policy follows it.
-	setAnnotationsConfig(t, cp, "nodeaddr,k3s,flannel")
+	applyAnnotationsConfig(t, cp, "nodeaddr,k3s,flannel")
 	waitAllowed(t, agentCS, merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":"192.0.2.99"}}}`))
 	if err := merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":null}}}`).do(context.Background(), agentCS); err != nil {
 		t.Fatal(err)
@@ -192,13 +235,12 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 
 	ns := harness.NewNetns(t, "ds")
 	router := harness.NewNetns(t, "rtr")
-	ns.Link("eth0", router, "r-eth0")
-	ns.IP("addr", "add", "192.0.2.10/24", "dev", "eth0")
-	ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
-	ns.IP("-6", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
-	ns.IP("-6", "route", "add", "default", "via", "2001:db8::1", "dev", "eth0")
+	harness.DualStackUplink(ns, router)
 
 	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
+	// The test's own probes of the policy above used the agent's token and were refused on
+	// purpose: the agent's requests are those from here on.
+	started := time.Now()
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
 	for _, p := range c.Ports {
 		switch p.Name {
@@ -237,13 +279,18 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 			t.Errorf("annotation %s = %q, want %q (annotations %v)", k, n.Annotations[k], v, n.Annotations)
 		}
 	}
-	// None of the agent's writes was refused (by RBAC or the policy).
-	evs, err := cp.Audit(harness.AgentUser)
+	// The agent's Events passed the events policy.
+	if len(cp.Events(t, node, "AddressesUpdated")) == 0 || len(cp.Events(t, node, "TaintRemoved")) == 0 {
+		t.Errorf("no AddressesUpdated and TaintRemoved Events about %s", node)
+	}
+	// None of the agent's writes was refused (by RBAC or a policy).
+	evs, err := cp.AuditSince(harness.AgentUser, started)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 && e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && e.ObjectRef.Name == node {
+		if e.Stage == "ResponseComplete" && e.ResponseStatus != nil && e.ResponseStatus.Code >= 400 && e.ObjectRef != nil &&
+			(e.ObjectRef.Resource == "nodes" && e.ObjectRef.Name == node || e.ObjectRef.Resource == "events") {
 			t.Errorf("agent request refused: %s %s: %d", e.Verb, e.RequestURI, e.ResponseStatus.Code)
 		}
 	}

@@ -57,12 +57,13 @@ func readDashboard(t *testing.T) dashboard {
 }
 
 // dashboardQueries are the dashboard's PromQL expressions, with Grafana's variables replaced as
-// Grafana would for "all nodes" and a 15s rate interval; the node variable's label_values() query
-// becomes its series selector.
+// Grafana would for "all clusters", job nodeaddr, "all nodes" and a 15s rate interval; each query
+// variable's label_values() becomes its series selector.
 func dashboardQueries(t *testing.T) map[string]string {
 	t.Helper()
 	d := readDashboard(t)
-	r := strings.NewReplacer(`"$node"`, `".*"`, "$__rate_interval", "15s", "$__interval", "5s", "$__range", "1m")
+	r := strings.NewReplacer(`"$node"`, `".*"`, `"$cluster"`, `".*"`, `"$job"`, `"nodeaddr"`,
+		"$__rate_interval", "15s", "$__interval", "5s", "$__range", "1m")
 	out := map[string]string{}
 	for _, p := range d.Panels {
 		for i, tg := range p.Targets {
@@ -83,7 +84,7 @@ func dashboardQueries(t *testing.T) map[string]string {
 			continue
 		}
 		i := strings.LastIndex(sel, ",")
-		out["variable "+v.Name] = strings.TrimSpace(sel[:i])
+		out["variable "+v.Name] = r.Replace(strings.TrimSpace(sel[:i]))
 	}
 	return out
 }

@@ -51,17 +51,10 @@ type freshHost struct {
 
 // uplink4 links dev to router with addr4 and, when gw4 is set, a default route through it.
 func uplink4(ns, router *harness.Netns, dev, addr4, gw4 string) {
-	ns.Link(dev, router, "r-"+dev)
-	ns.IP("addr", "add", addr4, "dev", dev)
-	if gw4 != "" {
-		ns.IP("route", "add", "default", "via", gw4, "dev", dev)
-	}
+	harness.AddUplink(ns, router, dev, addr4, gw4, 100)
 }
 
-func uplink6(ns *harness.Netns, dev, addr6, gw6 string) {
-	ns.IP("-6", "addr", "add", addr6, "dev", dev, "nodad")
-	ns.IP("-6", "route", "add", "default", "via", gw6, "dev", dev)
-}
+func uplink6(ns *harness.Netns, dev, addr6, gw6 string) { harness.AddUplink6(ns, dev, addr6, gw6, 100) }
 
 // The shipped DaemonSet's arguments, resolved as the kubelet would, on Nodes registered as today's
 // kubelet registers them with --cloud-provider=external and no --node-ip: the defaults alone give

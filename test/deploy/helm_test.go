@@ -35,20 +35,37 @@ func chartDir() string { return deployFile("helm", "nodeaddr") }
 // would, with extra arguments (--set ...).
 func helmTemplate(t *testing.T, extra ...string) string {
 	t.Helper()
+	out, err := helmTemplateErr(t, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// helmTemplateErr is helmTemplate returning Helm's failure (with its stderr) instead of failing.
+func helmTemplateErr(t *testing.T, extra ...string) (string, error) {
+	t.Helper()
+	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
+	out, stderr, err := helmRun(t, args...)
+	if err != nil {
+		return "", fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return out, nil
+}
+
+// helmRun runs the helm CLI with args and returns its stdout and stderr.
+func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	helm := harness.MustBuildHelm(t)
 	home := t.TempDir()
-	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
 	cmd := exec.Command(helm, args...)
 	// Helm's caches and configuration go to a throwaway home: nothing is fetched or written elsewhere.
 	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
+	return string(out), errBuf.String(), err
 }
 
 type object = map[string]any
@@ -95,7 +112,7 @@ func decodeDocs(t *testing.T, data string) map[string]object {
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
 
 // substance removes what may differ between the chart and the kustomize base without changing what
-// the cluster runs: Helm's labels and config checksum, an imagePullPolicy equal to the API server's default, the order
+// the cluster runs: Helm's labels (on the objects and the pod template) and config checksum, an imagePullPolicy equal to the API server's default, the order
 // and spelling of the agent's flags (replaced by the effective configuration) and trailing
 // whitespace of ConfigMap data (a YAML block scalar's chomping).
 func substance(t *testing.T, o object, defaults map[string]string) object {
@@ -122,6 +139,11 @@ func substance(t *testing.T, o object, defaults map[string]string) object {
 		return o
 	}
 	tmd := o["spec"].(object)["template"].(object)["metadata"].(object)
+	if labels, ok := tmd["labels"].(object); ok {
+		for _, l := range helmLabels {
+			delete(labels, l)
+		}
+	}
 	if ann, ok := tmd["annotations"].(object); ok {
 		delete(ann, "checksum/config") // Helm's way to restart the pods when the ConfigMap changes
 		if len(ann) == 0 {
@@ -197,43 +219,67 @@ func normalize(v string) string {
 	return v
 }
 
-var (
-	helpFlagRE    = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\w+))?$`)
-	helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
-)
+// helpFlagRE is a flag line of pflag's --help ("      --name type   usage", "  -v, --v int   usage";
+// booleans have no type); longer-indented lines continue the usage.
+var helpFlagRE = regexp.MustCompile(`^(?:  -\w, |      )--([a-z0-9-]+)(?: (\w+))?\s{2,}(.*)$`)
+
+var helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
+
+// hiddenFlags are flags --help does not show because pflag hides deprecated ones, with their
+// default: binaryFlags checks the binary still accepts them.
+var hiddenFlags = map[string]string{"reconcile-interval": "0s"}
 
 // binaryFlags parses `nodeaddr --help` of the built binary: each flag with its default value ("" or
-// "false" when the usage prints none).
+// "false" when the usage prints none), plus hiddenFlags.
 func binaryFlags(t *testing.T) map[string]string {
 	t.Helper()
 	bin := harness.MustBuild(t).Nodeaddr
-	out, _ := exec.Command(bin, "--help").CombinedOutput() // exits 0 or 2 depending on flag's ErrHelp handling
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodeaddr --help: %v\n%s", err, out)
+	}
 	flags := map[string]string{}
-	var cur, typ string
+	usage := map[string]string{}
+	types := map[string]string{}
+	var cur string
 	for _, line := range strings.Split(string(out), "\n") {
 		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
-			cur, typ = m[1], m[2]
-			flags[cur] = ""
-			if typ == "" { // boolean
-				flags[cur] = "false"
-			}
+			cur = m[1]
+			types[cur], usage[cur] = m[2], m[3]
 			continue
 		}
-		if cur == "" || !strings.HasPrefix(line, "    \t") {
-			continue
+		if cur != "" && strings.HasPrefix(line, "          ") {
+			usage[cur] += " " + strings.TrimSpace(line)
+		} else {
+			cur = ""
 		}
-		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+	}
+	for name, u := range usage {
+		flags[name] = ""
+		if types[name] == "" { // boolean
+			flags[name] = "false"
+		}
+		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(u)); m != nil {
 			v := m[1]
-			if typ == "string" {
+			if types[name] == "string" {
 				if u, err := strconv.Unquote(v); err == nil {
 					v = u
 				}
 			}
-			flags[cur] = v
+			flags[name] = v
 		}
 	}
 	if len(flags) < 20 {
 		t.Fatalf("parsed only %d flags from nodeaddr --help:\n%s", len(flags), out)
+	}
+	for name, def := range hiddenFlags {
+		if _, shown := flags[name]; shown {
+			t.Errorf("--%s is shown by --help: remove it from hiddenFlags", name)
+		}
+		if out, err := exec.Command(bin, "--"+name+"="+def, "--version").CombinedOutput(); err != nil {
+			t.Errorf("nodeaddr --%s=%s --version: %v\n%s", name, def, err, out)
+		}
+		flags[name] = def
 	}
 	return flags
 }
@@ -304,7 +350,7 @@ func TestHelmMonitoringMatchesKustomize(t *testing.T) {
 func TestHelmValues(t *testing.T) {
 	harness.RequireE2E(t)
 	objs := decodeDocs(t, helmTemplate(t,
-		"--set", "admissionPolicy.enabled=false",
+		"--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false",
 		"--set", "apiServer.host=10.0.0.10", "--set", "apiServer.port=6443",
 		"--set", "image.repository=mirror/nodeaddr", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
 		"--set", "config.reconcileInterval=10s", "--set", "config.v=2", "--set", "config.logLevel=",
@@ -424,6 +470,19 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		"internal-ip-target": "config.internalIPTarget=none", "external-ip-target": "config.externalIPTarget=192.0.2.1"}
 	for _, name := range slices.Sorted(maps.Keys(flags)) {
 		key := valueKey(name)
+		if oneShotFlags[name] {
+			// No value and never rendered: a DaemonSet pod that exits is restarted forever.
+			if _, ok := values.Config[key]; ok {
+				t.Errorf("--%s is a one-shot flag: values.yaml must not have config.%s", name, key)
+			}
+			if slices.ContainsFunc(rendered, func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") || a == "--"+name }) {
+				t.Errorf("--%s is a one-shot flag: the chart must not render it", name)
+			}
+			if !slices.ContainsFunc(tableRows, func(r string) bool { return strings.Contains(r, "`--"+name+"`") }) {
+				t.Errorf("--%s: not in README.md's flags table", name)
+			}
+			continue
+		}
 		if _, ok := values.Config[key]; !ok {
 			t.Errorf("--%s: no config.%s in deploy/helm/nodeaddr/values.yaml", name, key)
 		}
@@ -456,6 +515,9 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	}
 	checkArgsParse(t, rendered)
 }
+
+// oneShotFlags make the agent exit (or only matter when it does): the chart has no value for them.
+var oneShotFlags = map[string]bool{"run-once": true, "dry-run": true, "version": true, "timeout": true}
 
 // valueKey is the chart's name for a flag: camelCase, with IP and CIDR in capitals
 // (--internal-ip-cidrs: internalIPCIDRs).
@@ -497,24 +559,7 @@ func renderedArgs(t *testing.T, objs map[string]object) []string {
 	if !ok {
 		t.Fatalf("no DaemonSet in %v", slices.Collect(maps.Keys(objs)))
 	}
-	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c corev1.Container
-	if err := json.Unmarshal(raw, &c); err != nil {
-		t.Fatal(err)
-	}
-	configMaps := map[string]map[string]string{}
-	for key, o := range objs {
-		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
-			data := map[string]string{}
-			for k, v := range o["data"].(object) {
-				data[k] = v.(string)
-			}
-			configMaps[name] = data
-		}
-	}
+	c, configMaps := renderedContainer(t, ds, objs)
 	_, args := podEnv(t, c, "worker-1", configMaps)
 	return args
 }
@@ -537,4 +582,79 @@ func TestHelmAppliesOnAPIServer(t *testing.T) {
 		k("", "-n", "kube-system", "get", r)
 	}
 	k(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
+}
+
+// Values that would silently widen the agents' privileges are refused at render time, with a
+// message naming the value; the defaults render.
+func TestHelmRefusesWideningValues(t *testing.T) {
+	harness.RequireE2E(t)
+	for _, c := range []struct {
+		name string
+		set  []string
+		why  string
+	}{
+		{"policy off, RBAC on", []string{"admissionPolicy.enabled=false"}, "admissionPolicy.enabled=false with rbac.create=true"},
+		{"preexisting ServiceAccount", []string{"serviceAccount.create=false", "serviceAccount.name=nodeaddr"}, "serviceAccount.create=false"},
+		{"shared default ServiceAccount", []string{"serviceAccount.name=default"}, "serviceAccount.name=default"},
+		{"securityContext null", []string{"securityContext=null"}, "securityContext is empty"},
+		// The schema refuses a non-object before the template's own check.
+		{"securityContext empty", []string{"securityContext="}, "securityContext"},
+		{"podSecurityContext null", []string{"podSecurityContext=null"}, "podSecurityContext is empty"},
+		{"privileged container", []string{"securityContext.privileged=true"}, "neither privileged nor allowPrivilegeEscalation"},
+		{"privilege escalation", []string{"securityContext.allowPrivilegeEscalation=true"}, "neither privileged nor allowPrivilegeEscalation"},
+		{"a quote in config.annotations", []string{"config.annotations=k3s' || true || '"}, "config.annotations"},
+	} {
+		var args []string
+		for _, s := range c.set {
+			args = append(args, "--set", s)
+		}
+		_, err := helmTemplateErr(t, args...)
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s (--set %s): got %v, want a refusal saying %q", c.name, strings.Join(c.set, " --set "), err, c.why)
+		}
+	}
+	// Turning both off is the operator granting the rights themselves: allowed.
+	if _, err := helmTemplateErr(t, "--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false"); err != nil {
+		t.Errorf("policy and RBAC both off: %v", err)
+	}
+}
+
+// config.annotations renders into the chart's ConfigMap and policy what an overlay that patches the
+// ConfigMap (and repeats the replacements block) renders with kustomize.
+func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
+	harness.RequireE2E(t)
+	const spec = "k3s,calico,example.com/node-ip=internal-ipv4"
+	overlay := renderOverlay(t, `patches:
+  - target: {kind: ConfigMap, name: nodeaddr}
+    patch: |-
+      - op: replace
+        path: /data/annotations
+        value: "`+spec+`"
+`+replacementsBlock(t))
+	compareRenders(t, helmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
+}
+
+// renderedContainer is the nodeaddr container of a rendered DaemonSet ds, and the data of the
+// rendered ConfigMaps in kube-system by name (what the kubelet resolves configMapKeyRef env from).
+func renderedContainer(t *testing.T, ds object, objs map[string]object) (corev1.Container, map[string]map[string]string) {
+	t.Helper()
+	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c corev1.Container
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	configMaps := map[string]map[string]string{}
+	for key, o := range objs {
+		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
+			data := map[string]string{}
+			for k, v := range o["data"].(object) {
+				data[k] = v.(string)
+			}
+			configMaps[name] = data
+		}
+	}
+	return c, configMaps
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -50,7 +51,7 @@ func TestKustomizeAppliesOnAPIServer(t *testing.T) {
 	base := kubectl("", "kustomize", deployFile())
 	monitoring := kubectl("", "kustomize", deployFile("monitoring"))
 	for _, want := range []string{"kind: ServiceAccount", "kind: ClusterRole", "kind: ClusterRoleBinding", "kind: DaemonSet",
-		"kind: ValidatingAdmissionPolicy", "kind: ValidatingAdmissionPolicyBinding", "image: nodeaddr:v0.1.0"} {
+		"kind: ValidatingAdmissionPolicy", "kind: ValidatingAdmissionPolicyBinding", "image: " + releasedImage(t)} {
 		if !strings.Contains(base, "\n"+want+"\n") && !strings.Contains(base, want+"\n") {
 			t.Errorf("kubectl kustomize deploy/ lacks %q", want)
 		}
@@ -76,6 +77,16 @@ func TestKustomizeAppliesOnAPIServer(t *testing.T) {
 	}
 	// An upgrade re-applies the output: it must not conflict with itself.
 	k(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+}
+
+// releasedImage is the image the release workflow pushes for the VERSION file's version.
+func releasedImage(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(harness.RepoDir(), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "ghcr.io/nodeaddr/nodeaddr:" + strings.TrimSpace(string(b))
 }
 
 // applyToAPIServer starts a control plane with the Prometheus Operator CRDs, applies rendered with a
@@ -114,8 +125,8 @@ func applyToAPIServer(t *testing.T, kubectl, rendered, manager string) (*harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img := ds.Spec.Template.Spec.Containers[0].Image; img != "nodeaddr:v0.1.0" {
-		t.Errorf("DaemonSet image = %q, want nodeaddr:v0.1.0", img)
+	if img, want := ds.Spec.Template.Spec.Containers[0].Image, releasedImage(t); img != want {
+		t.Errorf("DaemonSet image = %q, want %s", img, want)
 	}
 	if _, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, policyName, metav1.GetOptions{}); err != nil {
 		t.Errorf("policy binding: %v", err)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -81,16 +80,8 @@ func requireTool(t *testing.T, name, hint string) string {
 	return p
 }
 
-// run runs a command and returns its combined output, failing the test on error.
+// run is harness.Run.
 func run(t *testing.T, stdin string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return harness.Run(t, stdin, name, args...)
 }

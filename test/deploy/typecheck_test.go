@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -14,7 +15,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// The policy's expressions type-check against the Node schema of the pinned Kubernetes release, as
+// The policies have no parameter, every validation answers 403, and the expressions type-check against the Node schema of the pinned Kubernetes release, as
 // kube-controller-manager's policy status controller would report them (a misspelt field would
 // otherwise show only at runtime, as a denial of every write).
 func TestAdmissionPolicyTypeChecks(t *testing.T) {
@@ -30,25 +31,31 @@ func TestAdmissionPolicyTypeChecks(t *testing.T) {
 		SchemaResolver: resolver.NewDefinitionsSchemaResolver(openapi.GetOpenAPIDefinitions, scheme.Scheme),
 		RestMapper:     testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme),
 	}
-	var policies, bindings int
+	var policies, bindings []string
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *admissionv1.ValidatingAdmissionPolicy:
-			policies++
-			if o.Name != policyName {
-				t.Errorf("policy name %q, want %q", o.Name, policyName)
+			policies = append(policies, o.Name)
+			if o.Spec.ParamKind != nil {
+				t.Errorf("policy %s has a paramKind: a missing parameter would block every Node writer or unconfine the agent", o.Name)
+			}
+			for _, v := range o.Spec.Validations {
+				if v.Reason == nil || *v.Reason != "Forbidden" {
+					t.Errorf("policy %s: validation %q lacks reason: Forbidden (a 422 would look like a failed JSON-patch test)", o.Name, v.Expression)
+				}
 			}
 			for _, w := range tc.Check(o) {
-				t.Errorf("%s: %s", w.FieldRef, w.Warning)
+				t.Errorf("%s: %s: %s", o.Name, w.FieldRef, w.Warning)
 			}
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			bindings++
-			if o.Spec.PolicyName != policyName {
-				t.Errorf("binding %s binds %q, want %q", o.Name, o.Spec.PolicyName, policyName)
+			bindings = append(bindings, o.Spec.PolicyName)
+			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil {
+				t.Errorf("binding %s binds %q with paramRef %v, want its namesake and no parameter", o.Name, o.Spec.PolicyName, o.Spec.ParamRef)
 			}
 		}
 	}
-	if policies != 1 || bindings != 1 {
-		t.Fatalf("admission-policy.yaml: %d policies and %d bindings, want 1 and 1", policies, bindings)
+	want := []string{policyName, eventsPolicyName}
+	if !slices.Equal(policies, want) || !slices.Equal(bindings, want) {
+		t.Fatalf("admission-policy.yaml: policies %v and bindings %v, want %v", policies, bindings, want)
 	}
 }

@@ -129,11 +129,7 @@ func TestDryRunDefaultsPreviewInternalIP(t *testing.T) {
 	harness.RequireE2E(t)
 	ns := harness.NewNetns(t, "dry")
 	router := harness.NewNetns(t, "rtr")
-	ns.Link("eth0", router, "r-eth0")
-	ns.IP("addr", "add", "192.0.2.10/24", "dev", "eth0")
-	ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
-	ns.IP("-6", "addr", "add", "2001:db8::10/64", "dev", "eth0", "nodad")
-	ns.IP("-6", "route", "add", "default", "via", "2001:db8::1", "dev", "eth0")
+	harness.DualStackUplink(ns, router)
 	code, out := harness.RunAgent(t, ns, harness.AgentOptions{Kubeconfig: "none",
 		Args: []string{"--dry-run", "--run-once", "--node-name=dry"}}, 30*time.Second)
 	if code != 0 {

@@ -20,6 +20,21 @@ import (
 // KubernetesVersion is the kube-apiserver release the suite runs against (test/go.mod pins it).
 const KubernetesVersion = "v1.37.2"
 
+// k8sVersionFlags stamp KubernetesVersion into the Kubernetes binaries, as the release build does
+// (hack/lib/version.sh). Built from the module proxy without them, every component reports
+// "v0.0.0-master+$Format:%H$": the Node's kubeletVersion is that, and a Helm chart's kubeVersion
+// constraint refuses to install ("incompatible with Kubernetes v0.0.0-master").
+func k8sVersionFlags() []string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(KubernetesVersion, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	pkg := "k8s.io/component-base/version."
+	return []string{"-ldflags", fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
+		pkg, KubernetesVersion, pkg, major, pkg, minor, pkg)}
+}
+
+// k8sBinDir is where the version-stamped Kubernetes binaries (and etcd beside them) are cached.
+func k8sBinDir() string { return filepath.Join(CacheDir(), "bin", "k8s-"+KubernetesVersion) }
+
 // Binaries are the executables a test needs.
 type Binaries struct {
 	APIServer, Etcd, Nodeaddr string
@@ -53,7 +68,7 @@ func CacheDir() string {
 // progress; a cold kube-apiserver build takes about 4 minutes on 2 cores.
 func Build(progress io.Writer) (Binaries, error) {
 	buildOnce.Do(func() {
-		dir := filepath.Join(CacheDir(), "bin", KubernetesVersion)
+		dir := k8sBinDir()
 		built = Binaries{
 			APIServer: filepath.Join(dir, "kube-apiserver"),
 			Etcd:      filepath.Join(dir, "etcd"),
@@ -69,7 +84,7 @@ func Build(progress io.Writer) (Binaries, error) {
 			if _, err := os.Stat(b.out); err == nil {
 				continue
 			}
-			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil); buildErr != nil {
+			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil, k8sVersionFlags()...); buildErr != nil {
 				return
 			}
 		}
@@ -80,14 +95,25 @@ func Build(progress io.Writer) (Binaries, error) {
 	return built, buildErr
 }
 
-func goBuild(progress io.Writer, dir, pkg, out string, env []string) error {
-	start := time.Now()
+func goBuild(progress io.Writer, dir, pkg, out string, env []string, flags ...string) error {
 	fmt.Fprintf(progress, "harness: building %s -> %s (a cold kube-apiserver build takes ~4 min on 2 cores)\n", pkg, out)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", out, os.Getpid())
-	cmd := exec.Command("go", "build", "-v", "-o", tmp, pkg)
+	args := append(append([]string{"build", "-v"}, flags...), "-o", tmp, pkg)
+	if err := runGo(progress, dir, pkg, env, args...); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, out)
+}
+
+// runGo runs `go ARGS...` in dir and turns the package list that -v prints into a progress line
+// every 100 packages; on failure the error carries the last lines of output.
+func runGo(progress io.Writer, dir, label string, env []string, args ...string) error {
+	start := time.Now()
+	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
@@ -97,27 +123,24 @@ func goBuild(progress io.Writer, dir, pkg, out string, env []string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	// go build -v prints each package it compiles: turn that into a progress line every 100.
 	var tail []string
 	n := 0
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
-		line := sc.Text()
 		n++
-		tail = append(tail, line)
+		tail = append(tail, sc.Text())
 		if len(tail) > 20 {
 			tail = tail[1:]
 		}
 		if n%100 == 0 {
-			fmt.Fprintf(progress, "harness: %s: %d packages compiled (%s)\n", pkg, n, time.Since(start).Round(time.Second))
+			fmt.Fprintf(progress, "harness: %s: %d packages compiled (%s)\n", label, n, time.Since(start).Round(time.Second))
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, strings.Join(tail, "\n"))
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, strings.Join(tail, "\n"))
 	}
-	fmt.Fprintf(progress, "harness: built %s in %s\n", pkg, time.Since(start).Round(time.Second))
-	return os.Rename(tmp, out)
+	fmt.Fprintf(progress, "harness: built %s in %s\n", label, time.Since(start).Round(time.Second))
+	return nil
 }
 
 // MustBuild is Build for tests.

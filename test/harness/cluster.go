@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func stripComments(doc []byte) string {
 	return b.String()
 }
 
-// ApplyRBAC creates the ServiceAccount, ClusterRole and ClusterRoleBinding shipped in deploy/.
+// ApplyRBAC creates the ServiceAccount, ClusterRole, Role and their bindings shipped in deploy/.
 func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	t.Helper()
 	if err := cp.ApplyManifest(context.Background(), filepath.Join(RepoDir(), "deploy", "rbac.yaml")); err != nil {
@@ -68,8 +69,8 @@ func (cp *ControlPlane) ApplyRBAC(t testing.TB) {
 	}
 }
 
-// ApplyPolicy creates the admission policy shipped in deploy/ with the ConfigMap it reads its
-// parameters from (deploy/config.yaml).
+// ApplyPolicy creates the admission policies shipped in deploy/ (as written, i.e. rendered for
+// kube-system/nodeaddr and an empty --annotations) and the ConfigMap deploy/config.yaml.
 func (cp *ControlPlane) ApplyPolicy(ctx context.Context) error {
 	for _, f := range []string{"config.yaml", "admission-policy.yaml"} {
 		if err := cp.ApplyManifest(ctx, filepath.Join(RepoDir(), "deploy", f)); err != nil {
@@ -80,7 +81,7 @@ func (cp *ControlPlane) ApplyPolicy(ctx context.Context) error {
 }
 
 // ApplyManifest creates the objects of a YAML file (ServiceAccounts, ConfigMaps, cluster RBAC
-// objects and ValidatingAdmissionPolicies with their bindings).
+// and namespaced RBAC objects, ValidatingAdmissionPolicies with their bindings).
 func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -100,6 +101,10 @@ func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 			_, err = cp.Admin.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			_, err = cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = cp.Admin.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = cp.Admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.ValidatingAdmissionPolicy:
 			_, err = cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
@@ -264,3 +269,18 @@ current-context: test
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// Run runs a command with stdin (none when empty) and returns its combined output, failing the
+// test on error.
+func Run(t testing.TB, stdin string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

@@ -36,6 +36,8 @@ type ControlPlane struct {
 	// Admin is a client with system:masters rights.
 	Admin  kubernetes.Interface
 	Config *rest.Config
+	// ExtraArgs are appended to kube-apiserver's arguments (the real node adds NodeRestriction).
+	ExtraArgs []string
 
 	bins      Binaries
 	etcd, api *proc
@@ -50,6 +52,11 @@ type proc struct {
 }
 
 func startProc(cmd *exec.Cmd) (*proc, error) {
+	// The child dies with the test process, even when a timeout kills it before its cleanups run.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -76,7 +83,16 @@ func (p *proc) stop() {
 // server is ready. Everything is stopped and removed when t ends.
 func StartControlPlane(t testing.TB) *ControlPlane {
 	t.Helper()
+	return StartControlPlaneVersion(t, KubernetesVersion)
+}
+
+// StartControlPlaneVersion is StartControlPlane with the kube-apiserver of another release (one of
+// MatrixVersions, built on first use); etcd is the same for every release, and every release since
+// 1.30 accepts the flags StartAPIServer passes.
+func StartControlPlaneVersion(t testing.TB, version string) *ControlPlane {
+	t.Helper()
 	bins := MustBuild(t)
+	bins.APIServer = MustBuildAPIServer(t, version)
 	cp, err := NewControlPlane(bins, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -126,6 +142,19 @@ rules:
 		return nil, err
 	}
 	return cp, nil
+}
+
+// AddToken adds a static token for user in groups and returns it; call it before Start (the API
+// server reads its token file once).
+func (cp *ControlPlane) AddToken(user string, groups ...string) (string, error) {
+	token := randomToken()
+	f, err := os.OpenFile(filepath.Join(cp.Dir, "tokens.csv"), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%s,%s,%s-uid,\"%s\"\n", token, user, user, strings.Join(groups, ","))
+	return token, err
 }
 
 // Start starts etcd then the API server and waits for /readyz.
@@ -186,6 +215,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		"--enable-priority-and-fairness=false",
 		"--v=0",
 	)
+	cmd.Args = append(cmd.Args, cp.ExtraArgs...)
 	p, err := startLogged(cmd, filepath.Join(cp.Dir, "kube-apiserver.log"))
 	if err != nil {
 		return fmt.Errorf("start kube-apiserver: %w", err)
@@ -284,6 +314,8 @@ type AuditEvent struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	Stage string `json:"stage"`
+	// Timestamp is when the stage was reached (for a completed request: when it completed).
+	Timestamp time.Time `json:"stageTimestamp"`
 }
 
 // Audit returns the completed requests made by user so far, in order.

@@ -23,6 +23,12 @@ func NewHost(t testing.TB, node string) *Host {
 	RequireE2E(t)
 	cp := StartControlPlane(t)
 	cp.ApplyRBAC(t)
+	return NewHostOn(t, cp, node)
+}
+
+// NewHostOn is NewHost on a running control plane where the agent's ServiceAccount exists.
+func NewHostOn(t testing.TB, cp *ControlPlane, node string) *Host {
+	t.Helper()
 	h := &Host{T: t, CP: cp, Node: node, NS: NewNetns(t, "node"), Router: NewNetns(t, "rtr")}
 	h.NS.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
 	h.NS.Sysctl("net.ipv4.conf.default.promote_secondaries", "1")
@@ -34,16 +40,37 @@ func NewHost(t testing.TB, node string) *Host {
 // metric.
 func (h *Host) Uplink(dev, cidr4, gw4 string, metric int) {
 	h.T.Helper()
-	h.NS.Link(dev, h.Router, "r-"+dev)
-	h.NS.IP("addr", "add", cidr4, "dev", dev)
-	h.NS.IP("route", "add", "default", "via", gw4, "dev", dev, "metric", strconv.Itoa(metric))
+	AddUplink(h.NS, h.Router, dev, cidr4, gw4, metric)
 }
 
 // Uplink6 adds an IPv6 address (without duplicate-address detection) and default route on dev.
 func (h *Host) Uplink6(dev, cidr6, gw6 string, metric int) {
 	h.T.Helper()
-	h.NS.IP("-6", "addr", "add", cidr6, "dev", dev, "nodad")
-	h.NS.IP("-6", "route", "add", "default", "via", gw6, "dev", dev, "metric", strconv.Itoa(metric))
+	AddUplink6(h.NS, dev, cidr6, gw6, metric)
+}
+
+// AddUplink links ns to router through dev (peer "r-"+dev) with the IPv4 address cidr4 and, when
+// gw4 is set, a default route through it of metric.
+func AddUplink(ns, router *Netns, dev, cidr4, gw4 string, metric int) {
+	ns.Link(dev, router, "r-"+dev)
+	ns.IP("addr", "add", cidr4, "dev", dev)
+	if gw4 != "" {
+		ns.IP("route", "add", "default", "via", gw4, "dev", dev, "metric", strconv.Itoa(metric))
+	}
+}
+
+// AddUplink6 adds the IPv6 address cidr6 (without duplicate-address detection) to dev, and a default
+// route through gw6 of metric.
+func AddUplink6(ns *Netns, dev, cidr6, gw6 string, metric int) {
+	ns.IP("-6", "addr", "add", cidr6, "dev", dev, "nodad")
+	ns.IP("-6", "route", "add", "default", "via", gw6, "dev", dev, "metric", strconv.Itoa(metric))
+}
+
+// DualStackUplink gives ns the uplink most tests use: eth0 with 192.0.2.10/24 and 2001:db8::10/64,
+// default routes via .1 and ::1, linked to router.
+func DualStackUplink(ns, router *Netns) {
+	AddUplink(ns, router, "eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	AddUplink6(ns, "eth0", "2001:db8::10/64", "2001:db8::1", 100)
 }
 
 // Start runs the agent for Node with args.

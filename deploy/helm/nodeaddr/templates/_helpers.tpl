@@ -30,6 +30,7 @@
 app.kubernetes.io/name: {{ include "nodeaddr.name" . }}
 {{- end }}
 
+{{/* The standard labels (app.kubernetes.io/*), on every object and on the pod template. */}}
 {{- define "nodeaddr.labels" -}}
 {{ include "nodeaddr.selectorLabels" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -42,4 +43,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- define "nodeaddr.port" -}}
 {{- $a := toString . }}
 {{- if and (ne $a "0") (ne $a "") }}{{ regexFind "[0-9]+$" $a }}{{ end }}
+{{- end }}
+
+{{/*
+Values that would silently widen the agents' privileges are refused at render time (the schema's
+checks of types and ranges are in values.schema.json).
+*/}}
+{{- define "nodeaddr.refusals" -}}
+{{- if and .Values.rbac.create (not .Values.admissionPolicy.enabled) }}
+{{- fail "admissionPolicy.enabled=false with rbac.create=true: the ClusterRole lets every agent patch every Node; without the admission policy nothing confines an agent to its own Node (set rbac.create=false and grant the rights yourself if you really mean it)" }}
+{{- end }}
+{{- if not .Values.serviceAccount.create }}
+{{- fail "serviceAccount.create=false: nodeaddr needs a ServiceAccount of its own; a preexisting or shared one would give every pod using it nodeaddr's rights (and subject them to its admission policy)" }}
+{{- end }}
+{{- if eq (include "nodeaddr.serviceAccountName" .) "default" }}
+{{- fail "serviceAccount.name=default: every pod of the namespace without an account of its own would get nodeaddr's rights; leave it empty or name an account only nodeaddr uses" }}
+{{- end }}
+{{- if not .Values.securityContext }}
+{{- fail "securityContext is empty: the container would run with the runtime's defaults (privilege escalation, capabilities, writable root); keep the chart's or set your own" }}
+{{- end }}
+{{- if not .Values.podSecurityContext }}
+{{- fail "podSecurityContext is empty: the pod would run as the image's user without a seccomp profile; keep the chart's or set your own" }}
+{{- end }}
+{{- if or (dig "privileged" false (.Values.securityContext | default dict)) (dig "allowPrivilegeEscalation" false (.Values.securityContext | default dict)) }}
+{{- fail "securityContext: nodeaddr needs neither privileged nor allowPrivilegeEscalation" }}
+{{- end }}
+{{- if not (regexMatch "^[A-Za-z0-9./_=, -]*$" (toString .Values.config.annotations)) }}
+{{- fail "config.annotations: only presets and KEY=FORMAT items (letters, digits, . / _ = , - and spaces); it is rendered into the admission policy" }}
+{{- end }}
 {{- end }}

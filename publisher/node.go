@@ -1,0 +1,61 @@
+package publisher
+
+// The informer's events: each enqueues the Node; updates also go through overwrite detection.
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// onNode takes an added or updated Node from the informer.
+func (p *Publisher) onNode(o any) {
+	n, ok := o.(*corev1.Node)
+	if !ok || n.Name != p.cfg.NodeName {
+		return
+	}
+	p.nodes.informed(n)
+	p.mu.Lock()
+	ow := p.detect.observe(n, time.Now())
+	p.mu.Unlock()
+	if ow != nil {
+		p.reportOverwrite(ow)
+	}
+	p.obs.OnTaint(hasUninitialized(n))
+	p.enqueue()
+}
+
+// reportOverwrite logs, counts and records another writer's change of our addresses.
+func (p *Publisher) reportOverwrite(ow *overwrite) {
+	p.obs.OnOverwrite()
+	p.obs.OnOverwriteBackoff(ow.delay)
+	p.log.Warn("another writer changed the managed addresses", "reason", "overwritten",
+		"writer", ow.writer, "ours", fmt.Sprint(ow.ours), "theirs", fmt.Sprint(ow.theirs), "rewrite_in", ow.delay)
+	p.cfg.Recorder.Eventf(ow.node, corev1.EventTypeWarning, ReasonAddressesOverwritten,
+		"%s replaced the addresses nodeaddr wrote (%v with %v); if it is the kubelet, run it with --cloud-provider=external",
+		ow.writer, ow.ours, ow.theirs)
+}
+
+// onDelete takes the Node's deletion from the informer.
+func (p *Publisher) onDelete(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	n, ok := o.(*corev1.Node)
+	if !ok || n.Name != p.cfg.NodeName {
+		return
+	}
+	p.mu.Lock()
+	p.detect.forget()
+	p.mu.Unlock()
+	p.health.ready.Store(false)
+	p.log.Warn("node deleted, waiting for it to be created again")
+	p.enqueue()
+}
+
+func hasUninitialized(n *corev1.Node) bool {
+	_, found := withoutUninitialized(n.Spec.Taints)
+	return found
+}

@@ -1,0 +1,169 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// eventsPolicyName is the policy on the agent's Events (deploy/admission-policy.yaml).
+const eventsPolicyName = "nodeaddr-events"
+
+// deniedBy reports whether err is a denial by the named ValidatingAdmissionPolicy, answered as 403
+// Forbidden (every validation sets reason: Forbidden, so that a denial is never a 422 like a failed
+// JSON-patch test).
+func deniedBy(err error, policy string) bool {
+	var se *apierrors.StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.ErrStatus.Code == http.StatusForbidden && se.ErrStatus.Reason == metav1.StatusReasonForbidden &&
+		strings.Contains(se.ErrStatus.Message, fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy))
+}
+
+// deniedByRBAC reports whether err is the authorizer's refusal (not an admission policy's).
+func deniedByRBAC(err error) bool {
+	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") &&
+		strings.Contains(err.Error(), "cannot")
+}
+
+// replacementsBlock is the `replacements:` block of deploy/kustomization.yaml, which an overlay
+// changing the namespace, the names or the ConfigMap must repeat (docs/install.md).
+func replacementsBlock(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(deployFile("kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(b), "\nreplacements:\n")
+	if !ok || !strings.Contains(block, "# END nodeaddr replacements") {
+		t.Fatal("deploy/kustomization.yaml has no replacements block")
+	}
+	return "replacements:\n" + block
+}
+
+// renderOverlay writes an overlay of deploy/ (kustomization.yaml = "resources: [deploy/]" + body)
+// and returns `kubectl kustomize` of it.
+func renderOverlay(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, deployFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\n%s", rel, body)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir)
+}
+
+// kubectlFor returns a kubectl bound to cp as the administrator.
+func kubectlFor(t *testing.T, cp *harness.ControlPlane) func(stdin string, args ...string) string {
+	t.Helper()
+	kc := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
+	kubectl := harness.MustBuild(t).Kubectl
+	return func(stdin string, args ...string) string {
+		t.Helper()
+		return run(t, stdin, kubectl, append([]string{"--kubeconfig=" + kc}, args...)...)
+	}
+}
+
+// podToken returns a token of ServiceAccount ns/sa bound to a new Pod on node, as the kubelet would
+// request it for the DaemonSet's projected volume (one hour).
+func podToken(t *testing.T, cp *harness.ControlPlane, ns, sa, node string) string {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "nodeaddr-", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
+			Containers: []corev1.Container{{Name: "nodeaddr", Image: "nodeaddr:test"}}},
+	}
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var created *corev1.Pod
+		if created, err = cp.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err == nil {
+			pod = created
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("create pod in %s: %v", ns, err)
+		}
+	}
+	exp := int64(3600)
+	tr, err := cp.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
+		ExpirationSeconds: &exp,
+		BoundObjectRef:    &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s on %s: %v", ns, sa, node, err)
+	}
+	return tr.Status.Token
+}
+
+// asKubelet is the administrator impersonating node's kubelet (system:node:NAME in system:nodes),
+// which the Node authorizer lets write its own Node's status.
+func asKubelet(t *testing.T, cp *harness.ControlPlane, node string) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// otherWritersWork checks that writers of Nodes other than nodeaddr are not blocked: an
+// administrator cordons and uncordons node, and its kubelet writes a status condition.
+func otherWritersWork(t *testing.T, cp *harness.ControlPlane, node, when string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, body := range []string{`{"spec":{"unschedulable":true}}`, `{"spec":{"unschedulable":null}}`} {
+		p := merge(node, "", body)
+		p.manager = "kubectl-cordon"
+		if err := p.do(ctx, cp.Admin); err != nil {
+			t.Errorf("%s: administrator's cordon %s: %v", when, body, err)
+		}
+	}
+	hb := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"%s","lastHeartbeatTime":"%s","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`,
+		strings.ReplaceAll(when, `"`, `'`), time.Now().UTC().Format(time.RFC3339))
+	p := merge(node, "status", hb)
+	p.manager = "kubelet"
+	if err := p.do(ctx, asKubelet(t, cp, node)); err != nil {
+		t.Errorf("%s: kubelet status write: %v", when, err)
+	}
+}
+
+// applyAnnotationsConfig sets --annotations as an operator does: an overlay of deploy/ that patches
+// the ConfigMap and repeats the replacements block, applied with kubectl (ConfigMap and policy
+// together).
+func applyAnnotationsConfig(t *testing.T, cp *harness.ControlPlane, spec string) string {
+	t.Helper()
+	value, _ := json.Marshal(spec)
+	rendered := renderOverlay(t, fmt.Sprintf(`patches:
+  - target: {kind: ConfigMap, name: nodeaddr}
+    patch: |-
+      - op: replace
+        path: /data/annotations
+        value: %s
+%s`, value, replacementsBlock(t)))
+	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--force-conflicts", "--field-manager=nodeaddr-install", "-f", "-")
+	return rendered
+}

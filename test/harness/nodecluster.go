@@ -1,0 +1,177 @@
+package harness
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// NodeCluster is a control plane as a real cluster runs it: kube-apiserver with the Node authorizer
+// and NodeRestriction admission, kube-controller-manager (its controllers under their own
+// ServiceAccounts, the root CA published to every namespace) and kube-scheduler, all on the host's
+// loopback. One Node, Name, may join it (StartNode): its kubelet token is issued before the API
+// server starts, as system:node:Name in system:nodes.
+type NodeCluster struct {
+	T    testing.TB
+	CP   *ControlPlane
+	Bins NodeBinaries
+	// Name is the Node's name; KubeletToken authenticates its kubelet.
+	Name, KubeletToken string
+
+	kcm, scheduler *proc
+}
+
+// NodeControllers are the kube-controller-manager controllers a one-node cluster needs: the
+// DaemonSet and Deployment machinery, node lifecycle (Ready, taints), the ServiceAccount token and
+// root CA publisher (in-cluster clients), and the garbage collector (uninstall deletes pods).
+var NodeControllers = []string{
+	"daemonset-controller", "deployment-controller", "replicaset-controller",
+	"node-lifecycle-controller", "taint-eviction-controller", "garbage-collector-controller",
+	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
+	// Signs approved CSRs (the kubelet's serving certificate with serverTLSBootstrap); the tests
+	// approve them, as an operator's approver would.
+	"certificatesigningrequest-signing-controller",
+}
+
+// StartNodeCluster starts the control plane for Node name. Everything stops when t ends.
+func StartNodeCluster(t testing.TB, name string) *NodeCluster {
+	t.Helper()
+	RequireNode(t)
+	bins := MustBuild(t)
+	nb := MustBuildNode(t)
+	cp, err := NewControlPlane(bins, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.ExtraArgs = []string{"--enable-admission-plugins=NodeRestriction"}
+	c := &NodeCluster{T: t, CP: cp, Bins: nb, Name: name}
+	tokens := map[string]string{}
+	for user, group := range map[string]string{
+		"system:node:" + name:            "system:nodes",
+		"system:kube-controller-manager": "",
+		"system:kube-scheduler":          "",
+	} {
+		var groups []string
+		if group != "" {
+			groups = append(groups, group)
+		}
+		if tokens[user], err = cp.AddToken(user, groups...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.KubeletToken = tokens["system:node:"+name]
+	t.Cleanup(func() {
+		c.kcm.stop()
+		c.scheduler.stop()
+		cp.Stop()
+		if t.Failed() {
+			for _, f := range []string{"kube-apiserver.log", "kube-controller-manager.log", "kube-scheduler.log"} {
+				t.Logf("last lines of %s:\n%s", f, tailFile(filepath.Join(cp.Dir, f), 30))
+			}
+		}
+	})
+	if err := cp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	server := fmt.Sprintf("https://127.0.0.1:%d", cp.Port)
+	signer, signerKey, err := writeSigningCA(cp.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcmConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "kcm.kubeconfig"), server, tokens["system:kube-controller-manager"], cp.CAFile)
+	c.kcm = c.start("kube-controller-manager", exec.Command(nb.ControllerManager,
+		"--kubeconfig="+kcmConfig, "--secure-port=0", "--leader-elect=false",
+		"--use-service-account-credentials=true",
+		"--controllers="+strings.Join(NodeControllers, ","),
+		"--root-ca-file="+cp.CAFile,
+		"--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
+		"--cluster-signing-cert-file="+signer, "--cluster-signing-key-file="+signerKey,
+		"--node-monitor-grace-period=40s", "--v=1"))
+	schedConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "scheduler.kubeconfig"), server, tokens["system:kube-scheduler"], cp.CAFile)
+	c.scheduler = c.start("kube-scheduler", exec.Command(nb.Scheduler,
+		"--kubeconfig="+schedConfig, "--secure-port=0", "--leader-elect=false", "--v=1"))
+	return c
+}
+
+func (c *NodeCluster) start(name string, cmd *exec.Cmd) *proc {
+	c.T.Helper()
+	p, err := startLogged(cmd, filepath.Join(c.CP.Dir, name+".log"))
+	if err != nil {
+		c.T.Fatalf("start %s: %v", name, err)
+	}
+	return p
+}
+
+// writeSigningCA writes a throwaway CA for kube-controller-manager's CSR signer.
+func writeSigningCA(dir string) (certFile, keyFile string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nodeaddr-test-signer"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, "signer.crt"), filepath.Join(dir, "signer.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+}
+
+// writeKubeconfig writes a token kubeconfig that verifies the API server with caFile.
+func writeKubeconfig(t testing.TB, path, server, token, caFile string) string {
+	t.Helper()
+	data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: u
+  user: {token: %q}
+contexts:
+- name: c
+  context: {cluster: c, user: u}
+current-context: c
+`, server, caFile, token)
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// RequireNode is RequireE2E for the real node, which also needs nsenter and mount tools.
+func RequireNode(t testing.TB) {
+	t.Helper()
+	RequireE2E(t)
+	for _, tool := range []string{"nsenter", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("NODEADDR_E2E") == "require" {
+				t.Fatalf("real node cannot run (NODEADDR_E2E=require): %s not found", tool)
+			}
+			t.Skipf("SKIPPING real node: %s not found", tool)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package node
+
+import (
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// TestHelmChart is scenarios 7 and 8 for Helm: the chart, installed on a fresh real node with the
+// user's image and API server endpoint as values, gives what the kustomize base gives (the
+// defaults' addresses, the taint removed, the agent Ready through the real probes); `helm
+// uninstall` then leaves the addresses and the kubelet's writes keep succeeding.
+func TestHelmChart(t *testing.T) {
+	w := newWorld(t, harness.NodeOptions{}, nil)
+	if !t.Run("7-helm-install", w.helmInstall) {
+		return
+	}
+	t.Run("8-helm-uninstall", w.helmUninstall)
+}
+
+func (w *world) helm(args ...string) string {
+	w.t.Helper()
+	return w.run(harness.MustBuildHelm(w.t), append([]string{"--kubeconfig", w.admin}, args...)...)
+}
+
+func (w *world) helmInstall(t *testing.T) {
+	w.t = t
+	start := time.Now()
+	w.helm("install", "nodeaddr", filepath.Join(harness.RepoDir(), "deploy", "helm", "nodeaddr"),
+		"--namespace", "kube-system",
+		"--set", "image.repository="+w.baseImage(), "--set", "image.tag="+agentImageTag,
+		"--set", "apiServer.host=127.0.0.1", "--set", fmt.Sprintf("apiServer.port=%d", w.c.CP.Port))
+	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool { p := w.agentPod(); return p != nil && podReady(p) })
+	got := w.waitAddresses(expectedAddresses(w.node.Name))
+	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+	removed := w.taintRemovedAt()
+	if !reflect.DeepEqual(got, expectedAddresses(w.node.Name)) {
+		t.Errorf("addresses %v, want %v", got, expectedAddresses(w.node.Name))
+	}
+	report(t, "register→taint removed %s (install→taint removed %s), addresses as the kustomize base",
+		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(start).Round(time.Millisecond))
+}
+
+func (w *world) helmUninstall(t *testing.T) {
+	w.t = t
+	before := w.node.Node().Status.Addresses
+	mark := time.Now()
+	nw := w.watchNode()
+	w.helm("uninstall", "nodeaddr", "--namespace", "kube-system", "--wait")
+	w.waitFor("the agent pod gone", 2*time.Minute, func() bool { return w.agentPod() == nil })
+	gone := time.Now()
+	w.waitFor("two kubelet lease renewals after the uninstall", time.Minute, func() bool {
+		return w.kubeletWrites(gone).ok["leases"] >= 2
+	})
+	assertSteady(t, nw.finish(), before)
+	kw := w.kubeletWrites(mark)
+	if len(kw.failed) > 0 {
+		t.Errorf("kubelet writes failed during/after the uninstall: %v", kw.failed)
+	}
+	report(t, "addresses kept (%d), kubelet writes since uninstall: %v ok, %d failed", len(before), kw.ok, len(kw.failed))
+}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// Scenario 3's uplink: eth0 carries the kubelet's --node-ip (providedIP, 192.0.2.0/24) and a
+// second network whose gateway takes the default route, so the route source (routeIP) differs from
+// the provided IP and the annotation visibly decides.
+const (
+	providedIP = uplinkV4
+	routeIP    = "198.51.100.10"
+	routeGW    = "198.51.100.1"
+	// internalTarget is reached through the default route (an address lookup, no packet sent).
+	internalTarget = "203.0.113.1"
+)
+
+func nodeIPUplink(ns *harness.Netns) {
+	ns.IP("addr", "add", providedIP+"/24", "dev", "eth0")
+	ns.IP("addr", "add", routeIP+"/24", "dev", "eth0")
+	ns.IP("route", "add", "default", "via", routeGW, "dev", "eth0")
+	ns.IP("-6", "addr", "add", uplinkV6+"/64", "dev", "eth0", "nodad")
+	ns.IP("-6", "route", "add", "default", "via", gatewayV6, "dev", "eth0")
+}
+
+// TestKubeletNodeIP is scenario 3: the kubelet runs with --cloud-provider=external and
+// --node-ip=providedIP; the agent manages InternalIP toward an IPv4 target (--internal-ip-target,
+// as docs/install.md shows), so the annotation visibly overrides a different route source.
+func TestKubeletNodeIP(t *testing.T) {
+	w := newWorld(t, harness.NodeOptions{KubeletArgs: []string{"--node-ip=" + providedIP}}, nodeIPUplink)
+	t.Run("3-kubelet-node-ip", w.kubeletNodeIP)
+}
+
+func (w *world) kubeletNodeIP(t *testing.T) {
+	w.t = t
+	name := w.node.Name
+	n := w.node.Node()
+	if got := n.Annotations["alpha.kubernetes.io/provided-node-ip"]; got != providedIP {
+		t.Fatalf("provided-node-ip annotation %q, want %s", got, providedIP)
+	}
+	seeded := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: providedIP}, {Type: corev1.NodeHostName, Address: name}}
+	if !reflect.DeepEqual(n.Status.Addresses, seeded) {
+		t.Fatalf("kubelet registered %v, want %v", n.Status.Addresses, seeded)
+	}
+	w.kubectlAdmin("apply", "-k", w.overlay("--internal-ip-target="+internalTarget))
+	// The route source is routeIP, but the annotation names providedIP, which is on the host.
+	honoured := []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: providedIP},
+		{Type: corev1.NodeExternalIP, Address: routeIP},
+		{Type: corev1.NodeExternalIP, Address: uplinkV6},
+		{Type: corev1.NodeHostName, Address: name},
+	}
+	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool { p := w.agentPod(); return p != nil && podReady(p) })
+	w.waitAddresses(honoured)
+	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+
+	// The provided IP leaves the host: the addresses follow the host; Event and metric say why.
+	w.ns.IP("addr", "del", providedIP+"/24", "dev", "eth0")
+	// The IPv4 ExternalIP now equals the InternalIP and is not published (local-ccm's rule).
+	followed := []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: routeIP},
+		{Type: corev1.NodeExternalIP, Address: uplinkV6},
+		{Type: corev1.NodeHostName, Address: name},
+	}
+	w.waitAddresses(followed)
+	var warning string
+	w.waitFor("a ProvidedNodeIPNotFound Warning", time.Minute, func() bool {
+		evs := w.c.CP.Events(t, name, "ProvidedNodeIPNotFound")
+		if len(evs) > 0 {
+			warning = evs[0].Message
+		}
+		return warning != ""
+	})
+	var missing float64
+	w.waitFor("nodeaddr_provided_node_ip_missing 1", time.Minute, func() bool {
+		missing = w.agentMetrics()["nodeaddr_provided_node_ip_missing"]
+		return missing == 1
+	})
+	report(t, "annotation %s honoured over route source %s; after removal InternalIP %s, Warning %q, nodeaddr_provided_node_ip_missing %v",
+		providedIP, routeIP, routeIP, warning, missing)
+}
+
+// agentMetrics scrapes the agent's /metrics on the node (host network) as the shipped DaemonSet
+// serves it: HTTPS with a self-signed certificate, for a token the API server authorizes for
+// get /metrics (the admin's).
+func (w *world) agentMetrics() map[string]float64 {
+	req, _ := http.NewRequestWithContext(context.Background(), "GET", "https://127.0.0.1:9810/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+w.c.CP.AdminToken)
+	c := w.ns.HTTPClient()
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return harness.ParseMetrics(string(body))
+}

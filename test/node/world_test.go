@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// The node's uplink, from the documentation ranges, inside the test's namespace only.
+const (
+	uplinkV4, gatewayV4 = "192.0.2.10", "192.0.2.1"
+	uplinkV6, gatewayV6 = "2001:db8::10", "2001:db8::1"
+	// agentImage is the tag the test's overlay sets, as a user pointing the base at their build.
+	agentImageTag = "e2e"
+)
+
+// expectedAddresses is exactly what the shipped defaults publish for this uplink, in order: one
+// InternalIP per family (the source of the route toward the default targets), then the kubelet's
+// Hostname entry, kept. The ExternalIPs equal the InternalIPs and are not published (local-ccm's
+// rule, --external-ip-equal-internal=drop). This is the one place to change when the defaults do.
+func expectedAddresses(node string) []corev1.NodeAddress {
+	return []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: uplinkV4},
+		{Type: corev1.NodeInternalIP, Address: uplinkV6},
+		{Type: corev1.NodeHostName, Address: node},
+	}
+}
+
+// world is one real cluster with one real node.
+type world struct {
+	t       *testing.T
+	c       *harness.NodeCluster
+	node    *harness.RealNode
+	ns      *harness.Netns
+	kubectl string
+	// admin is a kubeconfig with system:masters rights, for kubectl.
+	admin string
+}
+
+// defaultUplink gives eth0 uplinkV4 and uplinkV6 with default routes through them.
+func defaultUplink(ns *harness.Netns) {
+	ns.IP("addr", "add", uplinkV4+"/24", "dev", "eth0")
+	ns.IP("route", "add", "default", "via", gatewayV4, "dev", "eth0")
+	ns.IP("-6", "addr", "add", uplinkV6+"/64", "dev", "eth0", "nodad")
+	ns.IP("-6", "route", "add", "default", "via", gatewayV6, "dev", "eth0")
+}
+
+// newWorld starts the control plane, the node's namespace with its uplink eth0 toward a router
+// namespace (addressed by uplink, defaultUplink if nil), and containerd + the kubelet with the
+// nodeaddr image imported.
+func newWorld(t *testing.T, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
+	t.Helper()
+	name := "rn-" + randHex(3)
+	c := harness.StartNodeCluster(t, name)
+	ns := harness.NewNetns(t, "node")
+	router := harness.NewNetns(t, "rtr")
+	ns.Link("eth0", router, "r-eth0")
+	if uplink == nil {
+		uplink = defaultUplink
+	}
+	uplink(ns)
+	w := &world{t: t, c: c, ns: ns, kubectl: harness.MustBuild(t).Kubectl}
+	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
+	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}}]
+users: [{name: u, user: {token: %q}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, c.CP.Port, c.CP.CAFile, c.CP.AdminToken))
+	o.Images = append(o.Images, w.agentImage(w.baseImage()+":"+agentImageTag))
+	w.node = c.StartNode(ns, o)
+	w.node.RecordNetns(router.Name)
+	return w
+}
+
+var (
+	imageBinOnce sync.Once
+	imageBin     string
+	imageBinDir  string
+	imageBinErr  error
+)
+
+// agentImage builds nodeaddr with the Dockerfile's recipe (once per run) and writes it as an image
+// tagged ref.
+func (w *world) agentImage(ref string) string {
+	w.t.Helper()
+	imageBinOnce.Do(func() {
+		// Built fresh from the working tree for each run, removed by TestMain.
+		var dir string
+		if dir, imageBinErr = os.MkdirTemp("", "nodeaddr-image"); imageBinErr != nil {
+			return
+		}
+		imageBinDir = dir
+		imageBin = filepath.Join(dir, "nodeaddr")
+		imageBinErr = harness.BuildImageBinary(os.Stderr, "e2e", imageBin)
+	})
+	if imageBinErr != nil {
+		w.t.Fatal(imageBinErr)
+	}
+	tar := filepath.Join(w.c.CP.Dir, "nodeaddr-image.tar")
+	err := harness.WriteImage(tar, ref, imageBin, harness.ImageBinary, harness.ImageUser, harness.ImageEntrypoint)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return tar
+}
+
+// baseImage is the image name (without tag) the shipped base renders, whatever registry it names.
+func (w *world) baseImage() string {
+	w.t.Helper()
+	out := w.run(w.kubectl, "kustomize", filepath.Join(harness.RepoDir(), "deploy"))
+	for _, doc := range strings.Split(out, "\n---\n") {
+		var obj struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Template struct {
+					Spec corev1.PodSpec `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if yaml.Unmarshal([]byte(doc), &obj) == nil && obj.Kind == "DaemonSet" {
+			img := obj.Spec.Template.Spec.Containers[0].Image
+			if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+				img = img[:i]
+			}
+			return img
+		}
+	}
+	w.t.Fatal("no DaemonSet in the shipped base")
+	return ""
+}
+
+// overlay writes a kustomize overlay over the shipped base, as a user would: their image tag, and
+// the API server's real endpoint (the relay on the node's loopback; no kube-proxy serves the
+// kubernetes Service VIP here), plus args appended to the agent's.
+func (w *world) overlay(args ...string) string {
+	w.t.Helper()
+	dir := filepath.Join(w.c.CP.Dir, "overlay")
+	os.MkdirAll(dir, 0o755)
+	base, err := filepath.Rel(dir, filepath.Join(harness.RepoDir(), "deploy"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	writeFile(w.t, filepath.Join(dir, "kustomization.yaml"), fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [%q]
+images:
+  - name: %s
+    newTag: %s
+patches:
+  - target: {kind: DaemonSet, name: nodeaddr}
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: KUBERNETES_SERVICE_HOST, value: "127.0.0.1"}
+      - op: add
+        path: /spec/template/spec/containers/0/env/-
+        value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
+`, base, w.baseImage(), agentImageTag, w.c.CP.Port)+argPatches(args))
+	return dir
+}
+
+func argPatches(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		fmt.Fprintf(&b, "      - op: add\n        path: /spec/template/spec/containers/0/args/-\n        value: %q\n", a)
+	}
+	return b.String()
+}
+
+// run runs a command and fails the test on error.
+func (w *world) run(name string, args ...string) string {
+	w.t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// kubectlAdmin runs kubectl as the cluster admin.
+func (w *world) kubectlAdmin(args ...string) string {
+	w.t.Helper()
+	return w.run(w.kubectl, append([]string{"--kubeconfig", w.admin}, args...)...)
+}
+
+// waitFor polls cond every 100 ms until it holds or timeout passes (a bound on a hang, not a
+// timing assertion).
+func (w *world) waitFor(what string, timeout time.Duration, cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// agentPod returns the DaemonSet's pod, or nil.
+func (w *world) agentPod() *corev1.Pod {
+	pods, err := w.c.CP.Admin.CoreV1().Pods("kube-system").List(context.Background(),
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeaddr"})
+	if err != nil || len(pods.Items) == 0 {
+		return nil
+	}
+	return &pods.Items[0]
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}

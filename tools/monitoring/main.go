@@ -1,0 +1,276 @@
+// Command monitoring generates nodeaddr's monitoring files where the kustomize monitoring base and
+// the Helm chart read them: the Grafana dashboard, built with the Grafana Foundation SDK, and the
+// chart's copy of the alert rule groups, taken from deploy/monitoring/prometheusrule.yaml (the
+// chart cannot read files outside itself). `make generate` runs it; test/deploy fails when the
+// committed files differ from its output.
+//
+//	go run ./monitoring -repo ..        # from tools/: write every file
+//	go run ./monitoring -repo .. -check # exit 1 and name the stale files
+//
+// It lives in its own module so that the SDK never becomes a dependency of the agent.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// selector replaces $sel in every query: the dashboard's variables. cluster matches series without
+// the label too (".*" is the "All" value); job follows the Service name (the chart's fullname).
+const selector = `cluster=~"$cluster", job=~"$job", node=~"$node"`
+
+type target struct {
+	expr, legend string
+	instant      bool // a table's instant query
+}
+
+type panel struct {
+	kind, title, description string
+	x, y, w, h               uint32
+	unit                     string
+	targets                  []target
+}
+
+var panels = []panel{
+	{kind: "stat", title: "Agents up", description: "Agents Prometheus scrapes successfully (one per node).", x: 0, y: 0, w: 6, h: 4, unit: "", targets: []target{
+		{"sum(up{$sel})", "up", false},
+		{"count(nodeaddr_build_info{$sel})", "reporting", false},
+	}},
+	{kind: "stat", title: "Nodes still tainted", description: "Nodes still carrying node.cloudprovider.kubernetes.io/uninitialized.", x: 6, y: 0, w: 6, h: 4, unit: "", targets: []target{
+		{"sum(nodeaddr_uninitialized_taint{$sel})", "tainted", false},
+	}},
+	{kind: "stat", title: "provided-node-ip missing", description: "Nodes whose kubelet --node-ip address is not on the host (the Node stays tainted).", x: 12, y: 0, w: 6, h: 4, unit: "", targets: []target{
+		{"sum(nodeaddr_provided_node_ip_missing{$sel})", "missing", false},
+	}},
+	{kind: "stat", title: "Versions", description: "", x: 18, y: 0, w: 6, h: 4, unit: "", targets: []target{
+		{"count by (version) (nodeaddr_build_info{$sel})", "{{version}}", false},
+	}},
+	{kind: "table", title: "Addresses per node", description: "The addresses each agent wants on its Node (nodeaddr_address_info).", x: 0, y: 4, w: 12, h: 8, unit: "", targets: []target{
+		{"max by (node, type, family, address) (nodeaddr_address_info{$sel})", "", true},
+	}},
+	{kind: "timeseries", title: "Address count by node and type", description: "", x: 12, y: 4, w: 12, h: 8, unit: "short", targets: []target{
+		{"count by (node, type) (nodeaddr_address_info{$sel})", "{{node}} {{type}}", false},
+	}},
+	{kind: "timeseries", title: "Reaction latency", description: "From the first kernel event of a burst to the accepted write (nodeaddr_reaction_seconds). Empty while nothing changes.", x: 0, y: 12, w: 12, h: 8, unit: "s", targets: []target{
+		{"histogram_quantile(0.5, sum by (le) (rate(nodeaddr_reaction_seconds_bucket{$sel}[$__rate_interval])))", "p50", false},
+		{"histogram_quantile(0.9, sum by (le) (rate(nodeaddr_reaction_seconds_bucket{$sel}[$__rate_interval])))", "p90", false},
+		{"histogram_quantile(0.99, sum by (le) (rate(nodeaddr_reaction_seconds_bucket{$sel}[$__rate_interval])))", "p99", false},
+		{"sum(rate(nodeaddr_reaction_seconds_sum{$sel}[$__rate_interval])) / sum(rate(nodeaddr_reaction_seconds_count{$sel}[$__rate_interval]))", "mean", false},
+	}},
+	{kind: "timeseries", title: "Netlink events", description: "", x: 12, y: 12, w: 12, h: 8, unit: "ops", targets: []target{
+		{"sum by (node, kind) (rate(nodeaddr_netlink_events_total{$sel}[$__rate_interval]))", "{{node}} {{kind}}", false},
+	}},
+	{kind: "timeseries", title: "Node writes by result", description: "", x: 0, y: 20, w: 12, h: 8, unit: "wps", targets: []target{
+		{"sum by (node, kind, result) (rate(nodeaddr_node_writes_total{$sel}[$__rate_interval]))", "{{node}} {{kind}} {{result}}", false},
+	}},
+	{kind: "timeseries", title: "Conflicts and errors", description: "Write conflicts (someone else wrote first: retried) and errors; failed resolutions.", x: 12, y: 20, w: 12, h: 8, unit: "short", targets: []target{
+		{"sum by (node, kind, result) (increase(nodeaddr_node_writes_total{$sel, result=~\"conflict|error\"}[$__rate_interval]))", "{{node}} write {{kind}} {{result}}", false},
+		{"sum by (node) (increase(nodeaddr_resolutions_total{$sel, result=\"error\"}[$__rate_interval]))", "{{node}} resolution error", false},
+	}},
+	{kind: "timeseries", title: "Netlink resubscriptions", description: "Subscriptions re-established after the kernel dropped notifications (ENOBUFS); each forces a resync.", x: 0, y: 28, w: 12, h: 8, unit: "short", targets: []target{
+		{"sum by (node, subscription) (increase(nodeaddr_netlink_resubscriptions_total{$sel}[$__rate_interval]))", "{{node}} {{subscription}}", false},
+	}},
+	{kind: "timeseries", title: "Overwrites by another writer", description: "Reverts by another writer (often a kubelet without --cloud-provider=external) and the current backoff.", x: 12, y: 28, w: 12, h: 8, unit: "short", targets: []target{
+		{"sum by (node) (increase(nodeaddr_overwrites_total{$sel}[$__rate_interval]))", "{{node}} overwrites", false},
+		{"max by (node) (nodeaddr_overwrite_backoff_seconds{$sel})", "{{node}} backoff (s)", false},
+	}},
+	{kind: "timeseries", title: "Memory", description: "", x: 0, y: 36, w: 12, h: 8, unit: "bytes", targets: []target{
+		{"max by (node) (process_resident_memory_bytes{$sel})", "{{node}} RSS", false},
+		{"max by (node) (go_memstats_heap_inuse_bytes{$sel})", "{{node}} heap in use", false},
+	}},
+	{kind: "timeseries", title: "CPU", description: "", x: 12, y: 36, w: 12, h: 8, unit: "percentunit", targets: []target{
+		{"max by (node) (rate(process_cpu_seconds_total{$sel}[$__rate_interval]))", "{{node}}", false},
+	}},
+	{kind: "timeseries", title: "Resolutions", description: "", x: 0, y: 44, w: 12, h: 8, unit: "ops", targets: []target{
+		{"sum by (node, result) (rate(nodeaddr_resolutions_total{$sel}[$__rate_interval]))", "{{node}} {{result}}", false},
+	}},
+	{kind: "stat", title: "Last periodic resync", description: "When each agent last ran its periodic resync (--resync-interval); 1970 until the first one.", x: 12, y: 44, w: 12, h: 8, unit: "dateTimeFromNow", targets: []target{
+		{"max by (node) (nodeaddr_last_resync_timestamp_seconds{$sel}) * 1000", "{{node}}", false},
+	}},
+	{kind: "timeseries", title: "API requests by code", description: "Requests to the API server by HTTP status code. code=\"<error>\": no response at all (API server or network down, TLS failure); 403: refused by RBAC; 422: refused by the admission policy or a failed patch precondition (retried); 409: conflict (retried); 429/5xx: API server overloaded. docs/runbooks.md \"API requests failing\".", x: 0, y: 52, w: 12, h: 8, unit: "reqps", targets: []target{
+		{"sum by (node, code) (rate(rest_client_requests_total{$sel}[$__rate_interval]))", "{{node}} {{code}}", false},
+	}},
+	{kind: "timeseries", title: "API request latency", description: "Latency of requests to the API server (watches: until the response headers), p50 and p99 over the selected nodes.", x: 12, y: 52, w: 12, h: 8, unit: "s", targets: []target{
+		{"histogram_quantile(0.5, sum by (le, verb) (rate(rest_client_request_duration_seconds_bucket{$sel}[$__rate_interval])))", "p50 {{verb}}", false},
+		{"histogram_quantile(0.99, sum by (le, verb) (rate(rest_client_request_duration_seconds_bucket{$sel}[$__rate_interval])))", "p99 {{verb}}", false},
+	}},
+}
+
+var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
+
+func queries(p panel) []cog.Builder[variants.Dataquery] {
+	var out []cog.Builder[variants.Dataquery]
+	for i, t := range p.targets {
+		q := prometheus.NewDataqueryBuilder().
+			RefId(string(rune('A' + i))).
+			Datasource(datasource).
+			Expr(strings.ReplaceAll(t.expr, "$sel", selector)).
+			LegendFormat(t.legend)
+		if t.instant {
+			q = q.Instant().Format(prometheus.PromQueryFormatTable)
+		} else {
+			q = q.Range()
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+func build(p panel) cog.Builder[dashboard.Panel] {
+	pos := dashboard.GridPos{X: p.x, Y: p.y, W: p.w, H: p.h}
+	switch p.kind {
+	case "stat":
+		b := stat.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(datasource).
+			GridPos(pos).Targets(queries(p))
+		if p.unit != "" {
+			b = b.Unit(p.unit)
+		}
+		return b
+	case "table":
+		return table.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(datasource).
+			GridPos(pos).Targets(queries(p)).
+			Transformations([]dashboard.DataTransformerConfig{{
+				Id:      "organize",
+				Options: map[string]any{"excludeByName": map[string]any{"Time": true, "Value": true}},
+			}})
+	case "timeseries":
+		return timeseries.NewPanelBuilder().Title(p.title).Description(p.description).Datasource(datasource).
+			GridPos(pos).Targets(queries(p)).Unit(p.unit).
+			Legend(common.NewVizLegendOptionsBuilder().DisplayMode(common.LegendDisplayModeTable).
+				Placement(common.LegendPlacementBottom).ShowLegend(true).Calcs([]string{"lastNotNull", "max"})).
+			Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+	}
+	panic("unknown panel kind " + p.kind)
+}
+
+func option(text, value string) dashboard.VariableOption {
+	return dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &text}, Value: dashboard.StringOrArrayOfString{String: &value}}
+}
+
+// labelValues is a query variable over nodeaddr_build_info (every agent exposes it once).
+func labelValues(name, label, selector string) *dashboard.QueryVariableBuilder {
+	def := fmt.Sprintf("label_values(nodeaddr_build_info%s, %s)", selector, name)
+	return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(datasource).
+		Query(dashboard.StringOrMap{Map: map[string]any{"query": def, "refId": name}}).
+		Definition(def).Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
+}
+
+func generate() ([]byte, error) {
+	b := dashboard.NewDashboardBuilder("nodeaddr").
+		Uid("nodeaddr").
+		Description("nodeaddr agents: Node addresses, reaction latency, kernel events, writes, conflicts, resubscriptions, overwrites, memory, API requests. Generated by tools/monitoring (make generate).").
+		Tags([]string{"nodeaddr", "kubernetes"}).
+		Timezone("browser").
+		Editable().
+		Refresh("30s").
+		Time("now-6h", "now").
+		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
+		WithVariable(labelValues("cluster", "Cluster", "").IncludeAll(true).AllValue(".*").Multi(true).
+			Current(option("All", "$__all"))).
+		WithVariable(labelValues("job", "Job", `{cluster=~"$cluster"}`).Current(option("nodeaddr", "nodeaddr"))).
+		WithVariable(labelValues("node", "Node", `{cluster=~"$cluster", job=~"$job"}`).IncludeAll(true).AllValue(".*").Multi(true).
+			Current(option("All", "$__all")))
+	for _, p := range panels {
+		b = b.WithPanel(build(p))
+	}
+	d, err := b.Build()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(d); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// chartRules is the chart's files/prometheusrule-groups.yaml: the spec of the kustomize base's
+// PrometheusRule, one level less indented, under a header.
+func chartRules(prometheusRule []byte) ([]byte, error) {
+	_, spec, ok := bytes.Cut(prometheusRule, []byte("\nspec:\n"))
+	if !ok {
+		return nil, fmt.Errorf("no top-level spec: in the PrometheusRule")
+	}
+	out := []byte("# Generated by tools/monitoring (make generate) from the groups in\n" +
+		"# deploy/monitoring/prometheusrule.yaml; edit that file. The template sets the job.\n")
+	for _, line := range strings.SplitAfter(string(spec), "\n") {
+		if line == "" {
+			continue
+		}
+		trimmed, ok := strings.CutPrefix(line, "  ")
+		if !ok && strings.TrimSpace(line) != "" {
+			return nil, fmt.Errorf("PrometheusRule spec line not indented: %q", line)
+		}
+		out = append(out, trimmed...)
+	}
+	return out, nil
+}
+
+// files returns every generated file by path relative to the repository, with its content.
+func files(repo string) (map[string][]byte, error) {
+	dash, err := generate()
+	if err != nil {
+		return nil, err
+	}
+	pr, err := os.ReadFile(filepath.Join(repo, "deploy", "monitoring", "prometheusrule.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	rules, err := chartRules(pr)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		"deploy/monitoring/dashboard.json":                      dash,
+		"deploy/helm/nodeaddr/files/dashboard.json":             dash,
+		"deploy/helm/nodeaddr/files/prometheusrule-groups.yaml": rules,
+	}, nil
+}
+
+func main() {
+	repo := flag.String("repo", "..", "the repository's root directory")
+	check := flag.Bool("check", false, "write nothing; exit 1 and name each file that differs")
+	flag.Parse()
+	out, err := files(*repo)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "monitoring:", err)
+		os.Exit(1)
+	}
+	stale := false
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		path := filepath.Join(*repo, filepath.FromSlash(name))
+		if *check {
+			if cur, err := os.ReadFile(path); err != nil || !bytes.Equal(cur, out[name]) {
+				fmt.Fprintf(os.Stderr, "%s is stale: run make generate\n", name)
+				stale = true
+			}
+			continue
+		}
+		if err := os.WriteFile(path, out[name], 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "monitoring:", err)
+			os.Exit(1)
+		}
+	}
+	if stale {
+		os.Exit(1)
+	}
+}
