@@ -192,7 +192,7 @@ func (r *outageReport) write(t *testing.T) {
 
 func (r *outageReport) writeMethod(b *strings.Builder) {
 	fmt.Fprintf(b, "### Outage: %d agents, kube-apiserver down %s\n\n", r.nodes, secs(r.restarted.Sub(r.stopped)))
-	fmt.Fprintf(b, "The fleet of the scale benchmark (%d in-process publishers, own token, client and connection each, "+
+	fmt.Fprintf(b, "The fleet of the scale benchmark (%d in-process agents built as that benchmark builds them, own token, client and connection each, "+
 		"QPS %d burst %d, publish rate %d/s burst %d, ExternalIP managed, taint removal on, one kube-apiserver %s "+
 		"with etcd, the DaemonSet's admission policy, audit log at Metadata level, priority and fairness off, "+
 		"so more than 200 concurrent writes get 429). Once every Node shows its address and has lost its taint, "+

@@ -110,9 +110,9 @@ func startFleet(t *testing.T, n int) *fleet {
 	f.tr.expect(f.want(1))
 	f.started = time.Now()
 	for i, a := range f.agents {
-		a.pub.Publish(state(externalIP(1, i)), f.started)
+		a.set(externalIP(1, i), f.started)
 		wg.Go(func() {
-			if err := a.pub.Run(runCtx); err != nil && runCtx.Err() == nil {
+			if err := a.agent.Run(runCtx); err != nil && runCtx.Err() == nil {
 				t.Errorf("agent %s: %v", a.node, err)
 			}
 		})
@@ -138,7 +138,7 @@ func (f *fleet) outage(t *testing.T, down time.Duration, r *outageReport) {
 	f.cp.StopAPIServer()
 	r.stopped = time.Now()
 	for i, a := range f.agents {
-		a.pub.Publish(state(externalIP(2, i)), r.stopped)
+		a.set(externalIP(2, i), r.stopped)
 	}
 	time.Sleep(time.Until(r.stopped.Add(down)))
 	r.restarted = time.Now()
