@@ -63,8 +63,14 @@ func defaultUplink(ns *harness.Netns) {
 // nodeaddr image imported.
 func newWorld(t *testing.T, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
 	t.Helper()
+	return newWorldVersion(t, harness.KubernetesVersion, o, uplink)
+}
+
+// newWorldVersion is newWorld with every Kubernetes component of release version.
+func newWorldVersion(t *testing.T, version string, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
+	t.Helper()
 	name := "rn-" + randHex(3)
-	c := harness.StartNodeCluster(t, name)
+	c := harness.StartNodeClusterVersion(t, name, version)
 	ns := harness.NewNetns(t, "node")
 	router := harness.NewNetns(t, "rtr")
 	ns.Link("eth0", router, "r-eth0")
