@@ -31,8 +31,8 @@ func TestRealNode(t *testing.T) {
 	t.Run("8-uninstall", w.uninstall)
 }
 
-// freshNode: the kubelet registers the Node with only a Hostname address and the uninitialized
-// taint; an ordinary Deployment's pod cannot schedule; `kubectl apply -k` of an overlay over the
+// freshNode: the kubelet registers the Node with only a Hostname address (no address at all
+// before 1.31) and the uninitialized taint; an ordinary Deployment's pod cannot schedule; `kubectl apply -k` of an overlay over the
 // shipped base runs the agent through the DaemonSet controller, the scheduler and the real kubelet
 // (probes included); the Node gets the defaults' addresses, the taint goes, and only then does the
 // Deployment's pod schedule and run.
@@ -42,8 +42,8 @@ func (w *world) freshNode(t *testing.T) {
 	ctx := context.Background()
 	name := w.node.Name
 	n := w.node.Node()
-	if want := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}; !reflect.DeepEqual(n.Status.Addresses, want) {
-		t.Fatalf("registered Node addresses %v, want only %v (kubelet 1.29+ without --node-ip)", n.Status.Addresses, want)
+	if want := registeredAddresses(w.c.Version, name); !reflect.DeepEqual(n.Status.Addresses, want) {
+		t.Fatalf("registered Node addresses %v, want %v (kubelet %s without --node-ip)", n.Status.Addresses, want, w.c.Version)
 	}
 	if !hasTaint(n, uninitialized) {
 		t.Fatalf("registered Node taints %v, want %s", harness.TaintKeys(n), uninitialized)
@@ -77,10 +77,11 @@ func (w *world) freshNode(t *testing.T) {
 		p := w.agentPod()
 		return p != nil && podReady(p)
 	})
-	got := w.waitAddresses(expectedAddresses(name))
+	want := expectedAddressesOn(w.c.Version, name)
+	got := w.waitAddresses(want)
 	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
-	if !reflect.DeepEqual(got, expectedAddresses(name)) {
-		t.Errorf("addresses %v, want %v", got, expectedAddresses(name))
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("addresses %v, want %v", got, want)
 	}
 
 	removed := w.taintRemovedAt()
