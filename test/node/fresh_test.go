@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -104,9 +105,21 @@ func (w *world) freshNode(t *testing.T) {
 	}
 	// A hostNetwork pod's IPs come from the Node's addresses when the kubelet first sets its status:
 	// recorded, not asserted (the agent started before it had published any).
+	if !t.Failed() {
+		recordFresh(w.c.Version, name, freshResult{Registered: n.Status.Addresses, Published: got,
+			Runtime: runtime(w.node.Node().Status.NodeInfo.ContainerRuntimeVersion)})
+	}
 	report(t, "register→taint removed %s (apply→taint removed %s); %s; agent pod IPs %v host IPs %v",
 		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(applied).Round(time.Millisecond),
 		w.breakdown(p, applied, removed), p.Status.PodIPs, p.Status.HostIPs)
+}
+
+// runtime names the node's container runtime as its Node reports it ("containerd://2.4.2+unknown":
+// built without the release's version stamp) and the runc it runs.
+func runtime(reported string) string {
+	name, version, _ := strings.Cut(reported, "://")
+	version, _, _ = strings.Cut(version, "+")
+	return fmt.Sprintf("%s %s, runc %s", name, version, strings.TrimPrefix(harness.RuncVersion, "v"))
 }
 
 // waitAddresses waits until the Node's addresses are want and returns them.
