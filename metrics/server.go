@@ -32,7 +32,7 @@ type Server struct {
 	MetricsTLS *tls.Config
 	// MetricsAuth admits only authenticated, authorized scrapers to /metrics (nil: everyone).
 	MetricsAuth *AuthFilter
-	// Limits of both servers; the zero value means DefaultLimits.
+	// Limits of both servers; the zero value means defaultLimits.
 	Limits Limits
 }
 
@@ -49,11 +49,11 @@ type Limits struct {
 	MaxConns int
 }
 
-// DefaultLimits fit a scrape every 30 s (Prometheus keeps its connection open between scrapes:
+// defaultLimits fit a scrape every 30 s (Prometheus keeps its connection open between scrapes:
 // IdleTimeout is longer than the interval) and a kubelet probe every 5 s; 16 connections leave room for
 // a Prometheus pair and a few probes while bounding what a flood of refused requests holds (each
 // stays open for net/http's 500 ms linger after a 431).
-var DefaultLimits = Limits{
+var defaultLimits = Limits{
 	ReadHeaderTimeout: 5 * time.Second,
 	ReadTimeout:       10 * time.Second,
 	WriteTimeout:      15 * time.Second,
@@ -67,39 +67,15 @@ var DefaultLimits = Limits{
 func (s *Server) Listen(ctx context.Context) (func() error, error) {
 	lim := s.Limits
 	if lim == (Limits{}) {
-		lim = DefaultLimits
+		lim = defaultLimits
 	}
 	log := s.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	type endpoint struct {
-		addr string
-		mux  *http.ServeMux
-		tls  *tls.Config
-	}
-	var eps []endpoint
-	if enabled(s.MetricsAddr) {
-		h := promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
-		if s.MetricsAuth != nil {
-			h = s.MetricsAuth.Wrap(h)
-		}
-		m := http.NewServeMux()
-		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
-		eps = append(eps, endpoint{s.MetricsAddr, m, s.MetricsTLS})
-	}
-	if enabled(s.ProbeAddr) {
-		m := http.NewServeMux()
-		m.Handle("/healthz", probe(s.Healthz))
-		m.Handle("/readyz", probe(s.Readyz))
-		if len(eps) == 1 && eps[0].addr == s.ProbeAddr {
-			if s.MetricsTLS != nil || s.MetricsAuth != nil {
-				return nil, fmt.Errorf("the probes and secure metrics cannot share %s: the kubelet probes plain HTTP", s.ProbeAddr)
-			}
-			m.Handle("/metrics", promhttp.HandlerFor(s.Metrics.Registry, handlerOpts))
-			eps = eps[:0]
-		}
-		eps = append(eps, endpoint{s.ProbeAddr, m, nil})
+	eps, err := s.endpoints()
+	if err != nil {
+		return nil, err
 	}
 	var servers []*http.Server
 	var listeners []net.Listener
@@ -111,7 +87,7 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			}
 			return nil, fmt.Errorf("listen on %s: %w", ep.addr, err)
 		}
-		l = LimitListener(l, lim.MaxConns)
+		l = limitListen(l, lim.MaxConns)
 		if ep.tls != nil {
 			l = tls.NewListener(l, ep.tls)
 		}
@@ -149,6 +125,42 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 	return wait, nil
 }
 
+// endpoint is one listener's address, routes and TLS.
+type endpoint struct {
+	addr string
+	mux  *http.ServeMux
+	tls  *tls.Config
+}
+
+// endpoints lays out the routes: /metrics on MetricsAddr, the probes on ProbeAddr, and all three
+// on one plain-HTTP listener when the two addresses are the same.
+func (s *Server) endpoints() ([]endpoint, error) {
+	var eps []endpoint
+	if enabled(s.MetricsAddr) {
+		h := promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
+		if s.MetricsAuth != nil {
+			h = s.MetricsAuth.Wrap(h)
+		}
+		m := http.NewServeMux()
+		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
+		eps = append(eps, endpoint{s.MetricsAddr, m, s.MetricsTLS})
+	}
+	if enabled(s.ProbeAddr) {
+		m := http.NewServeMux()
+		m.Handle("/healthz", probe(s.Healthz))
+		m.Handle("/readyz", probe(s.Readyz))
+		if len(eps) == 1 && eps[0].addr == s.ProbeAddr {
+			if s.MetricsTLS != nil || s.MetricsAuth != nil {
+				return nil, fmt.Errorf("the probes and secure metrics cannot share %s: the kubelet probes plain HTTP", s.ProbeAddr)
+			}
+			m.Handle("/metrics", promhttp.HandlerFor(s.Metrics.Registry, handlerOpts))
+			eps = eps[:0]
+		}
+		eps = append(eps, endpoint{s.ProbeAddr, m, nil})
+	}
+	return eps, nil
+}
+
 // handlerOpts: no compression. The exposition is about 12 KB; a gzip writer allocates about 800 KiB
 // of compressor state, which the agent's anonymous memory (about 4 MiB idle) shows.
 var handlerOpts = promhttp.HandlerOpts{DisableCompression: true}
@@ -167,11 +179,11 @@ func probe(c Check) http.Handler {
 	})
 }
 
-// LimitListener returns a listener that keeps at most n connections open: while n are open it stops
+// limitListen returns a listener that keeps at most n connections open: while n are open it stops
 // accepting, and further clients wait in the kernel's backlog, costing the agent nothing
 // (golang.org/x/net/netutil.LimitListener does the same; it is not a dependency here). n <= 0 means
 // no limit.
-func LimitListener(l net.Listener, n int) net.Listener {
+func limitListen(l net.Listener, n int) net.Listener {
 	if n <= 0 {
 		return l
 	}

@@ -135,7 +135,7 @@ func TestLimitListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := LimitListener(inner, 2)
+	l := limitListen(inner, 2)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })}
 	go func() { _ = srv.Serve(l) }()
 	defer srv.Close()

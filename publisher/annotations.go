@@ -81,9 +81,9 @@ func formatName(t resolver.AddressType, f Form) string {
 	return "external-" + string(f)
 }
 
-// Presets are the annotation sets of well-known consumers, by the name --annotations takes.
+// presets are the annotation sets of well-known consumers, by the name --annotations takes.
 // A preset writes only the keys of managed types.
-var Presets = map[string][]AnnotationSpec{
+var presets = map[string][]AnnotationSpec{
 	// nodeaddr's own keys, one per type and family.
 	"nodeaddr": {
 		{"nodeaddr.io/internal-ipv4", resolver.InternalIP, FormIPv4},
@@ -109,10 +109,16 @@ var Presets = map[string][]AnnotationSpec{
 	},
 }
 
+// Preset returns a copy of the named preset's annotations.
+func Preset(name string) ([]AnnotationSpec, bool) {
+	p, ok := presets[name]
+	return slices.Clone(p), ok
+}
+
 // PresetNames lists the presets, sorted.
 func PresetNames() []string {
-	names := make([]string, 0, len(Presets))
-	for n := range Presets {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -141,7 +147,7 @@ func ParseAnnotations(s string, managed []resolver.AddressType) ([]AnnotationSpe
 		}
 		key, format, explicit := strings.Cut(item, "=")
 		if !explicit {
-			preset, ok := Presets[item]
+			preset, ok := presets[item]
 			if !ok {
 				return nil, fmt.Errorf("%q is neither a preset (%s) nor KEY=FORMAT", item, strings.Join(PresetNames(), ", "))
 			}
@@ -197,9 +203,9 @@ func parseFormat(s string) (AnnotationSpec, error) {
 	return a, nil
 }
 
-// AnnotationChanges returns, for each configured key whose value on the Node differs from the
+// annotationChanges returns, for each configured key whose value on the Node differs from the
 // desired one, the desired value ("" removes the key); nil when nothing is to change.
-func AnnotationChanges(current map[string]string, specs []AnnotationSpec, addrs []resolver.Address) map[string]string {
+func annotationChanges(current map[string]string, specs []AnnotationSpec, addrs []resolver.Address) map[string]string {
 	var out map[string]string
 	for _, a := range specs {
 		want := a.Value(addrs)
@@ -260,9 +266,9 @@ func escapePointer(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
-// InStatusOrder lists the published addresses of the managed types in the Node's status order
+// inStatusOrder lists the published addresses of the managed types in the Node's status order
 // (primary family first), with their prefix lengths from resolved when known.
-func InStatusOrder(status []corev1.NodeAddress, managed []resolver.AddressType, resolved []resolver.Address) []resolver.Address {
+func inStatusOrder(status []corev1.NodeAddress, managed []resolver.AddressType, resolved []resolver.Address) []resolver.Address {
 	var out []resolver.Address
 	for _, na := range status {
 		t := resolver.AddressType(na.Type)

@@ -122,7 +122,7 @@ func TestAnnotationChanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := AnnotationChanges(tt.current, specs, tt.addrs); !maps.Equal(got, tt.want) {
+			if got := annotationChanges(tt.current, specs, tt.addrs); !maps.Equal(got, tt.want) {
 				t.Errorf("changes %v, want %v", got, tt.want)
 			}
 		})
@@ -174,7 +174,7 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	}
 
 	// Nothing changed: nothing written.
-	f.p.observe(f.get(t))
+	f.observe(f.get(t))
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	// Someone sets one of our keys after our last read: the `test` fails (a conflict), the Node is
 	// re-read and the next pass writes over it; the other keys are untouched.
 	f.p.cfg.Annotations, _ = ParseAnnotations("nodeaddr,example.com/cidr=external-ipv4-cidr", manageExternal)
-	f.p.observe(f.get(t))
+	f.observe(f.get(t))
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	stale := f.get(t).DeepCopy()
-	f.p.observe(stale)
+	f.observe(stale)
 	theirs := stale.DeepCopy()
 	theirs.Annotations["example.com/cidr"] = "198.51.100.1/8"
 	theirs.ResourceVersion = nextRV(stale.ResourceVersion)

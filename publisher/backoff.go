@@ -2,12 +2,12 @@ package publisher
 
 import "time"
 
-// RevertBackoff decides how long to wait before rewriting addresses that another writer reverted.
+// revertBackoff decides how long to wait before rewriting addresses that another writer reverted.
 // Without a cloud provider the kubelet replaces the whole address list on every status sync (every
 // 10 s); rewriting at once would flap the Node forever. After Threshold reverts within Window, each
 // further revert doubles the delay from Base up to Max; once no revert has happened for Window (or
 // twice the current delay, if longer) the next revert starts from scratch.
-type RevertBackoff struct {
+type revertBackoff struct {
 	Threshold int
 	Window    time.Duration
 	Base, Max time.Duration
@@ -18,7 +18,7 @@ type RevertBackoff struct {
 }
 
 // Revert records a revert at now and returns the delay before the next rewrite (0: at once).
-func (b *RevertBackoff) Revert(now time.Time) time.Duration {
+func (b *revertBackoff) Revert(now time.Time) time.Duration {
 	if n := len(b.reverts); n > 0 && now.Sub(b.reverts[n-1]) > max(b.Window, 2*b.delay) {
 		b.reverts, b.delay = b.reverts[:0], 0
 	}
@@ -44,7 +44,7 @@ func (b *RevertBackoff) Revert(now time.Time) time.Duration {
 }
 
 // NotBefore is the earliest time the next rewrite may happen (zero time: no restriction).
-func (b *RevertBackoff) NotBefore() time.Time {
+func (b *revertBackoff) NotBefore() time.Time {
 	if b.delay == 0 {
 		return time.Time{}
 	}
@@ -52,4 +52,4 @@ func (b *RevertBackoff) NotBefore() time.Time {
 }
 
 // Fighting reports whether the backoff is engaged.
-func (b *RevertBackoff) Fighting() bool { return b.delay > 0 }
+func (b *revertBackoff) Fighting() bool { return b.delay > 0 }

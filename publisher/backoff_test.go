@@ -28,7 +28,7 @@ func TestRevertBackoff(t *testing.T) {
 			{200, 0}, {210, 0}, {220, 10 * time.Second}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := RevertBackoff{Threshold: 3, Window: 2 * time.Minute, Base: 10 * time.Second, Max: 10 * time.Minute}
+			b := revertBackoff{Threshold: 3, Window: 2 * time.Minute, Base: 10 * time.Second, Max: 10 * time.Minute}
 			for i, s := range tc.steps {
 				if got := b.Revert(at(s.at)); got != s.want {
 					t.Fatalf("step %d (t=%ds): delay %v, want %v", i, s.at, got, s.want)

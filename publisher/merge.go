@@ -7,18 +7,16 @@ import (
 	"net/netip"
 	"slices"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// UninitializedTaint is the taint the kubelet adds with --cloud-provider=external until a cloud
-// provider (here: nodeaddr) has initialized the Node.
-const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
-
-// PrimaryFamily is the family of the Node's first InternalIP (the node IP the kubelet and most
+// primaryFamily is the family of the Node's first InternalIP (the node IP the kubelet and most
 // components use), IPv4 when there is none.
-func PrimaryFamily(addrs []corev1.NodeAddress) resolver.Family {
+func primaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 	for _, a := range addrs {
 		if a.Type == corev1.NodeInternalIP {
 			if ip, err := netip.ParseAddr(a.Address); err == nil {
@@ -29,7 +27,7 @@ func PrimaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 	return resolver.IPv4
 }
 
-// Merge returns the Node's address list with the managed types replaced by desired. It is the one
+// merge returns the Node's address list with the managed types replaced by desired. It is the one
 // merge rule of nodeaddr (README, "How addresses are merged"):
 //
 //   - start from the current list; for each managed type, drop its old entries and put the desired
@@ -42,13 +40,13 @@ func PrimaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 // The primary family is that of the Node's current first InternalIP, else IPv4; when InternalIP is
 // managed, that of the first InternalIP the result will have (see resultPrimary). Merge never
 // modifies current.
-func Merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address) []corev1.NodeAddress {
+func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address) []corev1.NodeAddress {
 	want := make(map[corev1.NodeAddressType][]corev1.NodeAddress, len(managed))
 	isManaged := make(map[corev1.NodeAddressType]bool, len(managed))
 	for _, t := range managed {
 		isManaged[corev1.NodeAddressType(t)] = true
 	}
-	primary := PrimaryFamily(current)
+	primary := primaryFamily(current)
 	if isManaged[corev1.NodeInternalIP] {
 		primary = resultPrimary(desired, primary)
 	}
@@ -90,23 +88,23 @@ func Merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired
 	return dedupe(out)
 }
 
-// Compose is the address list nodeaddr writes: Merge, then, when ExternalIP is managed and
+// compose is the address list nodeaddr writes: Merge, then, when ExternalIP is managed and
 // keepExternalEqualInternal is false, DropExternalEqualInternal.
-func Compose(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address, keepExternalEqualInternal bool) []corev1.NodeAddress {
-	out := Merge(current, managed, desired)
+func compose(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address, keepExternalEqualInternal bool) []corev1.NodeAddress {
+	out := merge(current, managed, desired)
 	if keepExternalEqualInternal || !slices.Contains(managed, resolver.ExternalIP) {
 		return out
 	}
-	return DropExternalEqualInternal(out)
+	return dropExternalEqualInternal(out)
 }
 
-// DropExternalEqualInternal removes every ExternalIP entry whose address is also an InternalIP of
+// dropExternalEqualInternal removes every ExternalIP entry whose address is also an InternalIP of
 // addrs, whoever set that InternalIP (nodeaddr, or the kubelet's --node-ip). It is local-ccm's
 // rule: on a host whose route source is its only address, an ExternalIP repeating the InternalIP
 // tells consumers nothing and makes them believe the node is reachable from outside. The caller
 // applies it only when nodeaddr manages ExternalIP, so another writer's entries are never touched.
 // addrs is not modified.
-func DropExternalEqualInternal(addrs []corev1.NodeAddress) []corev1.NodeAddress {
+func dropExternalEqualInternal(addrs []corev1.NodeAddress) []corev1.NodeAddress {
 	internal := map[string]bool{}
 	for _, a := range addrs {
 		if a.Type == corev1.NodeInternalIP {
@@ -172,8 +170,8 @@ func dedupe(in []corev1.NodeAddress) []corev1.NodeAddress {
 	return out
 }
 
-// Managed returns the entries of addrs whose type is managed, in order.
-func Managed(addrs []corev1.NodeAddress, managed []resolver.AddressType) []corev1.NodeAddress {
+// managedOnly returns the entries of addrs whose type is managed, in order.
+func managedOnly(addrs []corev1.NodeAddress, managed []resolver.AddressType) []corev1.NodeAddress {
 	var out []corev1.NodeAddress
 	for _, a := range addrs {
 		if slices.Contains(managed, resolver.AddressType(a.Type)) {
@@ -183,12 +181,12 @@ func Managed(addrs []corev1.NodeAddress, managed []resolver.AddressType) []corev
 	return out
 }
 
-// WithoutUninitialized returns taints without the uninitialized taint, and whether it was there.
-func WithoutUninitialized(taints []corev1.Taint) ([]corev1.Taint, bool) {
+// withoutUninitialized returns taints without the uninitialized taint, and whether it was there.
+func withoutUninitialized(taints []corev1.Taint) ([]corev1.Taint, bool) {
 	out := make([]corev1.Taint, 0, len(taints))
 	found := false
 	for _, t := range taints {
-		if t.Key == UninitializedTaint {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
 			found = true
 			continue
 		}

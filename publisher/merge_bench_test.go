@@ -48,12 +48,12 @@ func BenchmarkMerge(b *testing.B) {
 		{"change/external-ipv4", managed, moved, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			if got := slices.Equal(Merge(benchNode, bc.managed, bc.desired), benchNode); got != bc.noop {
+			if got := slices.Equal(merge(benchNode, bc.managed, bc.desired), benchNode); got != bc.noop {
 				b.Fatalf("Merge no-op = %v, want %v", got, bc.noop)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				next := Merge(benchNode, bc.managed, bc.desired)
+				next := merge(benchNode, bc.managed, bc.desired)
 				if slices.Equal(next, benchNode) != bc.noop {
 					b.Fatal("unexpected result")
 				}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -176,7 +178,7 @@ func TestMerge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			current := slices.Clone(tc.current)
 			desired := slices.Clone(tc.desired)
-			got := Merge(current, tc.managed, desired)
+			got := merge(current, tc.managed, desired)
 			if !slices.Equal(got, tc.want) || got == nil {
 				t.Errorf("Merge =\n  %v\nwant\n  %v", got, tc.want)
 			}
@@ -186,7 +188,7 @@ func TestMerge(t *testing.T) {
 			if !slices.Equal(desired, tc.desired) {
 				t.Errorf("Merge modified desired: %v, was %v", desired, tc.desired)
 			}
-			if again := Merge(got, tc.managed, tc.desired); !slices.Equal(again, got) {
+			if again := merge(got, tc.managed, tc.desired); !slices.Equal(again, got) {
 				t.Errorf("Merge is not idempotent: second pass gives\n  %v\nafter\n  %v", again, got)
 			}
 		})
@@ -214,7 +216,7 @@ func TestMergeNoOp(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Merge(tc.current, manageExternal, tc.desired); !slices.Equal(got, tc.current) {
+			if got := merge(tc.current, manageExternal, tc.desired); !slices.Equal(got, tc.current) {
 				t.Errorf("Merge = %v, want it unchanged: %v", got, tc.current)
 			}
 		})
@@ -286,23 +288,23 @@ func TestCompose(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := slices.Clone(tc.current)
-			got := Compose(tc.current, tc.managed, tc.desired, tc.keep)
+			got := compose(tc.current, tc.managed, tc.desired, tc.keep)
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("Compose = %v, want %v", got, tc.want)
+				t.Errorf("compose = %v, want %v", got, tc.want)
 			}
 			if !slices.Equal(tc.current, orig) {
-				t.Errorf("Compose modified its input: %v, was %v", tc.current, orig)
+				t.Errorf("compose modified its input: %v, was %v", tc.current, orig)
 			}
 		})
 	}
 }
 
-// Merge must not write through current's backing array, even with spare capacity.
+// merge must not write through current's backing array, even with spare capacity.
 func TestMergeDoesNotModifyInput(t *testing.T) {
 	backing := make([]corev1.NodeAddress, 4, 16)
 	copy(backing, []corev1.NodeAddress{hostname("node-a"), hostname("node-a"), external("192.0.2.1"), internal("10.0.0.1")})
 	orig := slices.Clone(backing[:cap(backing)])
-	got := Merge(backing, manageBoth, []resolver.Address{
+	got := merge(backing, manageBoth, []resolver.Address{
 		want(resolver.InternalIP, "10.0.0.2"), want(resolver.ExternalIP, "203.0.113.7"),
 	})
 	if !slices.Equal(backing[:cap(backing)], orig) {
@@ -332,7 +334,7 @@ func TestPrimaryFamily(t *testing.T) {
 		{"IPv4-mapped IPv6 is IPv4", []corev1.NodeAddress{internal("::ffff:10.0.0.1")}, resolver.IPv4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := PrimaryFamily(tc.addrs); got != tc.want {
+			if got := primaryFamily(tc.addrs); got != tc.want {
 				t.Errorf("PrimaryFamily(%v) = %v, want %v", tc.addrs, got, tc.want)
 			}
 		})
@@ -357,7 +359,7 @@ func TestManaged(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Managed(addrs, tc.managed); !slices.Equal(got, tc.want) {
+			if got := managedOnly(addrs, tc.managed); !slices.Equal(got, tc.want) {
 				t.Errorf("Managed = %v, want %v", got, tc.want)
 			}
 		})
@@ -365,7 +367,7 @@ func TestManaged(t *testing.T) {
 }
 
 func TestWithoutUninitialized(t *testing.T) {
-	uninit := corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninit := corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 	custom := corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoExecute}
 	for _, tc := range []struct {
@@ -377,12 +379,12 @@ func TestWithoutUninitialized(t *testing.T) {
 		{"nil", nil, []corev1.Taint{}, false},
 		{"only uninitialized", []corev1.Taint{uninit}, []corev1.Taint{}, true},
 		{"others kept in order", []corev1.Taint{notReady, uninit, custom}, []corev1.Taint{notReady, custom}, true},
-		{"every entry with the key removed", []corev1.Taint{uninit, custom, {Key: UninitializedTaint, Effect: corev1.TaintEffectNoExecute}}, []corev1.Taint{custom}, true},
+		{"every entry with the key removed", []corev1.Taint{uninit, custom, {Key: cloudproviderapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoExecute}}, []corev1.Taint{custom}, true},
 		{"absent", []corev1.Taint{notReady, custom}, []corev1.Taint{notReady, custom}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := slices.Clone(tc.taints)
-			got, found := WithoutUninitialized(in)
+			got, found := withoutUninitialized(in)
 			if !slices.EqualFunc(got, tc.want, sameTaint) || got == nil {
 				t.Errorf("WithoutUninitialized = %v, want %v", got, tc.want)
 			}
@@ -466,7 +468,7 @@ func FuzzMerge(f *testing.F) {
 		isManaged := func(t corev1.NodeAddressType) bool { return slices.Contains(managed, resolver.AddressType(t)) }
 		before := slices.Clone(current)
 
-		got := Merge(current, managed, desired)
+		got := merge(current, managed, desired)
 
 		if !slices.Equal(current, before) {
 			t.Fatalf("Merge modified its input: %v, was %v", current, before)
@@ -502,7 +504,7 @@ func FuzzMerge(f *testing.F) {
 				wantManaged[corev1.NodeAddress{Type: corev1.NodeAddressType(a.Type), Address: a.IP.String()}] = true
 			}
 		}
-		primary := PrimaryFamily(got)
+		primary := primaryFamily(got)
 		gotManaged := map[corev1.NodeAddress]bool{}
 		for _, typ := range managed {
 			first, last := -1, -1
@@ -523,7 +525,7 @@ func FuzzMerge(f *testing.F) {
 					t.Fatalf("%s: %s address after a non-primary one in %v", typ, primary, got)
 				}
 			}
-			if first >= 0 && last-first+1 != len(Managed(got[first:last+1], []resolver.AddressType{typ})) {
+			if first >= 0 && last-first+1 != len(managedOnly(got[first:last+1], []resolver.AddressType{typ})) {
 				t.Fatalf("%s entries not contiguous in %v", typ, got)
 			}
 		}
@@ -535,10 +537,10 @@ func FuzzMerge(f *testing.F) {
 				t.Fatalf("missing %v in %v", a, got)
 			}
 		}
-		if again := Merge(slices.Clone(before), managed, desired); !slices.Equal(again, got) {
+		if again := merge(slices.Clone(before), managed, desired); !slices.Equal(again, got) {
 			t.Fatalf("not deterministic: %v then %v", got, again)
 		}
-		if twice := Merge(got, managed, desired); !slices.Equal(twice, got) {
+		if twice := merge(got, managed, desired); !slices.Equal(twice, got) {
 			t.Fatalf("not idempotent: Merge(%v) = %v, Merge of that = %v", current, got, twice)
 		}
 	})

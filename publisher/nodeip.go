@@ -6,18 +6,16 @@ import (
 	"slices"
 	"strings"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// AnnotationProvidedNodeIP is set by a kubelet running with --cloud-provider=external to its
-// --node-ip: one IP or a "v4,v6" pair.
-const AnnotationProvidedNodeIP = "alpha.kubernetes.io/provided-node-ip"
-
-// ParseProvidedNodeIP parses the annotation as k8s.io/component-helpers ParseNodeIPAnnotation does:
+// parseProvidedNodeIP parses the annotation as k8s.io/component-helpers ParseNodeIPAnnotation does:
 // one IP or a dual-stack pair, exact spelling (no spaces).
-func ParseProvidedNodeIP(v string) ([]netip.Addr, error) {
+func parseProvidedNodeIP(v string) ([]netip.Addr, error) {
 	var out []netip.Addr
 	for _, f := range strings.Split(v, ",") {
 		ip, err := netip.ParseAddr(f)
@@ -37,8 +35,8 @@ func ParseProvidedNodeIP(v string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-// NodeIPResult is what the provided-node-ip annotation does to a desired state.
-type NodeIPResult struct {
+// nodeIPResult is what the provided-node-ip annotation does to a desired state.
+type nodeIPResult struct {
 	// Addresses are the addresses to write.
 	Addresses []resolver.Address
 	// Provided are the annotated IPs (nil without annotation, or when it does not apply).
@@ -49,20 +47,20 @@ type NodeIPResult struct {
 	Err error
 }
 
-// ApplyProvidedNodeIP honours the kubelet's provided-node-ip annotation as the cloud-provider node
+// applyProvidedNodeIP honours the kubelet's provided-node-ip annotation as the cloud-provider node
 // controller does (k8s.io/cloud-provider node/helpers GetNodeAddressesFromNodeIP): when every
 // annotated IP is on the host, they are the InternalIPs, in annotation order, and replace the
 // resolved ones; when one is not, the resolved addresses are kept and Missing names it, so the
 // caller keeps the uninitialized taint. It applies only when InternalIP is managed; without the
 // host's address list (s.Local nil) the annotation is trusted.
-func ApplyProvidedNodeIP(annotation string, s resolver.State) NodeIPResult {
-	r := NodeIPResult{Addresses: s.Addresses}
+func applyProvidedNodeIP(annotation string, s resolver.State) nodeIPResult {
+	r := nodeIPResult{Addresses: s.Addresses}
 	if annotation == "" || !slices.Contains(s.Managed, resolver.InternalIP) {
 		return r
 	}
-	ips, err := ParseProvidedNodeIP(annotation)
+	ips, err := parseProvidedNodeIP(annotation)
 	if err != nil {
-		r.Err = fmt.Errorf("annotation %s=%q: %w", AnnotationProvidedNodeIP, annotation, err)
+		r.Err = fmt.Errorf("annotation %s=%q: %w", cloudproviderapi.AnnotationAlphaProvidedIPAddr, annotation, err)
 		return r
 	}
 	r.Provided = ips

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -61,7 +63,7 @@ func TestApplyProvidedNodeIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := ApplyProvidedNodeIP(tt.annotation, tt.state)
+			r := applyProvidedNodeIP(tt.annotation, tt.state)
 			var got []string
 			for _, a := range r.Addresses {
 				got = append(got, a.String())
@@ -88,7 +90,7 @@ func fmtIPs(ips []netip.Addr) string {
 }
 
 func annotated(n *corev1.Node, v string) *corev1.Node {
-	n.Annotations = map[string]string{AnnotationProvidedNodeIP: v, "example.com/other": "x"}
+	n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: v, "example.com/other": "x"}
 	return n
 }
 
@@ -143,7 +145,7 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 	assertEqual(t, "provided node IP missing", f.obs.nodeIP, []bool{true, true, true})
 
 	// The address appears on the host: it becomes the InternalIP and the taint goes.
-	f.p.observe(f.get(t))
+	f.observe(f.get(t))
 	f.p.Publish(internalState([]string{"192.0.2.10", "10.0.0.99"}, "192.0.2.10"), time.Time{})
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
@@ -154,36 +156,23 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 	}
 }
 
-// The Node's pod CIDRs reach the resolver once, and again only when they change; with them its
-// managed addresses.
-func TestNodeViewCallback(t *testing.T) {
-	var got [][]netip.Prefix
-	var addrs []string
+// What the resolver takes from the Node: its pod CIDRs and its addresses of the managed types.
+func TestNodeView(t *testing.T) {
 	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}})
 	node.Spec.PodCIDRs = []string{"10.244.1.0/24", "fd00:10:244:1::/64"}
-	f := newFixture(t, node, func(c *Config) {
-		c.OnNode = func(v resolver.NodeView) {
-			got = append(got, v.PodCIDRs)
-			addrs = append(addrs, fmt.Sprint(v.Addresses))
-		}
-	})
-	f.p.observe(node)
-	f.p.observe(testNode("11", nil)) // podCIDRs removed (Node recreated)
+	v := NodeView(node, manageExternal)
+	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+	if !slices.Equal(v.PodCIDRs, want) {
+		t.Errorf("pod CIDRs %v, want %v", v.PodCIDRs, want)
+	}
+	if got := fmt.Sprint(v.Addresses); got != "[ExternalIP=203.0.113.9]" {
+		t.Errorf("addresses %s, want the managed type only", got)
+	}
 	n := testNode("12", nil)
 	n.Spec.PodCIDR = "10.244.2.0/24"
-	f.p.observe(n)
-	f.p.observe(n)
-	want := [][]netip.Prefix{
-		{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")},
-		nil,
-		{netip.MustParsePrefix("10.244.2.0/24")},
-	}
-	if !slices.EqualFunc(got, want, slices.Equal) {
-		t.Errorf("OnNode pod CIDRs %v, want %v", got, want)
-	}
-	if want := "[ExternalIP=203.0.113.9]"; len(addrs) == 0 || addrs[0] != want {
-		t.Errorf("OnNode addresses %v, want %s first (the managed type only)", addrs, want)
+	if got := NodeView(n, manageExternal).PodCIDRs; !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}) {
+		t.Errorf("pod CIDRs from spec.podCIDR: %v", got)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"testing"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,7 +76,7 @@ func TestAddressesPatch(t *testing.T) {
 }
 
 func TestTaintsPatch(t *testing.T) {
-	uninit := corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninit := corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	notReady := corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 	for _, tc := range []struct {
 		name     string
@@ -105,7 +107,7 @@ func TestTaintsPatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "7"}, Spec: corev1.NodeSpec{Taints: tc.old}}
-			next, _ := WithoutUninitialized(n.Spec.Taints)
+			next, _ := withoutUninitialized(n.Spec.Taints)
 			pt, data, err := taintsPatch(n, next)
 			if err != nil {
 				t.Fatal(err)

@@ -2,21 +2,16 @@ package publisher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
@@ -67,7 +62,7 @@ type Config struct {
 	Managed     []resolver.AddressType
 	RemoveTaint bool
 	// KeepExternalEqualInternal publishes an ExternalIP even when it equals an InternalIP; by
-	// default it is dropped (Compose).
+	// default it is dropped (compose).
 	KeepExternalEqualInternal bool
 	// Annotations are written from the published addresses (--annotations); other annotations are
 	// left alone.
@@ -75,6 +70,9 @@ type Config struct {
 	// Rate and Burst bound writes (both kinds together). The first write passes at once.
 	Rate  rate.Limit
 	Burst int
+	// Informer is the agent's Node informer (NewNodeInformer); Run reads the Node from it. The
+	// caller starts it. RunOnce does without.
+	Informer cache.SharedIndexInformer
 	// FieldManager names nodeaddr in managedFields.
 	FieldManager string
 	Recorder     record.EventRecorder
@@ -85,46 +83,60 @@ type Config struct {
 	// FailuresBeforeWarning is how many consecutive failed writes produce one Warning event.
 	FailuresBeforeWarning int
 	// OverwriteBackoff and OverwriteBackoffMax bound the delay before rewriting addresses another
-	// writer keeps reverting (see RevertBackoff); defaults 10s and 10m.
+	// writer keeps reverting (see revertBackoff); defaults 10s and 10m.
 	OverwriteBackoff, OverwriteBackoffMax time.Duration
-	// OnNode, if set, is given the Node's pod CIDRs (the resolver excludes them from selection) and
-	// its current managed addresses (the resolver keeps them among equal candidates) when the Node
-	// is first seen and whenever its pod CIDRs change. It must not block.
-	OnNode func(resolver.NodeView)
 }
 
-// Publisher reconciles one Node. Publish may be called from any goroutine; Run owns all API calls.
+// Publisher reconciles one Node: informer events and Publish enqueue it, one worker reconciles it
+// (reconcile.go), the writes are preconditioned patches (write.go). Publish may be called from any
+// goroutine.
 type Publisher struct {
-	cfg     Config
-	log     *slog.Logger
-	obs     Observer
+	cfg   Config
+	log   *slog.Logger
+	obs   Observer
+	nodes *nodeCache
+	queue workqueue.TypedRateLimitingInterface[string]
+	// retry is the queue's rate limiter: failed reconciles back off with it, and RunOnce uses the
+	// same one.
+	retry   *jitteredBackoff
 	limiter *rate.Limiter
-	dirty   chan struct{}
+	health  health
 
-	mu       sync.Mutex
-	desired  *resolver.State
-	since    time.Time    // first kernel event behind the unwritten desired state
-	node     *corev1.Node // freshest copy known: informer, write response or re-read
-	written  []corev1.NodeAddress
-	writeRV  string // resourceVersion our last address write produced
-	reverted bool   // an overwrite of our last write was already counted
-	// inflight is the managed list of the address write under way: the watch may deliver our own
-	// write before the PATCH response returns, and that echo is not another writer's change.
-	inflight []corev1.NodeAddress
-	fight    RevertBackoff
+	mu      sync.Mutex
+	desired *resolver.State
+	since   time.Time // first kernel event behind the unwritten desired state
+	detect  overwriteDetector
 
-	ready    atomic.Bool
-	synced   atomic.Bool
-	failures int
-	warned   bool
-
-	podCIDRs     []netip.Prefix // last given to OnNode (under mu)
-	podCIDRsSent bool
 	nodeIPWarned string // the provided-node-ip problem last warned about ("" none); worker only
 }
 
-// New returns a publisher. Nothing happens until Run.
+// New returns a publisher. Nothing happens until Run or RunOnce.
 func New(cfg Config) *Publisher {
+	cfg = withDefaults(cfg)
+	obs := cfg.Observer
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	if cfg.Informer != nil {
+		store = cfg.Informer.GetStore()
+	}
+	retry := newJitteredBackoff(cfg.MinBackoff, cfg.MaxBackoff)
+	return &Publisher{
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.NodeName),
+		obs:     obs,
+		nodes:   newNodeCache(store, cfg.NodeName),
+		queue:   workqueue.NewTypedRateLimitingQueue[string](retry),
+		retry:   retry,
+		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
+		health:  health{warnAfter: cfg.FailuresBeforeWarning},
+		detect: overwriteDetector{managed: cfg.Managed, fieldManager: cfg.FieldManager,
+			fight: revertBackoff{Threshold: 3, Window: 2 * time.Minute, Base: cfg.OverwriteBackoff, Max: cfg.OverwriteBackoffMax}},
+	}
+}
+
+func withDefaults(cfg Config) Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,9 +146,7 @@ func New(cfg Config) *Publisher {
 	if cfg.FieldManager == "" {
 		cfg.FieldManager = "nodeaddr"
 	}
-	if cfg.Burst < 1 {
-		cfg.Burst = 1
-	}
+	cfg.Burst = max(cfg.Burst, 1)
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = 500 * time.Millisecond
 	}
@@ -152,19 +162,7 @@ func New(cfg Config) *Publisher {
 	if cfg.OverwriteBackoffMax < cfg.OverwriteBackoff {
 		cfg.OverwriteBackoffMax = max(10*time.Minute, cfg.OverwriteBackoff)
 	}
-	obs := cfg.Observer
-	if obs == nil {
-		obs = nopObserver{}
-	}
-	return &Publisher{
-		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.NodeName),
-		obs:     obs,
-		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
-		dirty:   make(chan struct{}, 1),
-		fight: RevertBackoff{Threshold: 3, Window: 2 * time.Minute,
-			Base: cfg.OverwriteBackoff, Max: cfg.OverwriteBackoffMax},
-	}
+	return cfg
 }
 
 type nopObserver struct{}
@@ -177,10 +175,10 @@ func (nopObserver) OnOverwrite()                     {}
 func (nopObserver) OnOverwriteBackoff(time.Duration) {}
 func (nopObserver) OnProvidedNodeIP(bool)            {}
 
-// Publish sets the desired state (latest wins) and wakes the worker. It never blocks.
+// Publish sets the desired state (latest wins) and enqueues the Node. It never blocks.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	p.mu.Lock()
-	if p.desired == nil || !p.desired.Equal(s) {
+	if resolver.Changed(p.desired, s) {
 		p.obs.OnAddresses(s.Addresses)
 		if !since.IsZero() && (p.since.IsZero() || since.Before(p.since)) {
 			p.since = since
@@ -188,63 +186,41 @@ func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	}
 	p.desired = &s
 	p.mu.Unlock()
-	p.wake()
+	p.enqueue()
 }
 
-func (p *Publisher) wake() {
-	select {
-	case p.dirty <- struct{}{}:
-	default:
-	}
-}
+// enqueue asks the worker for a reconcile; the queue coalesces requests for the one key.
+func (p *Publisher) enqueue() { p.queue.Add(p.cfg.NodeName) }
 
 // Ready reports whether the Node has been reconciled and no needed write is failing.
-func (p *Publisher) Ready() bool { return p.ready.Load() }
+func (p *Publisher) Ready() bool { return p.health.ready.Load() }
 
-// Run watches the Node and reconciles until ctx ends.
+// Run watches the Node through cfg.Informer and reconciles until ctx ends.
 func (p *Publisher) Run(ctx context.Context) error {
-	// One informer on one Node, built directly rather than through an informer factory (which
-	// links every API group's informers and clients).
-	selector := fields.OneTermEqualSelector("metadata.name", p.cfg.NodeName).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			return p.cfg.Nodes.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			return p.cfg.Nodes.Watch(ctx, o)
-		},
+	if p.cfg.Informer == nil {
+		return errors.New("publisher: no node informer")
 	}
-	// The client says whether it can serve streaming lists (fake clientsets cannot).
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, p.cfg.Nodes),
-		&corev1.Node{}, 0, cache.Indexers{})
-	if err := inf.SetTransform(trimTransform); err != nil {
-		return fmt.Errorf("node informer transform: %w", err)
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { p.observe(o) },
-		UpdateFunc: func(_, o any) { p.observe(o) },
-		DeleteFunc: func(o any) { p.forget(o) },
-	}); err != nil {
+	reg, err := p.cfg.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.onNode,
+		UpdateFunc: func(_, o any) { p.onNode(o) },
+		DeleteFunc: p.onDelete,
+	})
+	if err != nil {
 		return fmt.Errorf("add node event handler: %w", err)
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	wg.Go(func() { inf.RunWithContext(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	defer func() { _ = p.cfg.Informer.RemoveEventHandler(reg) }()
+	go func() {
+		<-ctx.Done()
+		p.queue.ShutDown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return ctx.Err()
 	}
-	p.synced.Store(true)
-	p.mu.Lock()
-	missing := p.node == nil
-	p.mu.Unlock()
-	if missing {
+	if p.nodes.get() == nil {
 		p.log.Warn("node not found, waiting for it to be created")
 	}
-	p.wake()
-	p.work(ctx)
+	p.enqueue()
+	for p.processNext(ctx) {
+	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -37,7 +40,7 @@ var (
 	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
 	nodesGR  = schema.GroupResource{Resource: "nodes"}
 
-	uninitTaint   = corev1.Taint{Key: UninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	uninitTaint   = corev1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}
 	notReadyTaint = corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
 )
 
@@ -240,14 +243,44 @@ func newFixture(t *testing.T, node *corev1.Node, tweak ...func(*Config)) *fixtur
 	for _, fn := range tweak {
 		fn(&cfg)
 	}
+	if cfg.Informer == nil {
+		cfg.Informer = NewNodeInformer(cfg.Nodes, nodeName)
+	}
 	f.p = New(cfg)
+	t.Cleanup(f.p.queue.ShutDown)
 	return f
+}
+
+// observe hands n to the publisher as the informer would: in its store, then to the handler.
+func (f *fixture) observe(o any) {
+	if n, ok := o.(*corev1.Node); ok {
+		if err := f.p.cfg.Informer.GetStore().Update(n); err != nil {
+			panic(err)
+		}
+	}
+	f.p.onNode(o)
+}
+
+// delete removes n as the informer would.
+func (f *fixture) delete(n *corev1.Node) {
+	if err := f.p.cfg.Informer.GetStore().Delete(n); err != nil {
+		panic(err)
+	}
+	f.p.onDelete(n)
+}
+
+// run starts the informer and the publisher as the agent does; Run's result arrives on the channel.
+func (f *fixture) run(ctx context.Context) <-chan error {
+	done := make(chan error, 1)
+	go f.p.cfg.Informer.RunWithContext(ctx)
+	go func() { done <- f.p.Run(ctx) }()
+	return done
 }
 
 // start feeds the publisher as Run would: the Node as the informer has it, then the desired state.
 func (f *fixture) start(t *testing.T, s resolver.State) {
 	t.Helper()
-	f.p.observe(f.get(t))
+	f.observe(f.get(t))
 	f.p.Publish(s, time.Now())
 }
 
@@ -323,7 +356,7 @@ func assertEqual[T comparable](t *testing.T, what string, got, want []T) {
 	}
 }
 
-const taintRemovedEvent = "Normal TaintRemoved Removed taint " + UninitializedTaint + ": nodeaddr has set the node addresses"
+const taintRemovedEvent = "Normal TaintRemoved Removed taint " + cloudproviderapi.TaintExternalCloudProvider + ": nodeaddr has set the node addresses"
 
 func TestReconcileNoChangeWritesNothing(t *testing.T) {
 	addrs := []corev1.NodeAddress{internal("10.0.0.1"), external("203.0.113.7"), hostname(nodeName)}
@@ -395,7 +428,7 @@ func TestReconcileChangeWritesAddressesThenTaint(t *testing.T) {
 
 	// The informer lags: it still delivers the Node as it was before our writes. One change is one
 	// write: nothing more happens.
-	f.p.observe(testNode("10", kubeletAddrs(), notReadyTaint, uninitTaint))
+	f.observe(testNode("10", kubeletAddrs(), notReadyTaint, uninitTaint))
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -538,7 +571,7 @@ func TestReconcileWithoutAddressesKeepsTaint(t *testing.T) {
 	assertEqual(t, "patches", f.patches(), []string{
 		addressesPatchAction(addrs, []corev1.NodeAddress{internal("10.0.0.1"), hostname(nodeName)}),
 	})
-	if n := f.get(t); len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != UninitializedTaint {
+	if n := f.get(t); len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != cloudproviderapi.TaintExternalCloudProvider {
 		t.Errorf("taints %v, want the uninitialized taint kept", n.Spec.Taints)
 	}
 }
@@ -556,7 +589,7 @@ func TestReconcileRemoveTaintDisabled(t *testing.T) {
 
 func TestReconcileNothingToDoYet(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
-	f.p.observe(f.get(t)) // a Node but no desired state
+	f.observe(f.get(t)) // a Node but no desired state
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -592,7 +625,7 @@ func TestReconcileNodeGoneDuringWrite(t *testing.T) {
 	assertEqual(t, "events", f.events(), nil)
 
 	// Once the informer reports the deletion there is nothing to do.
-	f.p.forget(testNode("10", nil))
+	f.delete(testNode("10", nil))
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Errorf("reconcile after forget = %v", err)
 	}
@@ -614,8 +647,8 @@ func TestPublish(t *testing.T) {
 	if node != nil || !desired.Equal(externalState("203.0.113.8")) || !since.Equal(t0) {
 		t.Errorf("snapshot = %v, %v, %v; want nil, the latest state, the earliest event", node, desired, since)
 	}
-	if len(f.p.dirty) != 1 {
-		t.Errorf("%d pending wake-ups, want 1", len(f.p.dirty))
+	if f.p.queue.Len() != 1 {
+		t.Errorf("%d queued reconciles, want 1", f.p.queue.Len())
 	}
 }
 
@@ -624,14 +657,14 @@ func fixed(s resolver.State) func(resolver.NodeView) (resolver.State, error) {
 	return func(resolver.NodeView) (resolver.State, error) { return s, nil }
 }
 
-// ReconcileOnce resolves with what the Node holds: its pod CIDRs and its managed addresses.
-func TestReconcileOnceResolvesWithTheNode(t *testing.T) {
+// RunOnce resolves with what the Node holds: its pod CIDRs and its managed addresses.
+func TestRunOnceResolvesWithTheNode(t *testing.T) {
 	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
 		{Type: corev1.NodeExternalIP, Address: "203.0.113.9"}, {Type: corev1.NodeHostName, Address: nodeName}}, uninitTaint)
 	node.Spec.PodCIDRs = []string{"10.244.1.0/24"}
 	f := newFixture(t, node)
 	var got []resolver.NodeView
-	st, err := f.p.ReconcileOnce(t.Context(), func(v resolver.NodeView) (resolver.State, error) {
+	st, err := f.p.RunOnce(t.Context(), func(v resolver.NodeView) (resolver.State, error) {
 		got = append(got, v)
 		return externalState("203.0.113.9"), nil
 	})
@@ -649,9 +682,9 @@ func TestReconcileOnceResolvesWithTheNode(t *testing.T) {
 	assertEqual(t, "writes", f.obs.Writes(), []string{"taint/success"})
 }
 
-func TestReconcileOnce(t *testing.T) {
+func TestRunOnce(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
-	if _, err := f.p.ReconcileOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
+	if _, err := f.p.RunOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
 		t.Fatal(err)
 	}
 	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "taint/success"})
@@ -660,7 +693,7 @@ func TestReconcileOnce(t *testing.T) {
 	}
 }
 
-func TestReconcileOnceRetriesConflicts(t *testing.T) {
+func TestRunOnceRetriesConflicts(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
 	var once atomic.Bool
 	f.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -669,7 +702,7 @@ func TestReconcileOnceRetriesConflicts(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	if _, err := f.p.ReconcileOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
+	if _, err := f.p.RunOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
 		t.Fatal(err)
 	}
 	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/conflict", "addresses/success", "taint/success"})
@@ -679,17 +712,17 @@ func TestReconcileOnceRetriesConflicts(t *testing.T) {
 }
 
 // In a synctest bubble the deadline and the backoffs are virtual: no real waiting.
-func TestReconcileOnceMissingNode(t *testing.T) {
+func TestRunOnceMissingNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 		defer cancel()
-		_, err := f.p.ReconcileOnce(ctx, fixed(externalState("203.0.113.7")))
+		_, err := f.p.RunOnce(ctx, fixed(externalState("203.0.113.7")))
 		if err == nil || !strings.Contains(err.Error(), `node "node-a" not found`) {
-			t.Fatalf("ReconcileOnce = %v, want an error saying the node was not found", err)
+			t.Fatalf("RunOnce = %v, want an error saying the node was not found", err)
 		}
 		if !strings.Contains(err.Error(), "gave up") {
-			t.Errorf("ReconcileOnce = %v, want it to say it gave up", err)
+			t.Errorf("RunOnce = %v, want it to say it gave up", err)
 		}
 		if f.count("get") < 2 || f.count("patch") != 0 {
 			t.Errorf("%d GETs and %d patches, want retried GETs and no patch", f.count("get"), f.count("patch"))
@@ -697,7 +730,7 @@ func TestReconcileOnceMissingNode(t *testing.T) {
 	})
 }
 
-func TestReconcileOnceNodeDeletedDuringWrite(t *testing.T) {
+func TestRunOnceNodeDeletedDuringWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
 		f.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -705,8 +738,8 @@ func TestReconcileOnceNodeDeletedDuringWrite(t *testing.T) {
 		})
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
 		defer cancel()
-		if _, err := f.p.ReconcileOnce(ctx, fixed(externalState("203.0.113.7"))); err == nil {
-			t.Fatal("ReconcileOnce succeeded although every write found no node")
+		if _, err := f.p.RunOnce(ctx, fixed(externalState("203.0.113.7"))); err == nil {
+			t.Fatal("RunOnce succeeded although every write found no node")
 		}
 		if f.p.Ready() {
 			t.Error("ready although nothing was written")
@@ -714,7 +747,7 @@ func TestReconcileOnceNodeDeletedDuringWrite(t *testing.T) {
 	})
 }
 
-func TestReconcileOnceForbiddenReturnsAtOnce(t *testing.T) {
+func TestRunOnceForbiddenReturnsAtOnce(t *testing.T) {
 	for _, verb := range []string{"get", "patch"} {
 		t.Run(verb, func(t *testing.T) {
 			f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint), func(c *Config) {
@@ -725,12 +758,12 @@ func TestReconcileOnceForbiddenReturnsAtOnce(t *testing.T) {
 			})
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
-			_, err := f.p.ReconcileOnce(ctx, fixed(externalState("203.0.113.7")))
+			_, err := f.p.RunOnce(ctx, fixed(externalState("203.0.113.7")))
 			if !apierrors.IsForbidden(err) {
-				t.Fatalf("ReconcileOnce = %v, want Forbidden", err)
+				t.Fatalf("RunOnce = %v, want Forbidden", err)
 			}
 			if ctx.Err() != nil {
-				t.Fatal("ReconcileOnce waited for the deadline")
+				t.Fatal("RunOnce waited for the deadline")
 			}
 			if got := f.count(verb); got != 1 {
 				t.Errorf("%d %s actions, want 1", got, verb)
@@ -762,17 +795,17 @@ func TestObserveCountsOverwriteOnce(t *testing.T) {
 	f.events()
 
 	// The informer delivers our own write, then a change that leaves the managed entries alone.
-	f.p.observe(written)
+	f.observe(written)
 	same := written.DeepCopy()
 	same.ResourceVersion = nextRV(written.ResourceVersion)
 	same.Labels = map[string]string{"team": "a"}
-	f.p.observe(same)
+	f.observe(same)
 	if got := f.obs.Overwrites(); got != 0 {
 		t.Fatalf("%d overwrites counted for our own write and a label change", got)
 	}
 
 	now := time.Now()
-	f.p.observe(kubeletOverwrite(same.ResourceVersion, now))
+	f.observe(kubeletOverwrite(same.ResourceVersion, now))
 	if got := f.obs.Overwrites(); got != 1 {
 		t.Fatalf("%d overwrites counted, want 1", got)
 	}
@@ -781,14 +814,14 @@ func TestObserveCountsOverwriteOnce(t *testing.T) {
 	})
 
 	// The kubelet writes again (its status sync) before nodeaddr does: not counted again.
-	f.p.observe(kubeletOverwrite(nextRV(same.ResourceVersion), now.Add(10*time.Second)))
+	f.observe(kubeletOverwrite(nextRV(same.ResourceVersion), now.Add(10*time.Second)))
 	if got := f.obs.Overwrites(); got != 1 {
 		t.Errorf("%d overwrites counted after a second update without a write, want 1", got)
 	}
 	assertEqual(t, "events after the second update", f.events(), nil)
 
 	// An older observation is ignored.
-	f.p.observe(written)
+	f.observe(written)
 	if got := f.obs.Overwrites(); got != 1 {
 		t.Errorf("%d overwrites after a stale observation, want 1", got)
 	}
@@ -802,12 +835,12 @@ func TestOwnWriteEchoBeforeResponseIsNotAnOverwrite(t *testing.T) {
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	f.p.observe(f.get(t))
+	f.observe(f.get(t))
 	f.events()
 	// The next write's watch event reaches the informer while the PATCH is still in flight.
 	f.client.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		echo := testNode(nextRV(nextRV(f.get(t).ResourceVersion)), append(kubeletAddrs(), external("203.0.113.8")))
-		f.p.observe(echo)
+		f.observe(echo)
 		return false, nil, nil
 	})
 	f.p.Publish(externalState("203.0.113.8"), time.Now())
@@ -829,13 +862,15 @@ func TestObserveOverwriteAfterEachWrite(t *testing.T) {
 		if err := f.p.reconcile(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		// The kubelet reverts in the tracker as well, so that the next reconcile writes again.
+		// The informer delivers our write, then the kubelet's revert (in the tracker as well, so that
+		// the next reconcile writes again).
 		n := f.get(t)
+		f.observe(n)
 		rev := kubeletOverwrite(n.ResourceVersion, time.Now())
 		if err := f.client.Tracker().Update(nodesGVR, rev, ""); err != nil {
 			t.Fatal(err)
 		}
-		f.p.observe(rev)
+		f.observe(rev)
 		if got := f.obs.Overwrites(); got != i+1 {
 			t.Fatalf("after write %d: %d overwrites, want %d", i+1, got, i+1)
 		}
@@ -846,8 +881,8 @@ func TestObserveIgnoresOtherNodes(t *testing.T) {
 	f := newFixture(t, nil)
 	other := testNode("10", kubeletAddrs(), uninitTaint)
 	other.Name = "node-b"
-	f.p.observe(other)
-	f.p.observe("not a node")
+	f.observe(other)
+	f.observe("not a node")
 	if node, _, _ := f.p.snapshot(); node != nil {
 		t.Errorf("observed %v, want nothing", node.Name)
 	}
@@ -868,27 +903,57 @@ func TestLastStatusWriter(t *testing.T) {
 	}
 }
 
-func TestNewer(t *testing.T) {
+// The nodeCache's rule: a copy from the API server stands in for the informer's until the informer
+// holds its resourceVersion, another UID or nothing; resourceVersions are never ordered.
+func TestNodeCacheCurrentCopy(t *testing.T) {
 	mk := func(uid, rv string) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), ResourceVersion: rv}}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: types.UID(uid), ResourceVersion: rv}}
 	}
 	for _, tc := range []struct {
-		name string
-		a, b *corev1.Node
-		want bool
+		name     string
+		received *corev1.Node   // our write's response, before the deliveries
+		informed []*corev1.Node // what the informer delivers after it; the store keeps the last
+		deleted  bool           // then the store loses the Node
+		want     string         // "informed" (the store's), "received" or "none"
 	}{
-		{"nil a", nil, mk("u", "1"), false},
-		{"nil b", mk("u", "1"), nil, true},
-		{"higher", mk("u", "10"), mk("u", "9"), true},
-		{"same", mk("u", "10"), mk("u", "10"), false},
-		{"lower", mk("u", "9"), mk("u", "10"), false},
-		{"re-created node", mk("v", "1"), mk("u", "10"), true},
-		{"opaque, different", mk("u", "abc"), mk("u", "abd"), true},
-		{"opaque, same", mk("u", "abc"), mk("u", "abc"), false},
+		{"informer only", nil, []*corev1.Node{mk("a", "5")}, false, "informed"},
+		{"nothing", nil, nil, false, "none"},
+		{"informer behind our write", mk("a", "6"), []*corev1.Node{mk("a", "5")}, false, "received"},
+		// A resourceVersion that sorts lower as a number is no older: only equality counts.
+		{"informer behind, versions not numerically ordered", mk("a", "9"), []*corev1.Node{mk("a", "10")}, false, "received"},
+		{"informer caught up", mk("a", "6"), []*corev1.Node{mk("a", "5"), mk("a", "6")}, false, "informed"},
+		{"informer caught up and moved on", mk("a", "6"), []*corev1.Node{mk("a", "6"), mk("a", "8")}, false, "informed"},
+		{"node recreated", mk("a", "6"), []*corev1.Node{mk("b", "7")}, false, "informed"},
+		{"node deleted", mk("a", "6"), []*corev1.Node{mk("a", "5")}, true, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := newer(tc.a, tc.b); got != tc.want {
-				t.Errorf("newer = %v, want %v", got, tc.want)
+			store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+			c := newNodeCache(store, nodeName)
+			if tc.received != nil {
+				c.received(tc.received)
+			}
+			for _, n := range tc.informed {
+				if err := store.Update(n); err != nil {
+					t.Fatal(err)
+				}
+				c.informed(n)
+			}
+			if tc.deleted {
+				if err := store.Delete(tc.informed[len(tc.informed)-1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got string
+			switch n := c.get(); {
+			case n == nil:
+				got = "none"
+			case n == tc.received:
+				got = "received"
+			case n == tc.informed[len(tc.informed)-1]:
+				got = "informed"
+			}
+			if got != tc.want {
+				t.Errorf("current copy: %s, want %s", got, tc.want)
 			}
 		})
 	}
@@ -900,8 +965,7 @@ func TestRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, testNode("10", kubeletAddrs(), notReadyTaint, uninitTaint))
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- f.p.Run(ctx) }()
+		done := f.run(ctx)
 
 		// settle lets the informer's cache-sync poll and the worker run.
 		settle := func() {
@@ -975,8 +1039,7 @@ func TestRunRetriesFailures(t *testing.T) {
 			return false, nil, nil
 		})
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- f.p.Run(ctx) }()
+		done := f.run(ctx)
 		f.p.Publish(externalState("203.0.113.7"), time.Now())
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -1001,8 +1064,7 @@ func TestRunNodeCreatedLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- f.p.Run(ctx) }()
+		done := f.run(ctx)
 		f.p.Publish(externalState("203.0.113.7"), time.Now())
 		time.Sleep(time.Second)
 		synctest.Wait()

@@ -1,70 +1,20 @@
 package publisher
 
-// The single worker: one level-triggered reconcile pass, retried with backoff.
+// One level-triggered reconcile pass; the driver (driver.go) runs and retries it.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
-
-// work is the single writer: it waits for a wake-up, reconciles, and retries failures with backoff.
-func (p *Publisher) work(ctx context.Context) {
-	var retry <-chan time.Time
-	var timer *time.Timer
-	backoff := retryBackoff(p.cfg.MinBackoff, p.cfg.MaxBackoff)
-	for {
-		select {
-		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
-			return
-		case <-p.dirty:
-		case <-retry:
-		}
-		err := p.reconcile(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if timer != nil {
-			timer.Stop()
-			retry = nil
-		}
-		if err == nil {
-			backoff = retryBackoff(p.cfg.MinBackoff, p.cfg.MaxBackoff)
-			continue
-		}
-		var delay time.Duration
-		var hold holdError
-		switch {
-		case errors.As(err, &hold):
-			delay = time.Until(hold.until)
-		case errors.Is(err, errConflict):
-			// A conflict is this Node's own race, not a fleet-wide outage: retry soon.
-			delay = max(p.cfg.MinBackoff/4, time.Millisecond)
-		default:
-			delay = backoff.Step()
-		}
-		timer = time.NewTimer(delay)
-		retry = timer.C
-	}
-}
-
-var errConflict = errors.New("conflict")
-
-// holdError defers a rewrite of reverted addresses until the revert backoff allows it.
-type holdError struct{ until time.Time }
-
-func (h holdError) Error() string { return "rewrite held back until " + h.until.Format(time.RFC3339) }
 
 // reconcile makes one pass: write the addresses if they differ, then remove the taint if it is
 // there and the addresses are right. A nil error means nothing is left to do for now.
@@ -74,8 +24,8 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		return nil // nothing resolved yet, or the Node does not exist: a later event wakes us
 	}
 	nip := p.nodeIP(node, desired)
-	next := Compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
-	if !slices.Equal(next, node.Status.Addresses) {
+	next := compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
+	if addressesChanged(node, next) {
 		if until := p.holdUntil(); !until.IsZero() {
 			return holdError{until}
 		}
@@ -89,13 +39,13 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 			return nil
 		}
 		nip = p.nodeIP(node, desired)
-		next = Compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
-		if !slices.Equal(next, node.Status.Addresses) {
+		next = compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
+		if addressesChanged(node, next) {
 			if err := p.writeAddresses(ctx, node, next, since); err != nil {
 				return err
 			}
 			if node, _, _ = p.snapshot(); node == nil {
-				return nil // deleted meanwhile (forget)
+				return nil // deleted meanwhile
 			}
 		}
 	} else {
@@ -114,7 +64,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 			return err
 		}
 	}
-	p.ready.Store(true)
+	p.health.ready.Store(true)
 	return nil
 }
 
@@ -122,8 +72,8 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 // goes, so consumers waiting for them find them). It returns the freshest Node, nil if it vanished.
 func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, resolved []resolver.Address) (*corev1.Node, error) {
 	changes := func(n *corev1.Node) map[string]string {
-		return AnnotationChanges(n.Annotations, p.cfg.Annotations,
-			InStatusOrder(n.Status.Addresses, p.cfg.Managed, resolved))
+		return annotationChanges(n.Annotations, p.cfg.Annotations,
+			inStatusOrder(n.Status.Addresses, p.cfg.Managed, resolved))
 	}
 	if len(p.cfg.Annotations) == 0 || changes(node) == nil {
 		return node, nil
@@ -142,17 +92,10 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data,
-		metav1.PatchOptions{FieldManager: p.cfg.FieldManager})
+	res, err := p.patch(ctx, KindAnnotations, node, pt, data)
 	if err != nil {
-		return nil, p.failed(ctx, KindAnnotations, node, err)
+		return nil, err
 	}
-	p.succeeded(KindAnnotations)
-	p.mu.Lock()
-	if newer(res, p.node) {
-		p.node = res
-	}
-	p.mu.Unlock()
 	desc := make([]string, 0, len(ch))
 	for _, a := range p.cfg.Annotations {
 		if v, ok := ch[a.Key]; ok {
@@ -166,13 +109,13 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 }
 
 // nodeIP applies the kubelet's provided-node-ip annotation to the desired state.
-func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) NodeIPResult {
-	return ApplyProvidedNodeIP(node.Annotations[AnnotationProvidedNodeIP], *desired)
+func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) nodeIPResult {
+	return applyProvidedNodeIP(node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr], *desired)
 }
 
 // reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
 // metric) and says so when it is solved. Called by the worker only.
-func (p *Publisher) reportNodeIP(node *corev1.Node, r NodeIPResult) {
+func (p *Publisher) reportNodeIP(node *corev1.Node, r nodeIPResult) {
 	p.obs.OnProvidedNodeIP(len(r.Missing) > 0)
 	var key string
 	switch {
@@ -188,10 +131,10 @@ func (p *Publisher) reportNodeIP(node *corev1.Node, r NodeIPResult) {
 		if key != p.nodeIPWarned {
 			p.log.Warn("provided node IP is not on this host: keeping the uninitialized taint",
 				"reason", "provided-node-ip-not-found", "address", fmt.Sprint(r.Missing),
-				"annotation", node.Annotations[AnnotationProvidedNodeIP])
+				"annotation", node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr])
 			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonProvidedNodeIPNotFound,
 				"The kubelet's node IP %v (annotation %s) is not assigned to this host; the node keeps the %s taint until it is (check the kubelet's --node-ip)",
-				r.Missing, AnnotationProvidedNodeIP, UninitializedTaint)
+				r.Missing, cloudproviderapi.AnnotationAlphaProvidedIPAddr, cloudproviderapi.TaintExternalCloudProvider)
 		}
 	default:
 		if p.nodeIPWarned != "" {
@@ -205,16 +148,24 @@ func (p *Publisher) reportNodeIP(node *corev1.Node, r NodeIPResult) {
 func (p *Publisher) holdUntil() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if nb := p.fight.NotBefore(); time.Now().Before(nb) {
+	if nb := p.detect.fight.NotBefore(); time.Now().Before(nb) {
 		return nb
 	}
 	return time.Time{}
 }
 
+// snapshot returns the current Node (nodeCache), the desired state and when it was first wanted.
 func (p *Publisher) snapshot() (*corev1.Node, *resolver.State, time.Time) {
+	node := p.nodes.get()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.node, p.desired, p.since
+	return node, p.desired, p.since
+}
+
+// addressesChanged reports whether writing next would change node's addresses (order included:
+// the first address of each type is the one most consumers read).
+func addressesChanged(node *corev1.Node, next []corev1.NodeAddress) bool {
+	return !slices.Equal(next, node.Status.Addresses)
 }
 
 func (p *Publisher) clearSince() {

@@ -1,16 +1,32 @@
 package publisher
 
-// The writes: each a JSON patch with a precondition on the field it changes.
+// The writes: each a patch with a precondition on the field it changes, sent by one helper.
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
+
+// patch sends one preconditioned patch of the given kind (addresses, annotations, taint) and makes
+// the Node the API server returned the current one. A failure is classified by failed.
+func (p *Publisher) patch(ctx context.Context, kind string, node *corev1.Node, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error) {
+	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data, metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, subresources...)
+	if err != nil {
+		return nil, p.failed(ctx, kind, node, err)
+	}
+	p.obs.OnWrite(kind, ResultSuccess)
+	p.health.succeeded()
+	p.nodes.received(res)
+	return res, nil
+}
 
 func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time) error {
 	pt, data, err := addressesPatch(node, next)
@@ -18,28 +34,21 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 		return err
 	}
 	p.mu.Lock()
-	p.inflight = Managed(next, p.cfg.Managed)
+	p.detect.writing(next)
 	p.mu.Unlock()
-	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data,
-		metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, "status")
+	// On failure the in-flight list stays: a write that timed out may still have been applied, and
+	// its echo is no other writer's.
+	res, err := p.patch(ctx, KindAddresses, node, pt, data, "status")
 	if err != nil {
-		// inflight stays: a write that timed out may still have been applied, and its echo is no
-		// other writer's.
-		return p.failed(ctx, KindAddresses, node, err)
+		return err
 	}
-	p.succeeded(KindAddresses)
-	trimNode(res)
-	old := Managed(node.Status.Addresses, p.cfg.Managed)
-	now := Managed(res.Status.Addresses, p.cfg.Managed)
+	old := managedOnly(node.Status.Addresses, p.cfg.Managed)
+	now := managedOnly(res.Status.Addresses, p.cfg.Managed)
 	p.mu.Lock()
-	if newer(res, p.node) {
-		p.node = res
-	}
-	// inflight hands over to written in one step: a watch echo of this write that arrives in
-	// between would otherwise compare with the previous write and count as another writer's
-	// revert (seen in the latency benchmark: false AddressesOverwritten and a 40 s back-off).
-	p.inflight = nil
-	p.written, p.writeRV, p.reverted = now, res.ResourceVersion, false
+	// The in-flight list hands over to the written one in one step: a watch echo of this write
+	// that arrived in between would otherwise compare with the previous write and count as
+	// another writer's revert (seen in the latency benchmark: a false AddressesOverwritten).
+	p.detect.wrote(res)
 	if p.since.Equal(since) {
 		p.since = time.Time{}
 	}
@@ -54,67 +63,46 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 }
 
 func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
-	next, _ := WithoutUninitialized(node.Spec.Taints)
+	next, _ := withoutUninitialized(node.Spec.Taints)
 	pt, data, err := taintsPatch(node, next)
 	if err != nil {
 		return err
 	}
-	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data,
-		metav1.PatchOptions{FieldManager: p.cfg.FieldManager})
+	res, err := p.patch(ctx, KindTaint, node, pt, data)
 	if err != nil {
-		return p.failed(ctx, KindTaint, node, err)
+		return err
 	}
-	p.succeeded(KindTaint)
-	trimNode(res)
-	p.mu.Lock()
-	if newer(res, p.node) {
-		p.node = res
-	}
-	p.mu.Unlock()
 	p.obs.OnTaint(false)
 	p.log.Info("uninitialized taint removed", "reason", "addresses-reconciled")
 	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonTaintRemoved,
-		"Removed taint "+UninitializedTaint+": nodeaddr has set the node addresses")
+		"Removed taint "+cloudproviderapi.TaintExternalCloudProvider+": nodeaddr has set the node addresses")
 	return nil
-}
-
-func (p *Publisher) succeeded(kind string) {
-	p.obs.OnWrite(kind, ResultSuccess)
-	p.failures, p.warned = 0, false
 }
 
 // failed classifies a failed write. A conflict re-reads the Node (the cache may lag the server) and
 // asks for a quick retry; anything else backs off, turns readiness off and, when it persists, emits
 // one Warning event. A missing Node is not counted as a failure (the informer reports its deletion
 // and re-creation), but the error is returned: nothing was written, so the caller must neither go on
-// to the taint nor report the Node ready, and ReconcileOnce waits for the Node.
+// to the taint nor report the Node ready, and RunOnce waits for the Node.
 func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, err error) error {
 	if isConflict(err) {
 		p.obs.OnWrite(kind, ResultConflict)
 		p.log.Info("write conflicted, re-reading the node", "kind", kind, "reason", "conflict", "err", err)
-		fresh, gerr := p.cfg.Nodes.Get(ctx, node.Name, metav1.GetOptions{})
-		if gerr == nil {
-			trimNode(fresh)
-			p.mu.Lock()
-			if newer(fresh, p.node) {
-				p.node = fresh
-			}
-			p.mu.Unlock()
+		if fresh, gerr := p.cfg.Nodes.Get(ctx, node.Name, metav1.GetOptions{}); gerr == nil {
+			p.nodes.received(fresh)
 		}
-		return errConflict
+		return fmt.Errorf("write %s: %w: %w", kind, errConflict, err)
 	}
 	p.obs.OnWrite(kind, ResultError)
 	if apierrors.IsNotFound(err) {
 		p.log.Warn("node disappeared during the write", "kind", kind)
-		return err
+		return fmt.Errorf("write %s: %w", kind, err)
 	}
-	p.failures++
-	p.ready.Store(false)
-	p.log.Error("write failed", "kind", kind, "err", err, "consecutive_failures", p.failures)
-	if p.failures >= p.cfg.FailuresBeforeWarning && !p.warned {
-		p.warned = true
+	warn := p.health.failed()
+	p.log.Error("write failed", "kind", kind, "err", err, "consecutive_failures", p.health.failures)
+	if warn {
 		p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonWriteFailed,
-			"nodeaddr failed %d times in a row to write %s: %v", p.failures, kind, err)
+			"nodeaddr failed %d times in a row to write %s: %v", p.health.failures, kind, err)
 	}
-	return err
+	return fmt.Errorf("write %s: %w", kind, err)
 }

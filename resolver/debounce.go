@@ -2,16 +2,16 @@ package resolver
 
 import "time"
 
-// Debouncer is a trailing-edge debounce with a maximum delay: a burst of events is resolved Quiet
+// debouncer is a trailing-edge debounce with a maximum delay: a burst of events is resolved Quiet
 // after its last event, but never later than MaxDelay after its first, so continuous churn cannot
 // starve an update. It holds no timer; the caller asks Due and arms its own.
-type Debouncer struct {
+type debouncer struct {
 	Quiet, MaxDelay time.Duration
 	first, last     time.Time
 }
 
 // Event records an event at now.
-func (d *Debouncer) Event(now time.Time) {
+func (d *debouncer) Event(now time.Time) {
 	if d.first.IsZero() {
 		d.first = now
 	}
@@ -19,7 +19,7 @@ func (d *Debouncer) Event(now time.Time) {
 }
 
 // Due returns when the pending burst should be resolved, and false when nothing is pending.
-func (d *Debouncer) Due() (time.Time, bool) {
+func (d *debouncer) Due() (time.Time, bool) {
 	if d.first.IsZero() {
 		return time.Time{}, false
 	}
@@ -31,17 +31,17 @@ func (d *Debouncer) Due() (time.Time, bool) {
 }
 
 // Reset clears the pending burst (after it was resolved).
-func (d *Debouncer) Reset() { d.first, d.last = time.Time{}, time.Time{} }
+func (d *debouncer) Reset() { d.first, d.last = time.Time{}, time.Time{} }
 
 type slot struct {
 	t AddressType
 	f Family
 }
 
-// HoldDown keeps a managed address that disappeared until nothing has resolved for its type and
+// holdDown keeps a managed address that disappeared until nothing has resolved for its type and
 // family for Grace. A replacement by another valid address takes effect at once; a DHCP client that
 // flushes and re-adds, or a flapping link, never produces an empty or intermediate list.
-type HoldDown struct {
+type holdDown struct {
 	Grace time.Duration
 	held  map[slot]heldAddr
 }
@@ -56,7 +56,7 @@ type heldAddr struct {
 
 // Apply merges a fresh resolution into the held state at now. It returns the effective state and the
 // earliest time a held address expires (zero when none is held past now).
-func (h *HoldDown) Apply(now time.Time, resolved State) (State, time.Time) {
+func (h *holdDown) Apply(now time.Time, resolved State) (State, time.Time) {
 	if h.held == nil {
 		h.held = make(map[slot]heldAddr)
 	}

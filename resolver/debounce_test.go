@@ -29,7 +29,7 @@ func TestDebouncer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Debouncer{Quiet: tt.quiet, MaxDelay: tt.maxDelay}
+			d := debouncer{Quiet: tt.quiet, MaxDelay: tt.maxDelay}
 			for _, ms := range tt.events {
 				d.Event(at(ms))
 			}
@@ -48,7 +48,7 @@ func TestDebouncer(t *testing.T) {
 }
 
 func TestDebouncerReset(t *testing.T) {
-	d := Debouncer{Quiet: 100 * time.Millisecond, MaxDelay: time.Second}
+	d := debouncer{Quiet: 100 * time.Millisecond, MaxDelay: time.Second}
 	d.Event(at(0))
 	d.Event(at(900))
 	d.Reset()
@@ -154,7 +154,7 @@ func TestHoldDown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := HoldDown{Grace: tt.grace}
+			h := holdDown{Grace: tt.grace}
 			for i, s := range tt.steps {
 				got, next := h.Apply(at(s.at), State{Managed: s.managed, Addresses: s.resolved})
 				if !slices.Equal(got.Managed, s.managed) {

@@ -28,7 +28,7 @@ func resolveKernel(t *testing.T, targets ...netip.Addr) (State, []Skip) {
 	for _, ip := range targets {
 		ts = append(ts, Target{ExternalIP, ip})
 	}
-	st, skips, err := Resolve(Netlink{}, []AddressType{ExternalIP}, ts)
+	st, skips, err := resolveRoutes(Netlink{}, []AddressType{ExternalIP}, ts)
 	if err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
@@ -39,7 +39,7 @@ func wantResolved(t *testing.T, want []Address, targets ...netip.Addr) {
 	t.Helper()
 	st, skips := resolveKernel(t, targets...)
 	if !slices.Equal(st.Addresses, want) {
-		t.Fatalf("Resolve(%v) = %v (skips %+v), want %v", targets, st.Addresses, skips, want)
+		t.Fatalf("resolveRoutes(%v) = %v (skips %+v), want %v", targets, st.Addresses, skips, want)
 	}
 }
 

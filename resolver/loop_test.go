@@ -160,6 +160,27 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 	return lt
 }
 
+// fakeNode is the Node as an informer would have it, for LoopConfig.Node.
+type fakeNode struct {
+	mu   sync.Mutex
+	v    NodeView
+	seen bool
+}
+
+func (f *fakeNode) get() (NodeView, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.v, f.seen
+}
+
+// set changes the Node and tells the loop, as the agent's informer event handler does.
+func (f *fakeNode) set(l *Loop, v NodeView) {
+	f.mu.Lock()
+	f.v, f.seen = v, true
+	f.mu.Unlock()
+	l.NodeChanged()
+}
+
 // sleep advances the bubble's clock by d and lets the loop settle.
 func (lt *loopTest) sleep(d time.Duration) {
 	time.Sleep(d)
@@ -430,7 +451,8 @@ func TestLoopReportsRouteTables(t *testing.T) {
 // route source) does not flip the address; pod CIDRs set later are excluded at once.
 func TestLoopStickyAndPodCIDRs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second,
+		node := &fakeNode{seen: true}
+		cfg := LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Node: node.get,
 			Policy: Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}}
 		lt := startLoop(t, cfg, nil)
 		newcomer := LocalAddr{IP: ip("192.0.2.20"), LinkIndex: 1, Link: "eth1", PreferredLft: forever}
@@ -442,17 +464,17 @@ func TestLoopStickyAndPodCIDRs(t *testing.T) {
 			t.Fatalf("after an equal-priority newcomer: %v, want %v kept", last, extOnly)
 		}
 
-		lt.loop.SetNode(NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
+		node.set(lt.loop, NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
 		synctest.Wait()
 		got = lt.sink.all()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, newcomer.IP, "eth1", 0}}}
 		if last := got[len(got)-1]; !last.state.Equal(want) || last.at != time.Second {
-			t.Fatalf("after SetNode: %v, want %v published at once", last, want)
+			t.Fatalf("after the pod CIDRs changed: %v, want %v published at once", last, want)
 		}
 	})
 }
 
-// With AwaitNode the first resolution waits for the Node, and keeps the address the Node already
+// With a Node source the first resolution waits for the Node, and keeps the address the Node already
 // has among equal candidates: a restarted agent does not flip it to the route source. The wait
 // is no stall for the health check.
 // eth1Addr is a second uplink address, of equal priority with the route source under ethPolicy.
@@ -461,11 +483,12 @@ var (
 	ethPolicy = Policy{Types: map[AddressType]TypePolicy{ExternalIP: {Interfaces: MustInterfaceRegexps("eth.*")}}}
 )
 
-func TestLoopAwaitNodeKeepsTheNodesAddress(t *testing.T) {
+func TestLoopWaitsForTheNodeAndKeepsItsAddress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		other := eth1Addr
 		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String()), other}}
-		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, AwaitNode: true, Policy: ethPolicy}, k)
+		node := &fakeNode{}
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Node: node.get, Policy: ethPolicy}, k)
 		lt.sleep(time.Minute)
 		if got := lt.sink.all(); len(got) != 0 {
 			t.Fatalf("published %v before the Node was known", got)
@@ -473,32 +496,33 @@ func TestLoopAwaitNodeKeepsTheNodesAddress(t *testing.T) {
 		if idle := time.Since(lt.loop.LastTurn()); idle != 0 {
 			t.Errorf("LastTurn %v ago while waiting for the Node, want now", idle)
 		}
-		lt.loop.SetNode(NodeView{Addresses: []Address{{Type: ExternalIP, IP: other.IP}}})
+		node.set(lt.loop, NodeView{Addresses: []Address{{Type: ExternalIP, IP: other.IP}}})
 		synctest.Wait()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, other.IP, "eth1", 0}}}
 		got := lt.sink.all()
 		if len(got) != 1 || !got[0].state.Equal(want) {
-			t.Fatalf("after SetNode: %v, want one publication of %v (the Node's address, not the route source)", got, want)
+			t.Fatalf("once the Node is seen: %v, want one publication of %v (the Node's address, not the route source)", got, want)
 		}
 		// Once published, the loop's own choice is the reference: a later view of the Node (new pod
 		// CIDRs, which resolve again at once) does not bring the Node's addresses back into play.
-		lt.loop.SetNode(NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
+		node.set(lt.loop, NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
 			Addresses: []Address{{Type: ExternalIP, IP: src4}}})
 		synctest.Wait()
 		got = lt.sink.all()
 		if len(got) != 2 || !got[1].state.Equal(want) {
-			t.Fatalf("after a second SetNode: %v, want a second publication of %v", got, want)
+			t.Fatalf("after a second Node update: %v, want a second publication of %v", got, want)
 		}
 	})
 }
 
-// With AwaitNode the first resolution already excludes the Node's pod CIDRs: an address in them is
+// With a Node source the first resolution already excludes the Node's pod CIDRs: an address in them is
 // never published, not even for a moment.
-func TestLoopAwaitNodeExcludesPodCIDRsFromTheStart(t *testing.T) {
+func TestLoopExcludesPodCIDRsFromTheStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String()), eth1Addr}}
-		lt := startLoop(t, LoopConfig{AwaitNode: true, Policy: ethPolicy}, k)
-		lt.loop.SetNode(NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
+		node := &fakeNode{}
+		lt := startLoop(t, LoopConfig{Node: node.get, Policy: ethPolicy}, k)
+		node.set(lt.loop, NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
 		synctest.Wait()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, eth1Addr.IP, "eth1", 0}}}
 		if got := lt.sink.all(); len(got) != 1 || !got[0].state.Equal(want) {
@@ -507,8 +531,8 @@ func TestLoopAwaitNodeExcludesPodCIDRsFromTheStart(t *testing.T) {
 	})
 }
 
-// Without AwaitNode (dry-run) nothing waits, and the route source wins among equals.
-func TestLoopWithoutAwaitNodeStartsAtOnce(t *testing.T) {
+// Without a Node source (dry-run) nothing waits, and the route source wins among equals.
+func TestLoopWithoutNodeStartsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{eth1Addr, local(src4.String())}}
 		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Policy: ethPolicy}, k)

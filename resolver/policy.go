@@ -6,16 +6,19 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// DefaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
+// defaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
 // addresses unless the default exclusions are turned off (anchored Go regular expressions).
-var DefaultExcludeInterfaces = []string{
+var defaultExcludeInterfaces = []string{
 	`cali.*`, `cilium_.*`, `flannel.*`, `cni.*`, `veth.*`, `docker.*`, `kube-ipvs.*`, `lo`,
 }
+
+// DefaultExcludeInterfaces returns the container and CNI interface expressions --default-exclusions
+// excludes (a copy).
+func DefaultExcludeInterfaces() []string { return slices.Clone(defaultExcludeInterfaces) }
 
 // CIDRRule is one entry of an ordered CIDR list. An address inside Prefix is accepted with the
 // rule's index as its priority (0 is best), or rejected when Exclude (written "!CIDR").
@@ -98,7 +101,7 @@ type candidate struct {
 	prio  int
 }
 
-// Select is the policy's pure decision. sources maps each target to the source the kernel's route
+// selectAddresses is the policy's pure decision. sources maps each target to the source the kernel's route
 // toward it uses (missing: no route); addrs is the host's address list; prev is the effective state
 // published last (stickiness). It returns the selected addresses (Managed and Local are left to the
 // caller) and the reasons candidates were passed over.
@@ -110,7 +113,7 @@ type candidate struct {
 // previous address stays while it is a candidate, else the route source, else the first address in
 // kernel order. A new address of equal priority therefore never flips the Node, while one of better
 // priority replaces it.
-func Select(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) ([]Address, []Skip) {
+func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) ([]Address, []Skip) {
 	var out []Address
 	var skips []Skip
 	for _, t := range p.Managed {
@@ -216,7 +219,7 @@ func targetFor(ts []Target, t AddressType, f Family) (Target, bool) {
 
 // accept applies every filter to la and returns its priority, or why it is rejected.
 func (p Policy) accept(tp TypePolicy, la LocalAddr, addrs []LocalAddr) (int, error) {
-	if err := Usable(la); err != nil {
+	if err := usable(la); err != nil {
 		return 0, err
 	}
 	if la.IP.Is4() && la.Flags&unix.IFA_F_SECONDARY != 0 && !p.AllowSecondary {
@@ -285,83 +288,6 @@ func matchAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
 	return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
 }
 
-// ParseInterfaceRegexps parses a comma-separated list of Go regular expressions, each anchored to
-// the whole interface name ("eth.*" matches eth0, not veth0).
-func ParseInterfaceRegexps(s string) ([]*regexp.Regexp, error) {
-	var out []*regexp.Regexp
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		re, err := regexp.Compile(`^(?:` + f + `)$`)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not a valid regular expression: %v", f, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
-		}
-		out = append(out, re)
-	}
-	return out, nil
-}
-
-// MustInterfaceRegexps is ParseInterfaceRegexps for known-good expressions.
-func MustInterfaceRegexps(exprs ...string) []*regexp.Regexp {
-	res, err := ParseInterfaceRegexps(strings.Join(exprs, ","))
-	if err != nil {
-		panic(err)
-	}
-	return res
-}
-
-// ParseCIDRRules parses an ordered, comma-separated CIDR list; "!CIDR" is an exclusion.
-func ParseCIDRRules(s string) ([]CIDRRule, error) {
-	var out []CIDRRule
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		r := CIDRRule{}
-		if rest, ok := strings.CutPrefix(f, "!"); ok {
-			r.Exclude, f = true, strings.TrimSpace(rest)
-		}
-		pfx, err := ParsePrefix(f)
-		if err != nil {
-			return nil, err
-		}
-		r.Prefix = pfx
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-// ParsePrefix parses one CIDR and masks it ("10.1.2.3/8" means 10.0.0.0/8).
-func ParsePrefix(s string) (netip.Prefix, error) {
-	pfx, err := netip.ParsePrefix(strings.TrimSpace(s))
-	if err != nil || pfx.Addr().Zone() != "" {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
-	}
-	if pfx.Addr().Is4In6() {
-		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped CIDR: write it as IPv4", s)
-	}
-	return pfx.Masked(), nil
-}
-
-// ParsePrefixes parses a comma-separated CIDR list.
-func ParsePrefixes(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			continue
-		}
-		pfx, err := ParsePrefix(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pfx)
-	}
-	return out, nil
-}
-
 // Excluding returns p with cidrs (the Node's pod CIDRs) excluded too.
 func (p Policy) Excluding(cidrs []netip.Prefix) Policy {
 	if len(cidrs) > 0 {
@@ -398,7 +324,7 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 		}
 	}
 	var skips []Skip
-	st.Addresses, skips = Select(p, sources, addrs, prev)
+	st.Addresses, skips = selectAddresses(p, sources, addrs, prev)
 	if p.ReportLocal {
 		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {

@@ -43,7 +43,7 @@ func wantSkip(t *testing.T, skips []Skip, ip, reason string) {
 
 func defaultTypePolicy(include ...string) map[AddressType]TypePolicy {
 	return map[AddressType]TypePolicy{InternalIP: {Interfaces: MustInterfaceRegexps(include...),
-		ExcludeInterfaces: MustInterfaceRegexps(DefaultExcludeInterfaces...)}}
+		ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}
 }
 
 // keepalived adds its VIP as a second address of the subnet (IFA_F_SECONDARY); kube-vip adds a /32
@@ -144,7 +144,7 @@ func TestKernelCNIInterfacesIgnored(t *testing.T) {
 	wantSkip(t, skips, "10.244.1.1", "interface excluded")
 
 	p := Policy{Targets: []Target{{InternalIP, kTarget4}}, Types: map[AddressType]TypePolicy{
-		InternalIP: {ExcludeInterfaces: MustInterfaceRegexps(DefaultExcludeInterfaces...)}}}
+		InternalIP: {ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}}
 	st, skips = policyKernel(t, p, State{})
 	wantIPs(t, st, skips)
 	wantSkip(t, skips, "10.244.0.1", "interface excluded: cni0")
@@ -163,7 +163,7 @@ func TestKernelCIDRPriorityAndStickiness(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Policy{Types: map[AddressType]TypePolicy{InternalIP: {CIDRs: rules,
-		ExcludeInterfaces: MustInterfaceRegexps(DefaultExcludeInterfaces...)}}}
+		ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}}
 	st, skips := policyKernel(t, p, State{})
 	wantIPs(t, st, skips, "10.9.0.10")
 	wantSkip(t, skips, "10.2.0.10", "excluded by a ! CIDR rule")

@@ -44,9 +44,9 @@ var (
 	errScope      = errors.New("not of universe scope")
 )
 
-// Usable returns nil when a can be published as a node address, else why not. The rules follow the
+// usable returns nil when a can be published as a node address, else why not. The rules follow the
 // kernel's own flags: an address still in duplicate-address detection is published when DAD ends.
-func Usable(a LocalAddr) error {
+func usable(a LocalAddr) error {
 	switch {
 	case a.Scope != unix.RT_SCOPE_UNIVERSE:
 		return errScope
@@ -70,14 +70,6 @@ type Skip struct {
 	Target Target
 	Source netip.Addr
 	Reason string
-}
-
-// Resolve takes one snapshot of k and returns, for each target, the usable source address of the
-// route toward it. A target without a route resolves to nothing. managed lists the types the caller
-// manages (targets may be empty for a managed type). It is ResolvePolicy with route sources only and
-// the default address filters (IPv4 secondaries and VIPs skipped).
-func Resolve(k Kernel, managed []AddressType, targets []Target) (State, []Skip, error) {
-	return ResolvePolicy(k, Policy{Managed: managed, Targets: targets}, State{})
 }
 
 func find(addrs []LocalAddr, ip netip.Addr) (LocalAddr, bool) {

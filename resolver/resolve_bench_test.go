@@ -70,13 +70,13 @@ func BenchmarkResolve(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			k := busyHost(50, bc.targets)
-			st, _, err := Resolve(k, bc.managed, bc.targets)
+			st, _, err := resolveRoutes(k, bc.managed, bc.targets)
 			if err != nil || len(st.Addresses) != len(bc.targets) {
 				b.Fatalf("Resolve = %v, %v; want %d addresses", st, err, len(bc.targets))
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := Resolve(k, bc.managed, bc.targets); err != nil {
+				if _, _, err := resolveRoutes(k, bc.managed, bc.targets); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -97,7 +97,7 @@ func TestUsable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Usable(tt.addr); !errors.Is(got, tt.want) {
+			if got := usable(tt.addr); !errors.Is(got, tt.want) {
 				t.Errorf("Usable(%+v) = %v, want %v", tt.addr, got, tt.want)
 			}
 		})
@@ -166,7 +166,7 @@ func TestResolve(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			k := &fakeKernel{routes: tt.routes, addrs: tt.addrs}
-			got, skips, err := Resolve(k, both, tt.targets)
+			got, skips, err := resolveRoutes(k, both, tt.targets)
 			if err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
@@ -192,7 +192,7 @@ func TestResolveErrors(t *testing.T) {
 	routes := map[netip.Addr]netip.Addr{ip("198.51.100.1"): ip("192.0.2.10")}
 
 	k := &fakeKernel{routes: routes, routeErr: boom}
-	st, skips, err := Resolve(k, []AddressType{ExternalIP}, targets)
+	st, skips, err := resolveRoutes(k, []AddressType{ExternalIP}, targets)
 	if !errors.Is(err, boom) {
 		t.Errorf("route error: err = %v, want it to wrap %v", err, boom)
 	}
@@ -201,14 +201,22 @@ func TestResolveErrors(t *testing.T) {
 	}
 
 	k = &fakeKernel{routes: routes, addrErr: boom}
-	if _, _, err := Resolve(k, []AddressType{ExternalIP}, targets); !errors.Is(err, boom) {
+	if _, _, err := resolveRoutes(k, []AddressType{ExternalIP}, targets); !errors.Is(err, boom) {
 		t.Errorf("address error: err = %v, want it to wrap %v", err, boom)
 	}
 
 	// Without a route the addresses are not even listed.
 	k = &fakeKernel{addrErr: boom}
-	st, _, err = Resolve(k, []AddressType{ExternalIP}, targets)
+	st, _, err = resolveRoutes(k, []AddressType{ExternalIP}, targets)
 	if err != nil || len(st.Addresses) != 0 || k.addrLists != 0 {
 		t.Errorf("no route: state %v, err %v, %d address lists; want empty, nil, 0", st, err, k.addrLists)
 	}
+}
+
+// resolveRoutes takes one snapshot of k and returns, for each target, the usable source address of the
+// route toward it. A target without a route resolves to nothing. managed lists the types the caller
+// manages (targets may be empty for a managed type). It is ResolvePolicy with route sources only and
+// the default address filters (IPv4 secondaries and VIPs skipped).
+func resolveRoutes(k Kernel, managed []AddressType, targets []Target) (State, []Skip, error) {
+	return ResolvePolicy(k, Policy{Managed: managed, Targets: targets}, State{})
 }

@@ -99,6 +99,13 @@ func (s State) Equal(o State) bool {
 		func(x, y Address) bool { return x.Type == y.Type && x.IP == y.IP && x.PrefixLen == y.PrefixLen })
 }
 
+// Changed is the one decision of whether a resolved state matters: whether next differs from prev
+// (nil: nothing resolved yet) in what would be written, the managed types and each address with
+// its prefix length, whatever their order (Equal). The loop logs and publishes on it, the publisher
+// counts it and restarts its reaction clock on it, --dry-run prints on it. The host's other
+// addresses (State.Local) do not matter by themselves.
+func Changed(prev *State, next State) bool { return prev == nil || !prev.Equal(next) }
+
 // Get returns the address of type t and family f, if any.
 func (s State) Get(t AddressType, f Family) (Address, bool) {
 	for _, a := range s.Addresses {

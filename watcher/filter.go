@@ -28,15 +28,15 @@ type addrState struct {
 	preferred    bool
 }
 
-// AddrFilter drops address notifications that cannot matter: link-local and multicast addresses, and
+// addrFilter drops address notifications that cannot matter: link-local and multicast addresses, and
 // a repeated RTM_NEWADDR that only refreshes lifetimes (router advertisements do that every few
 // minutes). A repeated NEWADDR whose flags changed (DAD completed, address deprecated) is kept.
-type AddrFilter struct {
+type addrFilter struct {
 	seen map[addrKey]addrState
 }
 
 // Ignore reports whether u can be dropped, and remembers u for the next call.
-func (f *AddrFilter) Ignore(u netlink.AddrUpdate) bool {
+func (f *addrFilter) Ignore(u netlink.AddrUpdate) bool {
 	ip := u.LinkAddress.IP
 	if ip == nil || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsLoopback() {
 		return true
@@ -61,18 +61,18 @@ func (f *AddrFilter) Ignore(u netlink.AddrUpdate) bool {
 }
 
 // Reset forgets what the filter has seen; used after a resubscription, when messages were lost.
-func (f *AddrFilter) Reset() { clear(f.seen) }
+func (f *addrFilter) Reset() { clear(f.seen) }
 
-// RouteFilter drops route notifications that a route lookup toward a target cannot use: routes in
+// routeFilter drops route notifications that a route lookup toward a target cannot use: routes in
 // tables no lookup consults, multicast and link-local destinations, and cached (cloned) entries.
-type RouteFilter struct {
+type routeFilter struct {
 	// Tables that lookups can use; nil means main, local and default only. Policy routing tables
 	// are added by the watcher from the rule list.
 	Tables map[int]bool
 }
 
 // Ignore reports whether u can be dropped.
-func (f *RouteFilter) Ignore(u netlink.RouteUpdate) bool {
+func (f *routeFilter) Ignore(u netlink.RouteUpdate) bool {
 	if u.Flags&unix.RTM_F_CLONED != 0 {
 		return true
 	}
@@ -93,7 +93,7 @@ func (f *RouteFilter) Ignore(u netlink.RouteUpdate) bool {
 	return false
 }
 
-func (f *RouteFilter) tableUsable(t int) bool {
+func (f *routeFilter) tableUsable(t int) bool {
 	switch t {
 	case 0, unix.RT_TABLE_MAIN, unix.RT_TABLE_LOCAL, unix.RT_TABLE_DEFAULT:
 		return true
@@ -108,14 +108,14 @@ type linkState struct {
 	master    int
 }
 
-// LinkFilter drops link notifications that repeat the link's known state (statistics refreshes,
+// linkFilter drops link notifications that repeat the link's known state (statistics refreshes,
 // changes of attributes that do not affect routing).
-type LinkFilter struct {
+type linkFilter struct {
 	seen map[int32]linkState
 }
 
 // Ignore reports whether u can be dropped, and remembers u for the next call.
-func (f *LinkFilter) Ignore(u netlink.LinkUpdate) bool {
+func (f *linkFilter) Ignore(u netlink.LinkUpdate) bool {
 	if f.seen == nil {
 		f.seen = make(map[int32]linkState)
 	}
@@ -139,4 +139,4 @@ func (f *LinkFilter) Ignore(u netlink.LinkUpdate) bool {
 }
 
 // Reset forgets what the filter has seen.
-func (f *LinkFilter) Reset() { clear(f.seen) }
+func (f *linkFilter) Reset() { clear(f.seen) }

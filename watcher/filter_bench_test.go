@@ -33,7 +33,7 @@ func BenchmarkAddrFilterIgnore(b *testing.B) {
 	// A router advertisement refreshes lifetimes every few minutes: the kernel re-sends NEWADDR with
 	// nothing else changed. Dropped.
 	b.Run("repeated-newaddr", func(b *testing.B) {
-		var f AddrFilter
+		var f addrFilter
 		u := benchAddr("2001:db8::10/64", true)
 		f.Ignore(u)
 		b.ReportAllocs()
@@ -45,7 +45,7 @@ func BenchmarkAddrFilterIgnore(b *testing.B) {
 	})
 	// A new address arrives, then goes: both messages are kept. One op is one message.
 	b.Run("new-address", func(b *testing.B) {
-		var f AddrFilter
+		var f addrFilter
 		add, del := benchAddr("192.0.2.10/24", true), benchAddr("192.0.2.10/24", false)
 		f.Ignore(add)
 		f.Ignore(del)
@@ -64,7 +64,7 @@ func BenchmarkAddrFilterIgnore(b *testing.B) {
 	})
 	// DAD completes: same address, flags changed. Kept.
 	b.Run("flags-changed", func(b *testing.B) {
-		var f AddrFilter
+		var f addrFilter
 		tentative, done := benchAddr("2001:db8::10/64", true), benchAddr("2001:db8::10/64", true)
 		tentative.Flags = unix.IFA_F_TENTATIVE
 		f.Ignore(tentative)
@@ -83,7 +83,7 @@ func BenchmarkAddrFilterIgnore(b *testing.B) {
 	})
 	// Link-local addresses are dropped before any lookup.
 	b.Run("link-local", func(b *testing.B) {
-		var f AddrFilter
+		var f addrFilter
 		u := benchAddr("fe80::1/64", true)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -103,7 +103,7 @@ func BenchmarkRouteFilterIgnore(b *testing.B) {
 		}}
 	}
 	b.Run("main-table", func(b *testing.B) {
-		f := RouteFilter{}
+		f := routeFilter{}
 		u := route(unix.RT_TABLE_MAIN)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -114,7 +114,7 @@ func BenchmarkRouteFilterIgnore(b *testing.B) {
 	})
 	// A BGP speaker or a CNI filling its own table (no rule points lookups at it). Dropped.
 	b.Run("ignored-table", func(b *testing.B) {
-		f := RouteFilter{Tables: map[int]bool{100: true}}
+		f := routeFilter{Tables: map[int]bool{100: true}}
 		u := route(200)
 		b.ReportAllocs()
 		for b.Loop() {
@@ -137,7 +137,7 @@ func BenchmarkLinkFilterIgnore(b *testing.B) {
 	}
 	// Statistics refreshes repeat the known state. Dropped.
 	b.Run("repeated", func(b *testing.B) {
-		var f LinkFilter
+		var f linkFilter
 		u := link(netlink.OperUp)
 		f.Ignore(u)
 		b.ReportAllocs()
@@ -149,7 +149,7 @@ func BenchmarkLinkFilterIgnore(b *testing.B) {
 	})
 	// Carrier flaps: the operational state alternates. Kept.
 	b.Run("state-changed", func(b *testing.B) {
-		var f LinkFilter
+		var f linkFilter
 		up, down := link(netlink.OperUp), link(netlink.OperDown)
 		f.Ignore(up)
 		b.ReportAllocs()

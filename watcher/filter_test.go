@@ -28,7 +28,7 @@ func TestAddrFilterIgnoresUninterestingAddresses(t *testing.T) {
 		"::1/128", "127.0.0.1/8", // loopback
 	} {
 		t.Run(cidr, func(t *testing.T) {
-			var f AddrFilter
+			var f addrFilter
 			for _, isNew := range []bool{true, false} {
 				u := netlink.AddrUpdate{LinkAddress: ipNet(t, cidr), LinkIndex: 2, NewAddr: isNew, PreferedLft: forever}
 				if !f.Ignore(u) {
@@ -37,7 +37,7 @@ func TestAddrFilterIgnoresUninterestingAddresses(t *testing.T) {
 			}
 		})
 	}
-	var f AddrFilter
+	var f addrFilter
 	if !f.Ignore(netlink.AddrUpdate{NewAddr: true}) {
 		t.Error("Ignore(update without an IP) = false, want true")
 	}
@@ -75,7 +75,7 @@ func TestAddrFilterSequence(t *testing.T) {
 		{"IPv4 deleted twice", del("192.0.2.10/24", 2), false},
 		{"IPv4 delete repeated", del("192.0.2.10/24", 2), false},
 	}
-	var f AddrFilter
+	var f addrFilter
 	for i, s := range steps {
 		if got := f.Ignore(s.u); got != s.want {
 			t.Errorf("step %d (%s): Ignore = %v, want %v", i, s.name, got, s.want)
@@ -131,7 +131,7 @@ func TestRouteFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := RouteFilter{Tables: tt.tables}
+			f := routeFilter{Tables: tt.tables}
 			if got := f.Ignore(tt.u); got != tt.want {
 				t.Errorf("Ignore(%+v) = %v, want %v", tt.u, got, tt.want)
 			}
@@ -173,7 +173,7 @@ func TestLinkFilterSequence(t *testing.T) {
 		{"index reused with the same state", newLink(3, upRunning, "wan0", netlink.OperUp, 7), false},
 		{"other link unaffected", newLink(4, upRunning, "eth1", netlink.OperUp, 0), true},
 	}
-	var f LinkFilter
+	var f linkFilter
 	for i, s := range steps {
 		if got := f.Ignore(s.u); got != s.want {
 			t.Errorf("step %d (%s): Ignore = %v, want %v", i, s.name, got, s.want)

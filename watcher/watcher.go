@@ -41,7 +41,7 @@ type Watcher struct {
 	obs    Observer
 	// active counts the subscriptions currently delivering messages; healthy when all three are.
 	active atomic.Int32
-	routes RouteFilter
+	routes routeFilter
 	mu     sync.Mutex // guards routes.Tables, replaced by SetRouteTables
 }
 
@@ -92,7 +92,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	wg.Add(subscriptions)
 	go func() {
 		defer wg.Done()
-		var f AddrFilter
+		var f addrFilter
 		run(ctx, w, "address", func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
 			f.Reset()
 			return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
@@ -115,7 +115,7 @@ func (w *Watcher) Run(ctx context.Context) {
 	}()
 	go func() {
 		defer wg.Done()
-		var f LinkFilter
+		var f linkFilter
 		run(ctx, w, "link", func(ch chan netlink.LinkUpdate, done chan struct{}, cb func(error)) error {
 			f.Reset()
 			return netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
@@ -106,7 +107,21 @@ func TestParseFlags(t *testing.T) {
 		{"--v=0 means info", []string{"--node-name=a", "--v=0", "--log-level=error"}, env(),
 			func(o *options) bool { return o.logLevel == slog.LevelError }, "error: --log-level wins"},
 		{"--v=0 alone means info", []string{"--node-name=a", "--v=0"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelInfo }, "info"},
+			func(o *options) bool { return o.logLevel == slog.LevelInfo && o.verbosity == 0 }, "info"},
+		{"--v=4 means debug, klog verbosity 4", []string{"--node-name=a", "--v=4"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelDebug && o.verbosity == 4 }, "debug, 4"},
+		{"--v=6 shows klog's V(6)", []string{"--node-name=a", "--v=6"}, env(),
+			func(o *options) bool { return o.logLevel == -6 && o.verbosity == 6 }, "level -6, verbosity 6"},
+		{"-v 8, space form", []string{"--node-name=a", "-v", "8"}, env(),
+			func(o *options) bool { return o.logLevel == -8 && o.verbosity == 8 }, "level -8, verbosity 8"},
+		{"--log-level wins over --v for the level, not klog's verbosity", []string{"--node-name=a", "--v=6", "--log-level=info"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelInfo && o.verbosity == 6 }, "info, verbosity 6"},
+		{"no --v: klog verbosity 0", []string{"--node-name=a", "--log-level=debug"}, env(),
+			func(o *options) bool { return o.logLevel == slog.LevelDebug && o.verbosity == 0 }, "debug, verbosity 0"},
+		{"space form for every kind", []string{"--node-name", "a", "--debounce", "500ms", "--publish-rate", "0.5", "--publish-burst", "2", "--annotations", "k3s", "--remove-taint=false"}, env(),
+			func(o *options) bool {
+				return o.nodeName == "a" && o.debounce == 500*time.Millisecond && o.publishRate == 0.5 && o.publishBurst == 2 && len(o.annotations) == 2 && !o.removeTaint
+			}, "a 500ms 0.5 2, two k3s annotations, no taint removal"},
 		{"--log-level warn, --log-format json", []string{"--node-name=a", "--log-level=warn", "--log-format=json"}, env(),
 			func(o *options) bool { return o.logLevel == slog.LevelWarn && o.logFormat == "json" }, "warn json"},
 		{"dual-stack InternalIP, no ExternalIP", []string{"--node-name=a", "--internal-ip-target=fd00::53, 10.0.0.53", "--external-ip-target=none"}, env(),
@@ -150,7 +165,7 @@ func TestParseFlags(t *testing.T) {
 			func(o *options) bool {
 				p := o.policy()
 				return !p.AllowSecondary && !p.AllowVIPs && p.ExcludeCIDRs == nil && o.defaultExclusions &&
-					len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == len(resolver.DefaultExcludeInterfaces) &&
+					len(p.Types[resolver.ExternalIP].ExcludeInterfaces) == len(resolver.DefaultExcludeInterfaces()) &&
 					p.Types[resolver.ExternalIP].Interfaces == nil && p.Types[resolver.ExternalIP].CIDRs == nil
 			}, "secondaries and VIPs skipped, default interface exclusions, no CIDRs"},
 		{"InternalIP from interfaces only", []string{"--node-name=a", "--internal-ip-interfaces=eth1, bond.*", "--external-ip-target=none"}, env(),
@@ -168,7 +183,7 @@ func TestParseFlags(t *testing.T) {
 		{"exclusions added to the defaults", []string{"--node-name=a", "--external-ip-exclude-interfaces=wg.*"}, env(),
 			func(o *options) bool {
 				ex := o.policy().Types[resolver.ExternalIP].ExcludeInterfaces
-				return len(ex) == len(resolver.DefaultExcludeInterfaces)+1 && ex[len(ex)-1].MatchString("wg0")
+				return len(ex) == len(resolver.DefaultExcludeInterfaces())+1 && ex[len(ex)-1].MatchString("wg0")
 			}, "defaults plus wg.*"},
 		{"--default-exclusions=false", []string{"--node-name=a", "--default-exclusions=false", "--external-ip-exclude-interfaces=wg.*"}, env(),
 			func(o *options) bool {
@@ -207,7 +222,13 @@ func TestParseFlagsErrors(t *testing.T) {
 		want     string // the whole message
 	}{
 		{"unknown flag", []string{"--bogus=1"}, nil, nil, "unknown flag --bogus"},
-		{"unknown flag, one dash", []string{"-bogus"}, nil, nil, "unknown flag --bogus"},
+		{"unknown flag, one dash", []string{"-bogus"}, nil, nil, "unknown flag -bogus"},
+		{"long flag, one dash", []string{"-node-name=a"}, nil, nil, "-node-name: long flags take two dashes: --node-name"},
+		{"long boolean flag, one dash", []string{"--node-name=a", "-dry-run"}, nil, nil, "-dry-run: long flags take two dashes: --dry-run"},
+		{"bad --v shorthand", []string{"-v=x"}, nil, nil, `--v: invalid value "x": parse error`},
+		{"integer out of range", []string{"--publish-burst=99999999999999999999"}, nil, nil, `--publish-burst: invalid value "99999999999999999999": value out of range`},
+		{"missing --v value", []string{"-v"}, nil, nil, "--v needs a value"},
+		{"bad flag syntax", []string{"---node-name=a"}, nil, nil, "bad flag syntax: ---node-name=a"},
 		{"bad duration", []string{"--debounce=soon"}, nil, nil, `--debounce: invalid value "soon": parse error`},
 		{"bad integer", []string{"--publish-burst=many"}, nil, nil, `--publish-burst: invalid value "many": parse error`},
 		{"bad boolean", []string{"--dry-run=maybe"}, nil, nil, `--dry-run: invalid value "maybe": parse error`},
@@ -293,7 +314,7 @@ func TestParseFlagsErrors(t *testing.T) {
 			if err.Error() != tc.want {
 				t.Errorf("parseFlags(%q) error\n  %s\nwant\n  %s", tc.args, err, tc.want)
 			}
-			if !strings.Contains(err.Error(), "--") && !strings.HasPrefix(tc.name, "positional") {
+			if !strings.Contains(err.Error(), "--") && !strings.HasPrefix(tc.name, "positional") && !strings.HasPrefix(err.Error(), "unknown flag -") {
 				t.Errorf("error %q names no flag", err)
 			}
 		})
@@ -304,12 +325,52 @@ func TestParseFlagsHelp(t *testing.T) {
 	for _, arg := range []string{"-h", "--help", "-help"} {
 		var out bytes.Buffer
 		_, err := parseFlags([]string{arg}, env(), host("h"), &out)
-		if !errors.Is(err, flag.ErrHelp) {
-			t.Errorf("%s: error %v, want flag.ErrHelp", arg, err)
+		if !errors.Is(err, pflag.ErrHelp) {
+			t.Errorf("%s: error %v, want pflag.ErrHelp", arg, err)
 		}
-		if !strings.HasPrefix(out.String(), "Usage: nodeaddr [flags]\n") || !strings.Contains(out.String(), "-internal-ip-target") {
+		if !strings.HasPrefix(out.String(), "Usage: nodeaddr [flags]\n") || !strings.Contains(out.String(), "      --internal-ip-target string") {
 			t.Errorf("%s: usage %q", arg, out.String())
 		}
+	}
+}
+
+// --help has one section per group, in order, like Kubernetes components; each flag is in exactly
+// one; the deprecated alias is hidden (and its group with it).
+func TestParseFlagsHelpSections(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, env(), host("h"), &out); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatal(err)
+	}
+	var sections []string
+	flags := map[string]string{}
+	for line := range strings.Lines(out.String()) {
+		if name, ok := strings.CutSuffix(line, " flags:\n"); ok {
+			sections = append(sections, name)
+			continue
+		}
+		// "      --name type   usage" or "  -x, --name type   usage"; continuations are indented deeper.
+		if rest, ok := strings.CutPrefix(line, "  "); ok && (strings.HasPrefix(rest, "    --") || strings.HasPrefix(rest, "-")) {
+			name := strings.Fields(strings.TrimPrefix(strings.TrimSpace(rest), "-v, "))[0]
+			if prev, dup := flags[name]; dup {
+				t.Errorf("%s in sections %s and %s", name, prev, sections[len(sections)-1])
+			}
+			flags[name] = sections[len(sections)-1]
+		}
+	}
+	if want := []string{"Node", "Address selection", "Resolution", "Publishing", "Listeners", "Logging"}; !slices.Equal(sections, want) {
+		t.Errorf("sections %q, want %q", sections, want)
+	}
+	for name, section := range map[string]string{"--node-name": "Node", "--internal-ip-target": "Address selection",
+		"--resync-interval": "Resolution", "--publish-rate": "Publishing", "--metrics-secure": "Listeners", "--v": "Logging"} {
+		if flags[name] != section {
+			t.Errorf("%s in section %q, want %q", name, flags[name], section)
+		}
+	}
+	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 37 {
+		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 37 without it:\n%s", len(flags), shown, out.String())
+	}
+	if !strings.Contains(out.String(), "  -v, --v int ") {
+		t.Errorf("no -v, --v line:\n%s", out.String())
 	}
 }
 

@@ -2,10 +2,11 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // FuzzParseFlags: any command line either parses or fails with exactly one line that names what is
@@ -14,6 +15,9 @@ func FuzzParseFlags(f *testing.F) {
 	for _, s := range []string{"--node-name=n", "--debounce=-1s", "--external-ip-target=1.1.1.1,8.8.8.8",
 		"--internal-ip-target=::1", "--publish-rate=NaN", "--v=99", "--log-level=loud", "--bogus",
 		"--dry-run=maybe", "--reconcile-interval=5s", "extra", "--timeout=0", "--metrics-bind-address=x"} {
+		f.Add(s, "--node-name=n")
+	}
+	for _, s := range []string{"-v=3", "-v", "-node-name=a", "---x", "--", "-", "-vh", "--v 6"} {
 		f.Add(s, "--node-name=n")
 	}
 	for _, s := range []string{"--a\nb", "--debounce=1\ns"} {
@@ -28,7 +32,7 @@ func FuzzParseFlags(f *testing.F) {
 			if o == nil {
 				t.Fatal("nil options without error")
 			}
-		case errors.Is(err, flag.ErrHelp):
+		case errors.Is(err, pflag.ErrHelp):
 		default:
 			var ue usageError
 			if !errors.As(err, &ue) {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"errors"
-	"flag"
+	"github.com/spf13/pflag"
 	"net"
 	"net/netip"
 
@@ -16,7 +16,7 @@ type listenerOptions struct {
 	tlsKeyFile    string
 }
 
-func (l *listenerOptions) addFlags(fs *flag.FlagSet) {
+func (l *listenerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to scrapers whose bearer token the API server authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview); false: plain HTTP for anyone, allowed only on a loopback --metrics-bind-address")
 	fs.StringVar(&l.tlsCertFile, "tls-cert-file", "", "PEM serving certificate for /metrics with --metrics-secure (empty: a self-signed one generated at start)")
 	fs.StringVar(&l.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")

@@ -5,9 +5,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,17 +13,16 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"sync"
 	"syscall"
-	"time"
 
+	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
+	"github.com/nodeaddr/nodeaddr/cmd/nodeaddr/app"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -39,7 +36,7 @@ func main() {
 // run is main without the process: it returns the exit code (0 ok, 1 runtime failure, 2 usage).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, getenv, os.Hostname, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, pflag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
@@ -63,18 +60,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return 0
 }
 
-func newLogger(o *options, w io.Writer) *slog.Logger {
-	hopts := &slog.HandlerOptions{Level: o.logLevel}
-	var h slog.Handler = slog.NewTextHandler(w, hopts)
-	if o.logFormat == "json" {
-		h = slog.NewJSONHandler(w, hopts)
-	}
-	log := slog.New(h)
-	// client-go logs through klog: route it into the same handler so every line has one format.
-	klog.SetSlogLogger(log)
-	return log
-}
-
 type agent struct {
 	opts   *options
 	log    *slog.Logger
@@ -83,9 +68,6 @@ type agent struct {
 
 func (a *agent) run(ctx context.Context) error {
 	o := a.opts
-	policy := o.policy()
-	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
-	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
 	var client *kubeClient
 	var reviewer metrics.Reviewer
 	scheme := kubeScheme()
@@ -103,79 +85,25 @@ func (a *agent) run(ctx context.Context) error {
 		}
 	}
 	m := metrics.New(version, revision)
+	cfg := a.config(m)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
-	}
-
-	var recorder record.EventRecorder
-	if client != nil {
 		b := record.NewBroadcaster(record.WithContext(ctx))
 		b.StartRecordingToSink(events{client})
 		defer b.Shutdown()
-		recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
+		cfg.Publisher.Nodes = client
+		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
 	}
-	var pub *publisher.Publisher
-	var setNode func(resolver.NodeView) // set once the loop exists; the publisher starts after
-	if client != nil {
-		pub = publisher.New(publisher.Config{
-			NodeName: o.nodeName, Nodes: client, Managed: o.managed(), RemoveTaint: o.removeTaint,
-			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
-			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst, Recorder: recorder,
-			Logger: a.log, Observer: m,
-			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
-			OnNode: func(v resolver.NodeView) {
-				if setNode != nil {
-					setNode(o.nodeView(v))
-				}
-			},
-		})
+	if !o.runOnce {
+		cfg.Watcher = &watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Observer: m}
 	}
-
+	agent := app.New(cfg)
 	if o.runOnce {
-		return a.runOnce(ctx, policy, pub)
+		return a.runOnce(ctx, agent)
 	}
-
-	sig := watcher.NewSignal()
-	w := watcher.New(watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Observer: m}, sig)
-	var sink resolver.Sink = pub
-	var dry *dryRunSink
-	if o.dryRun {
-		dry = &dryRunSink{w: a.stdout, annotations: o.annotations, keepExternalEqual: o.keepExternalEqualInternal}
-		sink = dry
-	}
-	loop := resolver.NewLoop(resolver.LoopConfig{
-		Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(), Policy: policy,
-		Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
-		ResyncInterval: o.resyncInterval, OnRouteTables: w.SetRouteTables, AwaitNode: pub != nil,
-		Logger: a.log, Observer: m,
-	}, sig, sink)
-
-	setNode = loop.SetNode
 	srv := &metrics.Server{
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Metrics: m, Logger: a.log,
-		Healthz: func() error {
-			if !w.Healthy() {
-				return errors.New("netlink subscriptions not established")
-			}
-			if o.resyncInterval > 0 {
-				if idle := time.Since(loop.LastTurn()); idle > 3*o.resyncInterval+10*time.Second {
-					return fmt.Errorf("resolver loop idle for %s", idle.Round(time.Second))
-				}
-			}
-			return nil
-		},
-		Readyz: func() error {
-			if dry != nil {
-				if !dry.ready() {
-					return errors.New("no resolution yet")
-				}
-				return nil
-			}
-			if !pub.Ready() {
-				return errors.New("node not reconciled")
-			}
-			return nil
-		},
+		Healthz: agent.Healthz, Readyz: agent.Readyz,
 	}
 	if o.dryRun && o.metricsSecure && enabledAddr(o.metricsAddr) {
 		a.log.Warn("/metrics disabled: --dry-run has no API server to check scrapers' tokens; use --metrics-secure=false with a loopback --metrics-bind-address")
@@ -195,46 +123,56 @@ func (a *agent) run(ctx context.Context) error {
 		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
 		"service_cidrs", fmt.Sprint(o.serviceCIDRs), "metrics", srv.MetricsAddr, "metrics_secure", srv.MetricsAuth != nil,
 		"probes", srv.ProbeAddr)
-
-	var wg sync.WaitGroup
-	var pubErr error
-	wg.Go(func() { w.Run(ctx) })
-	wg.Go(func() { loop.Run(ctx) })
-	if pub != nil {
-		wg.Go(func() {
-			if err := pub.Run(ctx); err != nil && ctx.Err() == nil {
-				pubErr = err
-				cancel()
-			}
-		})
-	}
+	var agentErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if agentErr = agent.Run(ctx); agentErr != nil {
+			cancel()
+		}
+	}()
 	serveErr := serve()
-	wg.Wait()
+	<-done
 	a.log.Info("nodeaddr stopped")
-	return errors.Join(pubErr, serveErr)
+	return errors.Join(agentErr, serveErr)
+}
+
+// config is the agent's assembly from the flags; the caller adds the clients.
+func (a *agent) config(m *metrics.Metrics) app.Config {
+	o := a.opts
+	policy := o.policy()
+	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
+	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
+	return app.Config{
+		NodeName: o.nodeName,
+		Publisher: publisher.Config{
+			Managed: o.managed(), RemoveTaint: o.removeTaint,
+			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
+			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst,
+			Logger: a.log, Observer: m,
+			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
+		},
+		Loop: resolver.LoopConfig{
+			Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(), Policy: policy,
+			Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
+			ResyncInterval: o.resyncInterval, Logger: a.log, Observer: m,
+		},
+		View:   o.nodeView,
+		DryRun: a.stdout,
+	}
 }
 
 // runOnce resolves once and prints the result (--dry-run) or reconciles the Node with it, retrying
 // until --timeout.
-func (a *agent) runOnce(ctx context.Context, policy resolver.Policy, pub *publisher.Publisher) error {
+func (a *agent) runOnce(ctx context.Context, agent *app.Agent) error {
 	o := a.opts
-	resolve := func(v resolver.NodeView) (resolver.State, error) {
-		v = o.nodeView(v)
-		st, _, err := resolver.ResolvePolicy(resolver.Netlink{}, policy.Excluding(v.PodCIDRs),
-			resolver.State{Managed: o.managed(), Addresses: v.Addresses})
-		return st, err
-	}
-	if pub == nil { // --dry-run
-		st, err := resolve(resolver.NodeView{})
-		if err != nil {
-			return err
-		}
-		(&dryRunSink{w: a.stdout, annotations: o.annotations, keepExternalEqual: o.keepExternalEqualInternal}).Publish(st, time.Time{})
-		return nil
+	if o.dryRun {
+		_, err := agent.RunOnce(ctx)
+		return err
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
 	defer cancel()
-	st, err := pub.ReconcileOnce(tctx, resolve)
+	st, err := agent.RunOnce(tctx)
 	if err != nil {
 		return fmt.Errorf("reconcile node %q: %w", o.nodeName, err)
 	}
@@ -261,52 +199,4 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	return cfg, nil
-}
-
-// dryRunSink prints one JSON line per change of the managed addresses (and of the annotations
-// that --annotations would write).
-type dryRunSink struct {
-	w           io.Writer
-	annotations []publisher.AnnotationSpec
-	// keepExternalEqual is --external-ip-equal-internal=keep.
-	keepExternalEqual bool
-	mu                sync.Mutex
-	last              *resolver.State
-}
-
-type jsonAddress struct {
-	Type    string `json:"type"`
-	Address string `json:"address"`
-}
-
-func (d *dryRunSink) Publish(s resolver.State, _ time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.last != nil && d.last.Equal(s) {
-		return
-	}
-	d.last = &s
-	out := struct {
-		Addresses   []jsonAddress     `json:"addresses"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-	}{Addresses: []jsonAddress{}}
-	merged := publisher.Compose(nil, s.Managed, s.Addresses, d.keepExternalEqual)
-	for _, a := range merged {
-		out.Addresses = append(out.Addresses, jsonAddress{Type: string(a.Type), Address: a.Address})
-	}
-	if len(d.annotations) > 0 {
-		// What would be written to a Node without annotations; an empty value is a removal.
-		out.Annotations = map[string]string{}
-		for k, v := range publisher.AnnotationChanges(nil, d.annotations, publisher.InStatusOrder(merged, s.Managed, s.Addresses)) {
-			out.Annotations[k] = v
-		}
-	}
-	b, _ := json.Marshal(out)
-	fmt.Fprintf(d.w, "%s\n", b)
-}
-
-func (d *dryRunSink) ready() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.last != nil
 }

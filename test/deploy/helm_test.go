@@ -219,43 +219,67 @@ func normalize(v string) string {
 	return v
 }
 
-var (
-	helpFlagRE    = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\w+))?$`)
-	helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
-)
+// helpFlagRE is a flag line of pflag's --help ("      --name type   usage", "  -v, --v int   usage";
+// booleans have no type); longer-indented lines continue the usage.
+var helpFlagRE = regexp.MustCompile(`^(?:  -\w, |      )--([a-z0-9-]+)(?: (\w+))?\s{2,}(.*)$`)
+
+var helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
+
+// hiddenFlags are flags --help does not show because pflag hides deprecated ones, with their
+// default: binaryFlags checks the binary still accepts them.
+var hiddenFlags = map[string]string{"reconcile-interval": "0s"}
 
 // binaryFlags parses `nodeaddr --help` of the built binary: each flag with its default value ("" or
-// "false" when the usage prints none).
+// "false" when the usage prints none), plus hiddenFlags.
 func binaryFlags(t *testing.T) map[string]string {
 	t.Helper()
 	bin := harness.MustBuild(t).Nodeaddr
-	out, _ := exec.Command(bin, "--help").CombinedOutput() // exits 0 or 2 depending on flag's ErrHelp handling
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nodeaddr --help: %v\n%s", err, out)
+	}
 	flags := map[string]string{}
-	var cur, typ string
+	usage := map[string]string{}
+	types := map[string]string{}
+	var cur string
 	for _, line := range strings.Split(string(out), "\n") {
 		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
-			cur, typ = m[1], m[2]
-			flags[cur] = ""
-			if typ == "" { // boolean
-				flags[cur] = "false"
-			}
+			cur = m[1]
+			types[cur], usage[cur] = m[2], m[3]
 			continue
 		}
-		if cur == "" || !strings.HasPrefix(line, "    \t") {
-			continue
+		if cur != "" && strings.HasPrefix(line, "          ") {
+			usage[cur] += " " + strings.TrimSpace(line)
+		} else {
+			cur = ""
 		}
-		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(line)); m != nil {
+	}
+	for name, u := range usage {
+		flags[name] = ""
+		if types[name] == "" { // boolean
+			flags[name] = "false"
+		}
+		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(u)); m != nil {
 			v := m[1]
-			if typ == "string" {
+			if types[name] == "string" {
 				if u, err := strconv.Unquote(v); err == nil {
 					v = u
 				}
 			}
-			flags[cur] = v
+			flags[name] = v
 		}
 	}
 	if len(flags) < 20 {
 		t.Fatalf("parsed only %d flags from nodeaddr --help:\n%s", len(flags), out)
+	}
+	for name, def := range hiddenFlags {
+		if _, shown := flags[name]; shown {
+			t.Errorf("--%s is shown by --help: remove it from hiddenFlags", name)
+		}
+		if out, err := exec.Command(bin, "--"+name+"="+def, "--version").CombinedOutput(); err != nil {
+			t.Errorf("nodeaddr --%s=%s --version: %v\n%s", name, def, err, out)
+		}
+		flags[name] = def
 	}
 	return flags
 }

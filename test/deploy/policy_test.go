@@ -240,7 +240,7 @@ func withoutTaint(key string) func([]corev1.Taint) []corev1.Taint {
 
 // The annotation keys the agent may write besides nodeaddr.io/ ones are exactly those named by the
 // --annotations value of the nodeaddr ConfigMap (the string the DaemonSet passes), which kustomize's
-// replacements render into the policy: each preset's keys as publisher.Presets defines them (so the
+// replacements render into the policy: each preset's keys as publisher.Preset defines them (so the
 // policy's copy of the presets is checked against the agent's) and the keys of KEY=FORMAT items.
 // Each configuration is an overlay that patches the ConfigMap and repeats the replacements block,
 // applied with kubectl as an operator would.
@@ -257,7 +257,8 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 	presetKeys := func(names ...string) []string {
 		var keys []string
 		for _, n := range names {
-			for _, s := range publisher.Presets[n] {
+			specs, _ := publisher.Preset(n)
+			for _, s := range specs {
 				keys = append(keys, s.Key)
 			}
 		}

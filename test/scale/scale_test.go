@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -25,9 +27,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeaddr/nodeaddr/cmd/nodeaddr/app"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/test/harness"
+	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
 // Failure bounds, never expected durations.
@@ -43,7 +47,13 @@ const (
 	clientBurst  = 10
 	publishRate  = 1
 	publishBurst = 3
+	// debounce is the agents' quiet period after a kernel change (the DaemonSet's is longer: here
+	// the changes are single events, not bursts).
+	debounce = 10 * time.Millisecond
 )
+
+// target is the agents' ExternalIP target; the kernel routes everything through its one address.
+var routeTarget = netip.MustParseAddr("192.0.2.1")
 
 func TestScale500(t *testing.T) {
 	n := envInt(t, "NODEADDR_SCALE_NODES", 500)
@@ -124,11 +134,11 @@ func TestScale500(t *testing.T) {
 	cpu0 := api.cpuSeconds()
 	start := time.Now()
 	for i, a := range agents {
-		a.pub.Publish(state(externalIP(1, i)), start)
+		a.set(externalIP(1, i), start)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := a.pub.Run(runCtx); err != nil && runCtx.Err() == nil {
+			if err := a.agent.Run(runCtx); err != nil && runCtx.Err() == nil {
 				t.Errorf("agent %s: %v", a.node, err)
 			}
 		}()
@@ -147,7 +157,7 @@ func TestScale500(t *testing.T) {
 	cpu0 = api.cpuSeconds()
 	massStart := time.Now()
 	for i, a := range agents {
-		a.pub.Publish(state(externalIP(2, i)), massStart)
+		a.set(externalIP(2, i), massStart)
 	}
 	r.mass = tr.wait(t, massStart, "mass change")
 	quiet(t, cp.AuditLog)
@@ -155,13 +165,13 @@ func TestScale500(t *testing.T) {
 	r.massReqs = countRequests(t, cp, massStart, time.Now())
 	r.massObs = sumCounters(agents).minus(r.startObs)
 
-	// (3) Idle. Halfway through, every agent is handed its unchanged state again, as the periodic
-	// resync does: that must cost nothing either.
+	// (3) Idle. Halfway through, every agent's kernel signals a change that changes nothing, so each
+	// resolves its unchanged state again, as the periodic resync does: that must cost nothing either.
 	cpu0 = api.cpuSeconds()
 	idleStart := time.Now()
 	time.Sleep(idle / 2)
 	for i, a := range agents {
-		a.pub.Publish(state(externalIP(2, i)), time.Time{})
+		a.set(externalIP(2, i), time.Now())
 	}
 	time.Sleep(idle - idle/2)
 	idleEnd := time.Now()
@@ -177,11 +187,6 @@ func TestScale500(t *testing.T) {
 // externalIP is node i's address in a phase: 10.(64+phase).hi.lo.
 func externalIP(phase, i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, byte(64 + phase), byte(i >> 8), byte(i)})
-}
-
-func state(ip netip.Addr) resolver.State {
-	return resolver.State{Managed: []resolver.AddressType{resolver.ExternalIP},
-		Addresses: []resolver.Address{{Type: resolver.ExternalIP, IP: ip, Interface: "eth0"}}}
 }
 
 // createNodes registers Nodes as a kubelet with --cloud-provider=external does: the uninitialized
@@ -235,11 +240,46 @@ func parallel(n, workers int, f func(i int) error) error {
 
 // agent is one in-process nodeaddr: its own client (own transport, so its own TLS connection, as a
 // separate process has), event recorder and publisher.
+// agent is one nodeaddr agent as cmd/nodeaddr assembles it (app.Agent: the Node informer, the
+// resolver loop, the publisher), over a kernel of one address instead of netlink.
 type agent struct {
 	node   string
-	pub    *publisher.Publisher
+	agent  *app.Agent
+	kernel *oneAddressKernel
+	sig    *watcher.Signal
 	obs    *writeCounter
 	events record.EventBroadcaster
+}
+
+// set gives the agent's kernel a new address (or the same one) and signals the change, as the
+// netlink watcher would, at the time at.
+func (a *agent) set(ip netip.Addr, at time.Time) {
+	a.kernel.set(ip)
+	a.sig.Raise(at)
+}
+
+// oneAddressKernel is a host with one uplink address, the route source toward every target.
+type oneAddressKernel struct {
+	mu sync.Mutex
+	ip netip.Addr
+}
+
+func (k *oneAddressKernel) set(ip netip.Addr) {
+	k.mu.Lock()
+	k.ip = ip
+	k.mu.Unlock()
+}
+
+func (k *oneAddressKernel) RouteSource(netip.Addr) (netip.Addr, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.ip, nil
+}
+
+func (k *oneAddressKernel) Addresses() ([]resolver.LocalAddr, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return []resolver.LocalAddr{{IP: k.ip, LinkIndex: 2, Link: "eth0", PrefixLen: 16, PreferredLft: 0xFFFFFFFF}}, nil
 }
 
 func newAgent(ctx context.Context, host, node, token string) (*agent, error) {
@@ -261,13 +301,22 @@ func newAgent(ctx context.Context, host, node, token string) (*agent, error) {
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	obs := &writeCounter{}
-	pub := publisher.New(publisher.Config{
-		NodeName: node, Nodes: cs.CoreV1().Nodes(), Managed: []resolver.AddressType{resolver.ExternalIP}, RemoveTaint: true,
-		Rate: publishRate, Burst: publishBurst, Observer: obs,
-		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node}),
+	a := &agent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: &writeCounter{}, events: b}
+	managed := []resolver.AddressType{resolver.ExternalIP}
+	a.agent = app.New(app.Config{
+		NodeName: node,
+		Publisher: publisher.Config{
+			Nodes: cs.CoreV1().Nodes(), Managed: managed, RemoveTaint: true,
+			Rate: publishRate, Burst: publishBurst, Observer: a.obs,
+			Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node}),
+		},
+		Loop: resolver.LoopConfig{
+			Kernel: a.kernel, Managed: managed, Targets: []resolver.Target{{Type: resolver.ExternalIP, IP: routeTarget}},
+			Debounce: debounce, MaxDelay: 4 * debounce,
+		},
+		Trigger: a.sig,
 	})
-	return &agent{node: node, pub: pub, obs: obs, events: b}, nil
+	return a, nil
 }
 
 // counters are write outcomes summed over agents.
@@ -345,7 +394,7 @@ func (tr *tracker) observe(n *corev1.Node) {
 			}
 		}
 	}
-	if _, seen := tr.untainted[n.Name]; !seen && !hasTaint(n, publisher.UninitializedTaint) {
+	if _, seen := tr.untainted[n.Name]; !seen && !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) {
 		tr.untainted[n.Name] = now
 		if len(tr.untainted) == tr.n {
 			close(tr.taintDone)

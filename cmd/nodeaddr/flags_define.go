@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// defaultTargets are the targets of both address types when their flag is absent or empty: the
+// route toward the public Internet of each family (no packet is sent; the kernel is only asked
+// which source address it would use).
+const defaultTargets = "8.8.8.8,2001:4860:4860::8888"
+
+// noTargets is the target flag value that leaves a type unmanaged.
+const noTargets = "none"
+
+// defineFlags declares every flag, grouped into the --help sections, bound to o and r.
+func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
+	g := &namedFlagSets{}
+	fs := g.flagSet("Node")
+	fs.StringVar(&o.nodeName, "node-name", env.nodeName, "name of the Node to manage (env NODE_NAME; required unless --dry-run)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (else $KUBECONFIG, else in-cluster config)")
+	fs.BoolVar(&o.runOnce, "run-once", false, "reconcile once and exit (0 on success, 1 on failure)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+
+	o.defineSelectionFlags(g.flagSet("Address selection"), r)
+
+	fs = g.flagSet("Resolution")
+	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "quiet time after the last kernel event before resolving")
+	fs.DurationVar(&o.debounceMaxDelay, "debounce-max-delay", time.Second, "longest delay from the first kernel event of a burst to its resolution")
+	fs.DurationVar(&o.removalGrace, "removal-grace", 5*time.Second, "how long an address must be gone, with no replacement, before it is removed from the Node")
+	fs.DurationVar(&o.resyncInterval, "resync-interval", 60*time.Second, "periodic full resolution, the backstop for missed events (0 disables)")
+	fs.IntVar(&o.netlinkRcvBuf, "netlink-receive-buffer", 4<<20, "requested netlink socket receive buffer in bytes (capped by net.core.rmem_max)")
+
+	fs = g.flagSet("Publishing")
+	fs.Float64Var(&o.publishRate, "publish-rate", 1, "sustained Node writes per second")
+	fs.IntVar(&o.publishBurst, "publish-burst", 3, "Node writes allowed in a burst")
+	fs.BoolVar(&o.removeTaint, "remove-taint", true, "remove the node.cloudprovider.kubernetes.io/uninitialized taint once the addresses are set")
+	fs.StringVar(&r.annotations, "annotations", env.annotations, "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(publisher.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
+	fs.DurationVar(&o.overwriteBackoff, "overwrite-backoff", 10*time.Second, "first delay before rewriting addresses another writer (e.g. a kubelet without --cloud-provider=external) keeps reverting; doubles with each further revert")
+	fs.DurationVar(&o.overwriteMax, "overwrite-backoff-max", 10*time.Minute, "longest delay before rewriting reverted addresses")
+
+	fs = g.flagSet("Listeners")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
+	o.addFlags(fs)
+
+	fs = g.flagSet("Logging")
+	fs.StringVar(&r.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	// -v=N and --v=N, as klog's flag in Kubernetes components (and local-ccm).
+	fs.IntVarP(&r.v, "v", "v", 0, "verbosity 0-10 (local-ccm's --v), used when --log-level is not set: 0 info, 1-4 debug, N above 4 also client-go's V(N) logs (6: each API request)")
+
+	fs = g.flagSet("Compatibility")
+	fs.DurationVar(&r.reconcile, "reconcile-interval", 0, "alias of --resync-interval (local-ccm)")
+	return g
+}
+
+// defineSelectionFlags declares the flags of the selection policy (README, "Selection policy").
+func (o *options) defineSelectionFlags(fs *pflag.FlagSet, r *rawFlags) {
+	fs.StringVar(&r.internal, "internal-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes InternalIP; empty or absent: "+defaultTargets+" (unless --internal-ip-interfaces or an accepting --internal-ip-cidrs is set); none: InternalIP not managed")
+	fs.StringVar(&r.external, "external-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes ExternalIP; empty or absent: "+defaultTargets+"; none: ExternalIP not managed")
+	fs.StringVar(&r.externalEqual, "external-ip-equal-internal", "drop", "an ExternalIP equal to an InternalIP on the Node (nodeaddr's or the kubelet's): drop (not published, as local-ccm does) or keep")
+	r.perType = map[resolver.AddressType]*typeFlags{resolver.InternalIP: {}, resolver.ExternalIP: {}}
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		pre, tf := flagPrefix(t), r.perType[t]
+		fs.StringVar(&tf.interfaces, pre+"-interfaces", "", "comma-separated regular expressions (anchored) of interfaces whose addresses are "+string(t)+" candidates besides the route source")
+		fs.StringVar(&tf.exclude, pre+"-exclude-interfaces", "", "comma-separated regular expressions (anchored) of interfaces never used for "+string(t)+", added to the default exclusions")
+		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface")
+	}
+	fs.BoolVar(&o.allowSecondary, "allow-secondary", false, "accept IPv4 secondary addresses (keepalived and kube-vip add VIPs as secondaries)")
+	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces(), " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
+	fs.StringVar(&r.serviceCIDR, "service-cidr", "", "the cluster's service CIDR(s), comma-separated: never a node address")
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// buildPolicy turns the selection flags into o's selection policy, targets and annotations.
+func (o *options) buildPolicy(fs *pflag.FlagSet, r *rawFlags) error {
+	var err error
+	o.typePolicy = map[resolver.AddressType]resolver.TypePolicy{}
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		if o.typePolicy[t], err = o.typePolicyOf(t, r.perType[t]); err != nil {
+			return err
+		}
+	}
+	if o.internalTargets, err = o.parseTargets(resolver.InternalIP, r.internal, r.perType[resolver.InternalIP].interfaces); err != nil {
+		return err
+	}
+	if o.externalTargets, err = o.parseTargets(resolver.ExternalIP, r.external, r.perType[resolver.ExternalIP].interfaces); err != nil {
+		return err
+	}
+	switch r.externalEqual {
+	case "drop":
+	case "keep":
+		o.keepExternalEqualInternal = true
+	default:
+		return usagef("--external-ip-equal-internal: %q is not drop or keep", r.externalEqual)
+	}
+	if o.serviceCIDRs, err = resolver.ParsePrefixes(r.serviceCIDR); err != nil {
+		return usagef("--service-cidr: %v", err)
+	}
+	if err := o.checkManaged(fs, r); err != nil {
+		return err
+	}
+	if o.annotations, err = publisher.ParseAnnotations(r.annotations, o.managed()); err != nil {
+		return usagef("--annotations: %v", err)
+	}
+	return nil
+}
+
+// typePolicyOf parses the interface and CIDR flags of type t.
+func (o *options) typePolicyOf(t resolver.AddressType, tf *typeFlags) (resolver.TypePolicy, error) {
+	pre := flagPrefix(t)
+	var tp resolver.TypePolicy
+	var err error
+	if tp.Interfaces, err = resolver.ParseInterfaceRegexps(tf.interfaces); err != nil {
+		return tp, usagef("--%s-interfaces: %v", pre, err)
+	}
+	if tp.ExcludeInterfaces, err = resolver.ParseInterfaceRegexps(tf.exclude); err != nil {
+		return tp, usagef("--%s-exclude-interfaces: %v", pre, err)
+	}
+	if tp.CIDRs, err = resolver.ParseCIDRRules(tf.cidrs); err != nil {
+		return tp, usagef("--%s-cidrs: %v", pre, err)
+	}
+	if o.defaultExclusions {
+		tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces()...), tp.ExcludeInterfaces...)
+	}
+	// InternalIP is the node's identity: it stays while the host has it (TypePolicy.Sticky).
+	tp.Sticky = t == resolver.InternalIP
+	return tp, nil
+}
+
+// checkManaged refuses a command line that manages nothing, or that selects addresses for a type
+// it does not manage.
+func (o *options) checkManaged(fs *pflag.FlagSet, r *rawFlags) error {
+	if len(o.managed()) == 0 {
+		for _, name := range []string{"internal-ip-interfaces", "internal-ip-cidrs", "external-ip-interfaces", "external-ip-cidrs"} {
+			if v := fs.Lookup(name).Value.String(); strings.Trim(v, ", ") != "" {
+				return usagef("--%s: nothing to manage: no target, interface or accepting CIDR for InternalIP or ExternalIP", name)
+			}
+		}
+		return usagef("--internal-ip-target and --external-ip-target are both none: nothing to manage")
+	}
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		if slices.Contains(o.managed(), t) {
+			continue
+		}
+		// Set but empty is fine (a Helm chart passes every flag).
+		for _, f := range []struct{ name, v string }{{"exclude-interfaces", r.perType[t].exclude}, {"cidrs", r.perType[t].cidrs}} {
+			if strings.Trim(f.v, ", ") != "" {
+				pre := flagPrefix(t)
+				return usagef("--%s-%s: %s is not managed (it has no --%s-target, --%s-interfaces or accepting --%s-cidrs)",
+					pre, f.name, t, pre, pre, pre)
+			}
+		}
+	}
+	return nil
+}
+
+// parseTargets reads a --*-ip-target value for type t: "none" leaves t unmanaged (an error when
+// the type's interfaces are set too), empty means defaultTargets, except for InternalIP chosen by
+// --internal-ip-interfaces or an accepting --internal-ip-cidrs, which keep selecting only from
+// interfaces as they did before InternalIP had default targets. Call it after typePolicy is set.
+func (o *options) parseTargets(t resolver.AddressType, value, interfaces string) ([]resolver.Target, error) {
+	pre := flagPrefix(t)
+	v := strings.TrimSpace(value)
+	if strings.EqualFold(v, noTargets) {
+		if o.enumerates(t) {
+			what := "--" + pre + "-cidrs"
+			if strings.Trim(interfaces, ", ") != "" {
+				what = "--" + pre + "-interfaces"
+			}
+			return nil, usagef("--%s-target=none leaves %s unmanaged, but %s selects addresses for it: drop one of them", pre, t, what)
+		}
+		return nil, nil
+	}
+	if strings.Trim(v, ", ") == "" {
+		if t == resolver.InternalIP && o.enumerates(t) {
+			return nil, nil
+		}
+		v = defaultTargets
+	}
+	ts, err := resolver.ParseTargets(t, v)
+	if err != nil {
+		return nil, usagef("--%s-target: %v", pre, err)
+	}
+	return ts, nil
+}
+
+// managed lists the types nodeaddr owns: those with a target or an interface source.
+func (o *options) managed() []resolver.AddressType {
+	var m []resolver.AddressType
+	if len(o.internalTargets) > 0 || o.enumerates(resolver.InternalIP) {
+		m = append(m, resolver.InternalIP)
+	}
+	if len(o.externalTargets) > 0 || o.enumerates(resolver.ExternalIP) {
+		m = append(m, resolver.ExternalIP)
+	}
+	return m
+}
+
+func (o *options) enumerates(t resolver.AddressType) bool {
+	tp := o.typePolicy[t]
+	return len(tp.Interfaces) > 0 || slices.ContainsFunc(tp.CIDRs, func(r resolver.CIDRRule) bool { return !r.Exclude })
+}
+
+// policy is the selection policy the flags describe (pod CIDRs are added at run time).
+func (o *options) policy() resolver.Policy {
+	return resolver.Policy{
+		Managed: o.managed(), Targets: o.targets(), Types: o.typePolicy,
+		AllowSecondary: o.allowSecondary, AllowVIPs: !o.defaultExclusions,
+		ExcludeCIDRs: o.serviceCIDRs,
+	}
+}
+
+func (o *options) targets() []resolver.Target {
+	return append(append([]resolver.Target(nil), o.internalTargets...), o.externalTargets...)
+}
+
+// nodeView is what the resolver takes from the Node: without --default-exclusions its pod CIDRs
+// are not excluded.
+func (o *options) nodeView(v resolver.NodeView) resolver.NodeView {
+	if !o.defaultExclusions {
+		v.PodCIDRs = nil
+	}
+	return v
+}

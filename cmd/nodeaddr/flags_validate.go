@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// validateFlags checks the values that no other step looked at: durations, rates, logging, listeners.
+func (o *options) validateFlags(fs *pflag.FlagSet, r *rawFlags) error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"debounce", o.debounce}, {"debounce-max-delay", o.debounceMaxDelay}, {"removal-grace", o.removalGrace},
+		{"resync-interval", o.resyncInterval}, {"timeout", o.timeout},
+		{"overwrite-backoff", o.overwriteBackoff}, {"overwrite-backoff-max", o.overwriteMax}} {
+		if d.v < 0 {
+			return usagef("--%s: %s is negative", d.name, d.v)
+		}
+	}
+	if o.debounceMaxDelay > 0 && o.debounceMaxDelay < o.debounce {
+		return usagef("--debounce-max-delay (%s) is shorter than --debounce (%s)", o.debounceMaxDelay, o.debounce)
+	}
+	if o.overwriteBackoff == 0 {
+		return usagef("--overwrite-backoff must be positive")
+	}
+	if o.overwriteMax < o.overwriteBackoff {
+		return usagef("--overwrite-backoff-max (%s) is shorter than --overwrite-backoff (%s)", o.overwriteMax, o.overwriteBackoff)
+	}
+	if o.timeout == 0 {
+		return usagef("--timeout must be positive")
+	}
+	if !(o.publishRate > 0) {
+		return usagef("--publish-rate: %v is not a positive number of writes per second", o.publishRate)
+	}
+	if o.publishBurst < 1 {
+		return usagef("--publish-burst: %d is less than 1", o.publishBurst)
+	}
+	if o.netlinkRcvBuf < 0 {
+		return usagef("--netlink-receive-buffer: %d is negative", o.netlinkRcvBuf)
+	}
+	if err := o.setLogLevel(fs, r); err != nil {
+		return err
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return usagef("--log-format: %q is not text or json", o.logFormat)
+	}
+	for _, a := range []struct{ name, v string }{{"metrics-bind-address", o.metricsAddr}, {"health-probe-bind-address", o.probeAddr}} {
+		if a.v != "0" && a.v != "" && !strings.Contains(a.v, ":") {
+			return usagef("--%s: %q is not host:port or 0", a.name, a.v)
+		}
+	}
+	return o.validate(o.metricsAddr) // listenerOptions.validate
+}

@@ -1,0 +1,101 @@
+package publisher
+
+// Overwrite detection: did another writer replace the addresses nodeaddr wrote?
+
+import (
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// overwrite describes another writer's change of the managed addresses, for the caller to report
+// (log, Warning event, metrics) after it has released its locks.
+type overwrite struct {
+	node         *corev1.Node
+	writer       string
+	ours, theirs []corev1.NodeAddress
+	delay        time.Duration // before nodeaddr rewrites them (revertBackoff)
+}
+
+// overwriteDetector follows the informer's stream of the Node against the publisher's own address
+// writes. It counts one overwrite per write of ours: the first Node the informer delivers after it
+// has delivered our write (the resourceVersion the write returned) whose managed addresses differ
+// from what we wrote. Nodes delivered before our write's resourceVersion are older states, not
+// overwrites. It is not safe for concurrent use.
+type overwriteDetector struct {
+	managed      []resolver.AddressType
+	fieldManager string
+	fight        revertBackoff
+
+	written  []corev1.NodeAddress // managed entries of our last write; nil: none yet
+	writeRV  string
+	caughtUp bool // the informer has delivered writeRV
+	reverted bool // the overwrite of this write was reported
+	// inflight is the managed list of the write under way (or of one that failed on our side, a
+	// timeout, although the API server may have applied it): its echo is not another writer's.
+	inflight []corev1.NodeAddress
+}
+
+// writing records the managed addresses of an address write about to be sent.
+func (d *overwriteDetector) writing(next []corev1.NodeAddress) {
+	d.inflight = managedOnly(next, d.managed)
+}
+
+// wrote records a successful address write and the Node it produced.
+func (d *overwriteDetector) wrote(res *corev1.Node) {
+	d.written, d.writeRV = managedOnly(res.Status.Addresses, d.managed), res.ResourceVersion
+	d.inflight, d.caughtUp, d.reverted = nil, false, false
+}
+
+// observe takes a Node from the informer, in the order the informer delivers them, and returns the
+// overwrite it shows, if any.
+func (d *overwriteDetector) observe(n *corev1.Node, now time.Time) *overwrite {
+	got := managedOnly(n.Status.Addresses, d.managed)
+	if d.inflight != nil && slices.Equal(got, d.inflight) {
+		// The echo of our write, arriving before its response, or of one that failed on our side
+		// although the API server applied it: it is what we wrote.
+		d.written, d.writeRV, d.inflight, d.caughtUp, d.reverted = got, n.ResourceVersion, nil, true, false
+		return nil
+	}
+	if d.written == nil || d.reverted {
+		return nil
+	}
+	if !d.caughtUp {
+		if n.ResourceVersion != d.writeRV {
+			return nil // an older state, delivered before our write
+		}
+		d.caughtUp = true
+	}
+	if slices.Equal(got, d.written) {
+		return nil
+	}
+	d.reverted = true
+	return &overwrite{node: n, writer: lastStatusWriter(n, d.fieldManager), ours: d.written, theirs: got,
+		delay: d.fight.Revert(now)}
+}
+
+// forget starts over (the Node was deleted).
+func (d *overwriteDetector) forget() {
+	d.written, d.writeRV, d.inflight, d.caughtUp, d.reverted = nil, "", nil, false, false
+}
+
+// lastStatusWriter names the most recent other manager of status fields, from managedFields.
+func lastStatusWriter(n *corev1.Node, self string) string {
+	var who string
+	var at time.Time
+	for _, m := range n.ManagedFields {
+		if m.Manager == self || m.Subresource != "status" {
+			continue
+		}
+		if m.Time != nil && !m.Time.Time.Before(at) {
+			who, at = m.Manager, m.Time.Time
+		}
+	}
+	if who == "" {
+		return "another writer"
+	}
+	return who
+}

@@ -1,0 +1,22 @@
+package publisher
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// Preview is what the publisher would write for s to a Node that has no addresses and no
+// annotations yet (--dry-run): the address list, merged as compose merges it, and the annotations
+// (an empty value is a removal; nil without specs).
+func Preview(s resolver.State, specs []AnnotationSpec, keepExternalEqualInternal bool) ([]corev1.NodeAddress, map[string]string) {
+	merged := compose(nil, s.Managed, s.Addresses, keepExternalEqualInternal)
+	if len(specs) == 0 {
+		return merged, nil
+	}
+	out := map[string]string{}
+	for k, v := range annotationChanges(nil, specs, inStatusOrder(merged, s.Managed, s.Addresses)) {
+		out[k] = v
+	}
+	return merged, out
+}

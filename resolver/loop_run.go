@@ -1,0 +1,162 @@
+package resolver
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// run is the state of one Loop.Run: the pending burst, the deadlines and what was published.
+type run struct {
+	l         *Loop
+	deb       debouncer
+	hold      holdDown
+	since     time.Time // first event of the pending burst
+	published *State
+	view      NodeView    // the Node as last read
+	wake      *time.Timer // fires for debounce, hold-down and retry deadlines
+	holdUntil time.Time
+	retryAt   time.Time
+}
+
+func newRun(l *Loop) *run {
+	return &run{l: l, deb: debouncer{Quiet: l.cfg.Debounce, MaxDelay: l.cfg.MaxDelay},
+		hold: holdDown{Grace: l.cfg.RemovalGrace}, wake: time.NewTimer(0)}
+}
+
+// awaitNode waits until the Node is seen (cfg.Node); false if ctx ended first.
+func (r *run) awaitNode(ctx context.Context) bool {
+	v, ok := r.l.node()
+	if !ok {
+		r.l.cfg.Logger.Info("waiting for the Node before the first resolution")
+		r.l.awaiting.Store(true)
+		defer r.l.awaiting.Store(false)
+	}
+	for !ok {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.l.nodeKick:
+			v, ok = r.l.node()
+		}
+	}
+	r.view = v
+	r.l.lastTurn.Store(time.Now().UnixNano())
+	return true
+}
+
+// event takes a kernel change signal whose burst began at first.
+func (r *run) event(first time.Time) {
+	if first.IsZero() {
+		first = time.Now()
+	}
+	if r.since.IsZero() || first.Before(r.since) {
+		r.since = first
+	}
+	r.deb.Event(time.Now())
+}
+
+// nodeChanged reads the Node again and resolves at once if its pod CIDRs changed.
+func (r *run) nodeChanged() {
+	v, ok := r.l.node()
+	if !ok {
+		return // deleted: keep the last view until it is back
+	}
+	changed := !slices.Equal(v.PodCIDRs, r.view.PodCIDRs)
+	r.view = v
+	if changed {
+		r.resolve("pod-cidrs-changed")
+	}
+}
+
+// due resolves if the debounce, the hold-down or the retry deadline has passed.
+func (r *run) due(now time.Time) {
+	if d, ok := r.deb.Due(); ok && !now.Before(d) {
+		r.resolve("netlink")
+	} else if !r.holdUntil.IsZero() && !now.Before(r.holdUntil) {
+		r.resolve("removal-grace-expired")
+	} else if !r.retryAt.IsZero() && !now.Before(r.retryAt) {
+		r.resolve("retry")
+	}
+}
+
+// resolve reads the kernel, applies the hold-down and hands the result to the sink.
+func (r *run) resolve(reason string) {
+	l, log := r.l, r.l.cfg.Logger
+	now := time.Now()
+	r.deb.Reset()
+	r.retryAt = time.Time{}
+	// The reference for stickiness: what we published, else the Node's addresses.
+	prev := State{Managed: l.cfg.Managed, Addresses: r.view.Addresses}
+	if r.published != nil {
+		prev = *r.published
+	}
+	raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.view.PodCIDRs), prev)
+	if err != nil {
+		l.observe("error")
+		log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
+		r.retryAt = now.Add(l.cfg.RetryInterval)
+		// The retry applies the hold-down again. A hold-down deadline left in the past would
+		// re-arm the timer at once and retry in a tight loop until netlink recovers.
+		r.holdUntil = time.Time{}
+		return
+	}
+	l.observe("success")
+	logSkips(log, skips)
+	eff, next := r.hold.Apply(now, raw)
+	r.holdUntil = next
+	if !next.IsZero() {
+		log.Info("address no longer resolves, holding it", "reason", reason,
+			"state", eff.String(), "until", next.Format(time.RFC3339Nano))
+	}
+	if Changed(r.published, eff) {
+		old := "none"
+		if r.published != nil {
+			old = r.published.String()
+		}
+		log.Info("desired addresses changed", "reason", reason, "old", old, "new", eff.String())
+	}
+	r.published = &eff
+	l.sink.Publish(eff, r.since)
+	r.since = time.Time{}
+	if rt, ok := l.cfg.Kernel.(interface{ RouteTables() ([]int, error) }); ok && l.cfg.OnRouteTables != nil {
+		if tables, err := rt.RouteTables(); err == nil {
+			l.cfg.OnRouteTables(tables)
+		}
+	}
+}
+
+// arm sets the wake timer to the earliest pending deadline.
+func (r *run) arm() {
+	var due time.Time
+	if d, ok := r.deb.Due(); ok {
+		due = d
+	}
+	for _, t := range []time.Time{r.holdUntil, r.retryAt} {
+		if !t.IsZero() && (due.IsZero() || t.Before(due)) {
+			due = t
+		}
+	}
+	if !r.wake.Stop() {
+		select {
+		case <-r.wake.C:
+		default:
+		}
+	}
+	if !due.IsZero() {
+		r.wake.Reset(max(time.Until(due), 0))
+	}
+}
+
+// logSkips logs, at debug level, why candidates and targets gave no address.
+func logSkips(log *slog.Logger, skips []Skip) {
+	for _, s := range skips {
+		if !s.Target.IP.IsValid() {
+			log.Debug("candidate skipped", "type", s.Target.Type, "address", s.Source, "reason", s.Reason)
+			continue
+		}
+		log.Debug("target not resolved", "type", s.Target.Type, "target", s.Target.IP,
+			"source", s.Source, "reason", s.Reason)
+	}
+}
