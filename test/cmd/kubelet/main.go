@@ -17,9 +17,9 @@ func main() {
 	os.Exit(cli.Run(newKubeletCommand()))
 }
 
-// newKubeletCommand calls app.NewKubeletCommand with a context where the release takes one (1.31
-// and later; a nil context panics inside the command, checked on 1.37.2) and without one on 1.30:
-// the one source compiles against both signatures.
+// newKubeletCommand calls app.NewKubeletCommand with a context where the release takes one (1.37.2
+// does, and a nil context panics inside the command) and without one where it does not (1.30.14 and
+// 1.33.13): the one source compiles against both signatures.
 func newKubeletCommand() *cobra.Command {
 	f := reflect.ValueOf(app.NewKubeletCommand)
 	var args []reflect.Value
