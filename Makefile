@@ -32,11 +32,11 @@ build:
 version:
 	@echo $(VERSION) $(REVISION)
 
-## generate: tools/ (its own module) writes the Grafana dashboard (Grafana Foundation SDK) into
+## generate: test/tools/ (its own module) writes the Grafana dashboard (Grafana Foundation SDK) into
 ## deploy/monitoring and the chart, the chart's copy of the alert rules, and the chart's README from
 ## its values; test/deploy fails when they are stale
 generate:
-	cd tools && go run ./monitoring -repo .. && go run ./chartdoc -repo ..
+	cd test/tools && go run ./monitoring -repo ../.. && go run ./chartdoc -repo ../..
 
 ## test: unit and kernel tests of the main module, then the end-to-end suite (test/ module)
 test: unit e2e
@@ -71,7 +71,7 @@ matrix-bins:
 lint: lint-workflows
 	go vet ./...
 	cd test && go vet ./...
-	cd tools && go vet ./...
+	cd test/tools && go vet ./...
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 ## lint-workflows: actionlint on the GitHub workflows (shellcheck too, when installed)
