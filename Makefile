@@ -32,11 +32,11 @@ build:
 version:
 	@echo $(VERSION) $(REVISION)
 
-## generate: tools/ (its own module) writes the Grafana dashboard (Grafana Foundation SDK) into
+## generate: test/tools/ (its own module) writes the Grafana dashboard (Grafana Foundation SDK) into
 ## deploy/monitoring and the chart, the chart's copy of the alert rules, and the chart's README from
 ## its values; test/deploy fails when they are stale
 generate:
-	cd tools && go run ./monitoring -repo .. && go run ./chartdoc -repo ..
+	cd test/tools && go run ./monitoring -repo ../.. && go run ./chartdoc -repo ../..
 
 ## test: unit and kernel tests of the main module, then the end-to-end suite (test/ module)
 test: unit e2e
@@ -51,8 +51,10 @@ e2e: e2e-bins matrix-bins
 	cd test && go test -count=1 -p 1 -timeout 20m ./node/
 
 ## test-node: only the real-node suite (kubelet + containerd + runc in a network namespace, the
-## shipped manifests installed with kubectl); ends with one line per scenario and its figures
+## shipped manifests installed with kubectl; scenario 1 also on a whole cluster of the oldest
+## release); ends with one line per scenario and its figures
 test-node: e2e-bins
+	cd test && go run ./cmd/buildbins -older-node
 	cd test && go test -count=1 -p 1 -timeout 20m -v ./node/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/test-node.log \
 	  | grep -E '^(--- |    --- |ok |FAIL|PASS$$|real node scenarios|  (PASS|FAIL|SKIP) )'
 
@@ -60,7 +62,8 @@ test-node: e2e-bins
 e2e-bins:
 	cd test && go run ./cmd/buildbins
 
-## matrix-bins: build (once) the older kube-apiservers and each release's policy type checker for test/matrix
+## matrix-bins: build (once) the older kube-apiservers and each release's policy type checker for
+## test/matrix, and the oldest release's kubelet, kube-controller-manager and kube-scheduler for test/node
 matrix-bins:
 	cd test && go run ./cmd/buildbins -matrix
 
@@ -68,7 +71,7 @@ matrix-bins:
 lint: lint-workflows
 	go vet ./...
 	cd test && go vet ./...
-	cd tools && go vet ./...
+	cd test/tools && go vet ./...
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 
 ## lint-workflows: actionlint on the GitHub workflows (shellcheck too, when installed)

@@ -20,16 +20,16 @@ import (
 // KubernetesVersion is the kube-apiserver release the suite runs against (test/go.mod pins it).
 const KubernetesVersion = "v1.37.2"
 
-// k8sVersionFlags stamp KubernetesVersion into the Kubernetes binaries, as the release build does
+// k8sVersionFlags stamp version into the Kubernetes binaries, as the release build does
 // (hack/lib/version.sh). Built from the module proxy without them, every component reports
 // "v0.0.0-master+$Format:%H$": the Node's kubeletVersion is that, and a Helm chart's kubeVersion
 // constraint refuses to install ("incompatible with Kubernetes v0.0.0-master").
-func k8sVersionFlags() []string {
-	major, minor, _ := strings.Cut(strings.TrimPrefix(KubernetesVersion, "v"), ".")
+func k8sVersionFlags(version string) []string {
+	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	minor, _, _ = strings.Cut(minor, ".")
 	pkg := "k8s.io/component-base/version."
 	return []string{"-ldflags", fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
-		pkg, KubernetesVersion, pkg, major, pkg, minor, pkg)}
+		pkg, version, pkg, major, pkg, minor, pkg)}
 }
 
 // k8sBinDir is where the version-stamped Kubernetes binaries (and etcd beside them) are cached.
@@ -84,7 +84,7 @@ func Build(progress io.Writer) (Binaries, error) {
 			if _, err := os.Stat(b.out); err == nil {
 				continue
 			}
-			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil, k8sVersionFlags()...); buildErr != nil {
+			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil, k8sVersionFlags(KubernetesVersion)...); buildErr != nil {
 				return
 			}
 		}

@@ -79,6 +79,10 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	}
 	n.startKubelet(o)
 	n.Registered = n.waitRegistered()
+	// Decoding happens before registration: the log says by now whether the config fit the release.
+	if log, _ := os.ReadFile(filepath.Join(dir, "kubelet.log")); strings.Contains(string(log), lenientDecoding) {
+		t.Fatalf("kubelet %s ignored fields of its config:\n%s", c.Version, grepLines(string(log), lenientDecoding))
+	}
 	return n
 }
 
@@ -230,12 +234,17 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 
 // kubeletConfig is what worked on these machines: cgroup v1 allowed (KEP 5573), cgroupfs, no QoS
 // cgroups or node-allocatable enforcement, no swap check; every path under Dir. Image GC and disk
-// eviction are off: the images were imported and cannot be pulled again.
+// eviction are off: the images were imported and cannot be pulled again. Only fields the release
+// knows: failCgroupV1 arrived in 1.31 (a 1.30 kubelet allows cgroup v1 anyway), and a field the
+// release does not know makes its kubelet fall back to lenient decoding (checked after start).
 func (n *RealNode) kubeletConfig() string {
+	failCgroupV1 := ""
+	if Minor(n.C.Version) >= 31 {
+		failCgroupV1 = "failCgroupV1: false\n"
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-failCgroupV1: false
-cgroupDriver: cgroupfs
+%[4]scgroupDriver: cgroupfs
 cgroupsPerQOS: false
 cgroupRoot: /%[1]s
 enforceNodeAllocatable: []
@@ -250,8 +259,12 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%", "nodefs.inodesFree": "0%%"}
 resolvConf: /etc/resolv.conf
-`, n.id, n.Socket, filepath.Join(n.Dir, "pods"))
+`, n.id, n.Socket, filepath.Join(n.Dir, "pods"), failCgroupV1)
 }
+
+// lenientDecoding is what the kubelet logs when its --config has a field its release does not
+// know (pkg/kubelet/kubeletconfig/util/codec, 1.30 to 1.37): it then ignores the field.
+const lenientDecoding = "Using lenient decoding as strict decoding failed"
 
 // waitRegistered waits for the kubelet's Node and returns its creation time.
 func (n *RealNode) waitRegistered() time.Time {
@@ -273,6 +286,17 @@ func (n *RealNode) waitRegistered() time.Time {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// grepLines returns the lines of s that contain substr.
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Node returns the current Node.

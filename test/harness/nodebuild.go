@@ -73,7 +73,7 @@ func buildNode(progress io.Writer) (NodeBinaries, error) {
 			return nb, err
 		}
 		defer os.RemoveAll(tmp)
-		args := append(append([]string{"build", "-v"}, k8sVersionFlags()...), "-o", tmp+"/",
+		args := append(append([]string{"build", "-v"}, k8sVersionFlags(KubernetesVersion)...), "-o", tmp+"/",
 			"./cmd/kubelet", "./cmd/kube-controller-manager", "./cmd/kube-scheduler")
 		err := runGo(progress, TestModuleDir(), "kubernetes node components", nil, args...)
 		if err != nil {
@@ -153,6 +153,28 @@ func moveAll(src, dst string, names ...string) error {
 		}
 	}
 	return nil
+}
+
+// NodeVersions are the releases the real node's fresh-node scenario runs on, each as a whole
+// cluster of that release (kube-apiserver, kube-controller-manager, kube-scheduler and kubelet):
+// the newest, and the oldest supported minor (a 1.30 kubelet against a 1.37 API server is outside
+// the supported version skew). containerd, runc and the CNI plugins are the same for both.
+var NodeVersions = []string{MatrixVersions[0], KubernetesVersion}
+
+// BuildNodeVersion is BuildNode with the kubelet, kube-controller-manager and kube-scheduler of
+// version: KubernetesVersion's from test/go.mod, an older release's from its own generated build
+// module (test/harness/versions.go), cached under bin/<version>/ and stamped with the version.
+func BuildNodeVersion(progress io.Writer, version string) (NodeBinaries, error) {
+	nb, err := BuildNode(progress)
+	if err != nil || version == KubernetesVersion {
+		return nb, err
+	}
+	err = buildReleaseModule(progress, version, nodeModule, map[string]string{
+		"kubelet": "./kubelet", "kube-controller-manager": "./kube-controller-manager", "kube-scheduler": "./kube-scheduler"})
+	nb.Kubelet = ReleaseBinary(version, "kubelet")
+	nb.ControllerManager = ReleaseBinary(version, "kube-controller-manager")
+	nb.Scheduler = ReleaseBinary(version, "kube-scheduler")
+	return nb, err
 }
 
 // MustBuildNode is BuildNode for tests.

@@ -27,6 +27,9 @@ type NodeCluster struct {
 	T    testing.TB
 	CP   *ControlPlane
 	Bins NodeBinaries
+	// Version is the release of every Kubernetes component: kube-apiserver, kube-controller-manager,
+	// kube-scheduler and the kubelet (KubernetesVersion, or an older one of NodeVersions).
+	Version string
 	// Name is the Node's name; KubeletToken authenticates its kubelet.
 	Name, KubeletToken string
 
@@ -48,15 +51,26 @@ var NodeControllers = []string{
 // StartNodeCluster starts the control plane for Node name. Everything stops when t ends.
 func StartNodeCluster(t testing.TB, name string) *NodeCluster {
 	t.Helper()
+	return StartNodeClusterVersion(t, name, KubernetesVersion)
+}
+
+// StartNodeClusterVersion is StartNodeCluster with every Kubernetes component of release version
+// (built on first use; etcd, containerd, runc and the CNI plugins are the same for every release).
+func StartNodeClusterVersion(t testing.TB, name, version string) *NodeCluster {
+	t.Helper()
 	RequireNode(t)
 	bins := MustBuild(t)
-	nb := MustBuildNode(t)
+	bins.APIServer = MustBuildAPIServer(t, version)
+	nb, err := BuildNodeVersion(os.Stderr, version)
+	if err != nil {
+		t.Fatalf("build node %s: %v", version, err)
+	}
 	cp, err := NewControlPlane(bins, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cp.ExtraArgs = []string{"--enable-admission-plugins=NodeRestriction"}
-	c := &NodeCluster{T: t, CP: cp, Bins: nb, Name: name}
+	c := &NodeCluster{T: t, CP: cp, Bins: nb, Version: version, Name: name}
 	tokens := map[string]string{}
 	for user, group := range map[string]string{
 		"system:node:" + name:            "system:nodes",

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +25,15 @@ import (
 // Raising the minimum (e.g. to 1.31 for a policy using isIP()/cidr(), see test/matrix/cel_test.go)
 // is this line, `make matrix-bins` and `cd test && go test ./matrix -update`.
 var MatrixVersions = []string{"v1.30.14", "v1.33.13", KubernetesVersion}
+
+// Minor is the minor number of a release "v1.MINOR.PATCH" (0 if it is not one).
+func Minor(version string) int {
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(version, "v%d.%d.%d", &major, &minor, &patch); err != nil {
+		return 0
+	}
+	return minor
+}
 
 // Only KubernetesVersion is built from test/go.mod. Every older release gets its own build module,
 // generated into the cache directory: test/go.mod stays on one Kubernetes release.
@@ -92,27 +103,61 @@ func onceBuilt(key string, build func() error) error {
 	return err
 }
 
+// releaseModule is one generated build module of an older release: the test/cmd mains it holds
+// (source directory -> path inside the module) and what is built from it. The kube-apiserver
+// module also holds the policy type checker; the node module holds the kubelet,
+// kube-controller-manager and kube-scheduler, compiled by one `go build` (they share most
+// packages). Each module has its own directory and lock: a node build does not hold up the matrix.
+type releaseModule struct {
+	name  string
+	mains map[string]string
+	// stamp: link the release's version into the binaries (the Node's kubeletVersion shows it).
+	stamp bool
+}
+
+var (
+	apiServerModule = releaseModule{name: "kube-apiserver", mains: map[string]string{
+		"kube-apiserver": "main.go", "vaptypecheck": "vaptypecheck/main.go"}}
+	nodeModule = releaseModule{name: "node", stamp: true, mains: map[string]string{
+		"kubelet": "kubelet/main.go", "kube-controller-manager": "kube-controller-manager/main.go",
+		"kube-scheduler": "kube-scheduler/main.go"}}
+)
+
 // buildRelease builds package pkg of the generated build module of version into the cache.
 func buildRelease(progress io.Writer, version, name, pkg string) (string, error) {
-	out := ReleaseBinary(version, name)
-	return out, onceBuilt(version+"/"+name, func() error {
-		if _, err := os.Stat(out); err == nil {
+	return ReleaseBinary(version, name), buildReleaseModule(progress, version, apiServerModule,
+		map[string]string{name: pkg})
+}
+
+// buildReleaseModule builds each binary (name -> package) of module m at version into
+// ReleaseBinary(version, name) with one `go build`, unless all are cached already.
+func buildReleaseModule(progress io.Writer, version string, m releaseModule, bins map[string]string) error {
+	var names, pkgs, outs []string
+	for name := range bins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		pkgs, outs = append(pkgs, bins[name]), append(outs, ReleaseBinary(version, name))
+	}
+	return onceBuilt(version+"/"+strings.Join(names, ","), func() error {
+		if !missing(outs...) {
 			return nil
 		}
 		start := time.Now()
-		dir := filepath.Join(CacheDir(), "src", "kube-apiserver-"+version)
-		// The cache is shared by checkouts: one build per module at a time, and the binary may
+		dir := filepath.Join(CacheDir(), "src", m.name+"-"+version)
+		// The cache is shared by checkouts: one build per module at a time, and the binaries may
 		// have appeared while this one waited.
 		unlock, err := lockFile(dir + ".lock")
 		if err != nil {
 			return err
 		}
 		defer unlock()
-		if _, err := os.Stat(out); err == nil {
+		if !missing(outs...) {
 			return nil
 		}
-		fmt.Fprintf(progress, "harness: generating the build module for Kubernetes %s in %s\n", version, dir)
-		if err := writeBuildModule(dir, version); err != nil {
+		fmt.Fprintf(progress, "harness: generating the %s build module for Kubernetes %s in %s\n", m.name, version, dir)
+		if err := writeBuildModule(dir, version, m); err != nil {
 			return err
 		}
 		fmt.Fprintf(progress, "harness: go mod tidy in %s (downloads %s's dependencies)\n", dir, version)
@@ -121,13 +166,46 @@ func buildRelease(progress io.Writer, version, name, pkg string) (string, error)
 		if b, err := tidy.CombinedOutput(); err != nil {
 			return fmt.Errorf("go mod tidy for Kubernetes %s: %v\n%s", version, err, b)
 		}
-		if err := goBuild(progress, dir, pkg, out, nil); err != nil {
+		if err := buildInto(progress, dir, version, m, names, pkgs); err != nil {
 			return err
 		}
-		fmt.Fprintf(progress, "harness: %s %s ready in %s (module download and build)\n", name, version,
-			time.Since(start).Round(time.Second))
+		fmt.Fprintf(progress, "harness: %s %s ready in %s (module download and build)\n", strings.Join(names, ", "),
+			version, time.Since(start).Round(time.Second))
 		return nil
 	})
+}
+
+// buildInto compiles pkgs of the module in dir with one `go build` into a temporary directory and
+// moves the binaries (named after names) into the cache only when all are complete.
+func buildInto(progress io.Writer, dir, version string, m releaseModule, names, pkgs []string) error {
+	if len(pkgs) == 1 {
+		return goBuild(progress, dir, pkgs[0], ReleaseBinary(version, names[0]), nil, stampFlags(m, version)...)
+	}
+	out := filepath.Dir(ReleaseBinary(version, names[0]))
+	tmp := filepath.Join(out, fmt.Sprintf(".tmp%d", os.Getpid()))
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Fprintf(progress, "harness: building %s %s in %s (cold: several minutes on 2 cores)\n", strings.Join(names, ", "), version, dir)
+	args := append(append([]string{"build", "-v"}, stampFlags(m, version)...), "-o", tmp+"/")
+	if err := runGo(progress, dir, m.name+" "+version, nil, append(args, pkgs...)...); err != nil {
+		return err
+	}
+	// `go build -o DIR/` names each binary after its package directory.
+	for i, pkg := range pkgs {
+		if err := os.Rename(filepath.Join(tmp, filepath.Base(pkg)), filepath.Join(out, names[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stampFlags(m releaseModule, version string) []string {
+	if !m.stamp {
+		return nil
+	}
+	return k8sVersionFlags(version)
 }
 
 // stagingReplace matches a staging module's replace line in k8s.io/kubernetes' own go.mod.
@@ -161,18 +239,18 @@ func StagingModules(version string) ([]string, error) {
 }
 
 // writeBuildModule writes go.mod (k8s.io/kubernetes at version, every staging module replaced by
-// its v0.<minor>.<patch> release) and main.go into dir.
-func writeBuildModule(dir, version string) error {
+// its v0.<minor>.<patch> release) and m's mains into dir.
+func writeBuildModule(dir, version string, m releaseModule) error {
 	mods, err := StagingModules(version)
 	if err != nil {
 		return err
 	}
 	var gomod bytes.Buffer
 	fmt.Fprintf(&gomod, "// Generated by nodeaddr's test harness (test/harness/versions.go).\n"+
-		"module nodeaddr.test/kube-apiserver\n\ngo 1.22.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", version)
+		"module nodeaddr.test/%s\n\ngo 1.22.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n", m.name, version)
 	staging := "v0" + version[2:] // v1.30.14 -> v0.30.14
-	for _, m := range mods {
-		fmt.Fprintf(&gomod, "\t%s => %s %s\n", m, m, staging)
+	for _, mod := range mods {
+		fmt.Fprintf(&gomod, "\t%s => %s %s\n", mod, mod, staging)
 	}
 	gomod.WriteString(")\n")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -183,8 +261,8 @@ func writeBuildModule(dir, version string) error {
 			return err
 		}
 	}
-	// The mains are test/cmd's: kube-apiserver at the root, vaptypecheck below.
-	for src, dst := range map[string]string{"kube-apiserver": "main.go", "vaptypecheck": "vaptypecheck/main.go"} {
+	// The mains are test/cmd's, the same source for every release.
+	for src, dst := range m.mains {
 		main, err := os.ReadFile(filepath.Join(TestModuleDir(), "cmd", src, "main.go"))
 		if err != nil {
 			return err

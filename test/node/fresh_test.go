@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -31,8 +32,8 @@ func TestRealNode(t *testing.T) {
 	t.Run("8-uninstall", w.uninstall)
 }
 
-// freshNode: the kubelet registers the Node with only a Hostname address and the uninitialized
-// taint; an ordinary Deployment's pod cannot schedule; `kubectl apply -k` of an overlay over the
+// freshNode: the kubelet registers the Node with only a Hostname address (no address at all
+// before 1.31) and the uninitialized taint; an ordinary Deployment's pod cannot schedule; `kubectl apply -k` of an overlay over the
 // shipped base runs the agent through the DaemonSet controller, the scheduler and the real kubelet
 // (probes included); the Node gets the defaults' addresses, the taint goes, and only then does the
 // Deployment's pod schedule and run.
@@ -42,8 +43,8 @@ func (w *world) freshNode(t *testing.T) {
 	ctx := context.Background()
 	name := w.node.Name
 	n := w.node.Node()
-	if want := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}; !reflect.DeepEqual(n.Status.Addresses, want) {
-		t.Fatalf("registered Node addresses %v, want only %v (kubelet 1.29+ without --node-ip)", n.Status.Addresses, want)
+	if want := registeredAddresses(w.c.Version, name); !reflect.DeepEqual(n.Status.Addresses, want) {
+		t.Fatalf("registered Node addresses %v, want %v (kubelet %s without --node-ip)", n.Status.Addresses, want, w.c.Version)
 	}
 	if !hasTaint(n, uninitialized) {
 		t.Fatalf("registered Node taints %v, want %s", harness.TaintKeys(n), uninitialized)
@@ -77,10 +78,11 @@ func (w *world) freshNode(t *testing.T) {
 		p := w.agentPod()
 		return p != nil && podReady(p)
 	})
-	got := w.waitAddresses(expectedAddresses(name))
+	want := expectedAddressesOn(w.c.Version, name)
+	got := w.waitAddresses(want)
 	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
-	if !reflect.DeepEqual(got, expectedAddresses(name)) {
-		t.Errorf("addresses %v, want %v", got, expectedAddresses(name))
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("addresses %v, want %v", got, want)
 	}
 
 	removed := w.taintRemovedAt()
@@ -103,9 +105,21 @@ func (w *world) freshNode(t *testing.T) {
 	}
 	// A hostNetwork pod's IPs come from the Node's addresses when the kubelet first sets its status:
 	// recorded, not asserted (the agent started before it had published any).
+	if !t.Failed() {
+		recordFresh(w.c.Version, name, freshResult{Registered: n.Status.Addresses, Published: got,
+			Runtime: runtime(w.node.Node().Status.NodeInfo.ContainerRuntimeVersion)})
+	}
 	report(t, "register→taint removed %s (apply→taint removed %s); %s; agent pod IPs %v host IPs %v",
 		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(applied).Round(time.Millisecond),
 		w.breakdown(p, applied, removed), p.Status.PodIPs, p.Status.HostIPs)
+}
+
+// runtime names the node's container runtime as its Node reports it ("containerd://2.4.2+unknown":
+// built without the release's version stamp) and the runc it runs.
+func runtime(reported string) string {
+	name, version, _ := strings.Cut(reported, "://")
+	version, _, _ = strings.Cut(version, "+")
+	return fmt.Sprintf("%s %s, runc %s", name, version, strings.TrimPrefix(harness.RuncVersion, "v"))
 }
 
 // waitAddresses waits until the Node's addresses are want and returns them.

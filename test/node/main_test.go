@@ -15,6 +15,9 @@ import (
 
 func TestMain(m *testing.M) {
 	code := harness.MainE2E(m)
+	if code == 0 {
+		code = checkNodeTable()
+	}
 	if imageBinDir != "" {
 		os.RemoveAll(imageBinDir)
 	}

@@ -39,6 +39,24 @@ func expectedAddresses(node string) []corev1.NodeAddress {
 	}
 }
 
+// registeredAddresses is the list a kubelet of release version registers its Node with when it
+// runs with --cloud-provider=external and without --node-ip (pkg/kubelet/nodestatus/setters.go):
+// only its Hostname since 1.31 (kubernetes PR 125337); nothing at all in 1.29 and 1.30 (PR 121028:
+// it waits for the cloud provider). Seen on the real 1.30.14 and 1.37.2 kubelets.
+func registeredAddresses(version, node string) []corev1.NodeAddress {
+	if harness.Minor(version) < 31 {
+		return nil
+	}
+	return []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}
+}
+
+// expectedAddressesOn is expectedAddresses on a Node that a kubelet of release version registered:
+// the defaults' InternalIPs, then what the kubelet registered, kept. A 1.30 Node gets no Hostname
+// entry (nodeaddr never adds one; its admission policy forbids it).
+func expectedAddressesOn(version, node string) []corev1.NodeAddress {
+	return append(expectedAddresses(node)[:2:2], registeredAddresses(version, node)...)
+}
+
 // world is one real cluster with one real node.
 type world struct {
 	t       *testing.T
@@ -63,8 +81,14 @@ func defaultUplink(ns *harness.Netns) {
 // nodeaddr image imported.
 func newWorld(t *testing.T, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
 	t.Helper()
+	return newWorldVersion(t, harness.KubernetesVersion, o, uplink)
+}
+
+// newWorldVersion is newWorld with every Kubernetes component of release version.
+func newWorldVersion(t *testing.T, version string, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
+	t.Helper()
 	name := "rn-" + randHex(3)
-	c := harness.StartNodeCluster(t, name)
+	c := harness.StartNodeClusterVersion(t, name, version)
 	ns := harness.NewNetns(t, "node")
 	router := harness.NewNetns(t, "rtr")
 	ns.Link("eth0", router, "r-eth0")

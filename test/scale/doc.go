@@ -9,4 +9,7 @@
 //
 // NODEADDR_SCALE_NODES sets N, NODEADDR_SCALE_IDLE the idle window (default 60s), and
 // NODEADDR_BENCH_OUT names a file that receives the markdown table as well as stdout.
+//
+// TestScaleOutage (same settings, NODEADDR_OUTAGE the outage, default 60s) stops kube-apiserver
+// while every agent has a write pending and reports the agents' PATCH rate over the recovery.
 package scale

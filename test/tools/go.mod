@@ -1,4 +1,4 @@
-module github.com/nodeaddr/nodeaddr/tools
+module github.com/nodeaddr/nodeaddr/test/tools
 
 go 1.26.0
 
