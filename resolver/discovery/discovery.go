@@ -170,6 +170,12 @@ func (d *Discoverer) step(ctx context.Context, now time.Time) time.Time {
 	sources := maps.Clone(d.sources)
 	d.mu.Unlock()
 	next := now.Add(2 * d.cfg.Interval)
+	changed := false
+	defer func() {
+		if changed { // one signal for every family's new answer: one resolution, one write
+			signal(d.changed)
+		}
+	}()
 	for _, f := range families {
 		fs := d.fams[f]
 		src, ok := sources[f]
@@ -183,7 +189,7 @@ func (d *Discoverer) step(ctx context.Context, now time.Time) time.Time {
 				fs.sched.now()
 			}
 			if fs.sched.due(now) && ctx.Err() == nil {
-				d.round(ctx, f, src, fs)
+				changed = d.round(ctx, f, src, fs) || changed
 				now = time.Now()
 			}
 			next = earliest(next, fs.sched.next)
@@ -244,7 +250,7 @@ func (d *Discoverer) Once(ctx context.Context, sources map[resolver.Family]netip
 	for _, f := range families {
 		if src, ok := sources[f]; ok && ctx.Err() == nil {
 			d.fams[f].source = src
-			d.round(ctx, f, src, d.fams[f])
+			_ = d.round(ctx, f, src, d.fams[f]) // Mapped is read next; no loop to signal
 		}
 	}
 }

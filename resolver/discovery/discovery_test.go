@@ -32,6 +32,9 @@ func (n *fakeNAT) Probe(ctx context.Context, src netip.Addr, s Server) (netip.Ad
 	n.mu.Lock()
 	n.probes = append(n.probes, s.String()+"@"+src.String())
 	a, ok := n.mapping[s.String()]
+	if src.Is6() {
+		a, ok = n.mapping[s.String()+"/6"]
+	}
 	n.mu.Unlock()
 	if !ok {
 		<-ctx.Done()
@@ -219,5 +222,20 @@ func TestDiscovererOnce(t *testing.T) {
 	}
 	if n := nat.count(); n != 2 {
 		t.Errorf("%d probes, want 2 (one per server, IPv4 only)", n)
+	}
+}
+
+// Both families' first answers come with one change signal (one resolution, one write).
+func TestDiscovererOneSignalForBothFamilies(t *testing.T) {
+	d, nat, _ := start(t, Config{Interval: time.Hour, StaleAfter: time.Hour})
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10",
+		"192.0.2.1:3478/6": "2001:db8:113::10", "192.0.2.2:3478/6": "2001:db8:113::10"})
+	d.Update(map[resolver.Family]netip.Addr{resolver.IPv4: netip.MustParseAddr("10.0.1.2"), resolver.IPv6: netip.MustParseAddr("fd00::2")})
+	waitC(t, d, "first answers")
+	if _, ok := d.Mapped(resolver.IPv6); !ok {
+		t.Error("IPv4's answer signalled before IPv6's round ended")
+	}
+	if _, ok := d.Mapped(resolver.IPv4); !ok {
+		t.Error("no IPv4 answer")
 	}
 }

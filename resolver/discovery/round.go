@@ -11,11 +11,12 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// round asks every server from src, votes, and records the outcome.
-func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Addr, fs *family) {
+// round asks every server from src, votes, and records the outcome. It reports whether the
+// answer appeared or changed (the caller signals C once for all the rounds of a step).
+func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Addr, fs *family) bool {
 	replies := d.probeAll(ctx, f, src)
 	if ctx.Err() != nil {
-		return // shutting down: the replies are cancellations, not the servers' answers
+		return false // shutting down: the replies are cancellations, not the servers' answers
 	}
 	v := Vote(replies, len(replies))
 	now := time.Now()
@@ -33,11 +34,10 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 		if old.addr != v.Addr || !old.current(now, d.cfg.StaleAfter) {
 			log.Info("external address discovered", "family", f, "address", v.Addr, "previous", old.addr,
 				"source", src, "servers", len(replies))
-			signal(d.changed)
-		} else {
-			log.Debug("external address confirmed", "family", f, "address", v.Addr, "source", src)
+			return true
 		}
-		return
+		log.Debug("external address confirmed", "family", f, "address", v.Addr, "source", src)
+		return false
 	}
 	fs.sched.failed(now)
 	d.mu.Lock()
@@ -55,6 +55,7 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 			d.cfg.OnDisagreement(f, v.Reason)
 		}
 	}
+	return false
 }
 
 // probeAll sends one Binding request to each server in parallel, each with its own timeout. A

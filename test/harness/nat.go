@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 // "internet" namespace, where real STUN servers (coturn's turnserver --stun-only) listen. Nothing
 // leaves the test's namespaces: the internet namespace has no route anywhere else.
 //
-//	node (eth0 10.0.1.10/24) ── router (r-eth0 10.0.1.1/24, wan0 100.64.0.2/30, SNAT)
+//	node (eth0 10.0.1.10/24) ── router (r-eth0 10.0.1.1/24, wan0 100.64.0.2/30, SNAT; IPv6 alike, NAT66)
 //	  ── internet (inet0 100.64.0.1/30, STUN servers on lo, 203.0.113.0/24 routed back to the router)
 type NAT struct {
 	t               testing.TB
@@ -26,7 +27,7 @@ type NAT struct {
 }
 
 // SNAT is one source-NAT rule of the router: packets from the From prefix (to To, when set) leave
-// with the source address Public.
+// with the source address Public; IPv6 prefixes make a NAT66 rule.
 type SNAT struct {
 	From, To, Public string
 }
@@ -66,8 +67,22 @@ func NewNAT(h *Host) *NAT {
 	n.Router.IP("route", "add", "default", "via", "100.64.0.1", "dev", "wan0")
 	n.Internet.IP("addr", "add", "100.64.0.1/30", "dev", "inet0")
 	n.Internet.IP("route", "add", "203.0.113.0/24", "via", "100.64.0.2", "dev", "inet0")
+	// IPv6 (NAT66 toward 2001:db8:113::/64, which the internet routes back to the router).
+	n.Router.Sysctl("net.ipv6.conf.all.forwarding", "1")
+	n.Router.IP("-6", "addr", "add", "2001:db8:ffff::2/64", "dev", "wan0", "nodad")
+	n.Router.IP("-6", "route", "add", "default", "via", "2001:db8:ffff::1", "dev", "wan0")
+	n.Internet.IP("-6", "addr", "add", "2001:db8:ffff::1/64", "dev", "inet0", "nodad")
+	n.Internet.IP("-6", "route", "add", "2001:db8:113::/64", "via", "2001:db8:ffff::2", "dev", "inet0")
 	n.SetSNAT()
 	return n
+}
+
+// NodeUplink6 gives the node's uplink dev an IPv6 address (no duplicate-address detection) and a
+// default route through gw, which the router takes on its side.
+func (n *NAT) NodeUplink6(dev, cidr, gw string) {
+	n.t.Helper()
+	AddUplink6(n.Node, dev, cidr, gw, 100)
+	n.Router.IP("-6", "addr", "add", gw+"/"+strings.SplitN(cidr, "/", 2)[1], "dev", "r-"+dev, "nodad")
 }
 
 // NodeUplink links the node to the router through dev with cidr (the router takes gw on its side)
@@ -89,14 +104,18 @@ func (n *NAT) RouterAddr(dev, cidr string) {
 func (n *NAT) SetSNAT(rules ...SNAT) {
 	n.t.Helper()
 	var b strings.Builder
-	b.WriteString("table ip nodeaddr_nat\ndelete table ip nodeaddr_nat\ntable ip nodeaddr_nat {\n" +
+	b.WriteString("table inet nodeaddr_nat\ndelete table inet nodeaddr_nat\ntable inet nodeaddr_nat {\n" +
 		"  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n")
 	for _, r := range rules {
-		fmt.Fprintf(&b, "    oifname \"wan0\" ip saddr %s", r.From)
-		if r.To != "" {
-			fmt.Fprintf(&b, " ip daddr %s", r.To)
+		fam := "ip"
+		if strings.Contains(r.From, ":") {
+			fam = "ip6"
 		}
-		fmt.Fprintf(&b, " snat to %s\n", r.Public)
+		fmt.Fprintf(&b, "    oifname \"wan0\" %s saddr %s", fam, r.From)
+		if r.To != "" {
+			fmt.Fprintf(&b, " %s daddr %s", fam, r.To)
+		}
+		fmt.Fprintf(&b, " snat %s to %s\n", fam, r.Public)
 	}
 	b.WriteString("  }\n}\n")
 	cmd := n.Router.Exec(n.nft, "-f", "-")
@@ -116,13 +135,19 @@ type STUNServer struct {
 }
 
 // URL is the server as --external-ip-discovery names it.
-func (s *STUNServer) URL() string { return "stun:" + s.Addr + ":3478" }
+func (s *STUNServer) URL() string { return "stun:" + s.hostPort() }
 
-// StartSTUN adds addr to the internet namespace's loopback and starts a STUN server on it; it is
-// stopped when the test ends.
+func (s *STUNServer) hostPort() string { return net.JoinHostPort(s.Addr, "3478") }
+
+// StartSTUN adds addr (IPv4 or IPv6) to the internet namespace's loopback and starts a STUN
+// server on it; it is stopped when the test ends.
 func (n *NAT) StartSTUN(addr string) *STUNServer {
 	n.t.Helper()
-	n.Internet.IP("addr", "add", addr+"/32", "dev", "lo")
+	if strings.Contains(addr, ":") {
+		n.Internet.IP("-6", "addr", "add", addr+"/128", "dev", "lo", "nodad")
+	} else {
+		n.Internet.IP("addr", "add", addr+"/32", "dev", "lo")
+	}
 	dir, err := os.MkdirTemp("", "nodeaddr-stun-")
 	if err != nil {
 		n.t.Fatal(err)
@@ -153,8 +178,8 @@ func (s *STUNServer) Start() {
 	log.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, _ := s.n.Internet.Exec("ss", "-Hnlu", "src", s.Addr+":3478").Output()
-		if strings.Contains(string(out), s.Addr+":3478") {
+		out, _ := s.n.Internet.Exec("ss", "-Hnlu", "src", s.hostPort()).Output()
+		if strings.Contains(string(out), s.hostPort()) {
 			return
 		}
 		select {
