@@ -1,6 +1,6 @@
 package publisher
 
-// The driver: a single-key workqueue whose rate limiter is a jittered exponential backoff, and
+// The driver: a single-key workqueue whose rate limiter is a randomized exponential backoff, and
 // --run-once, which reconciles with the same sync and the same retry policy.
 
 import (
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -67,19 +68,30 @@ func (p *Publisher) retryAfter(err error) (delay time.Duration, limited bool) {
 }
 
 // jitteredBackoff is the workqueue rate limiter of failed reconciles: exponential from min,
-// doubling up to max, each delay stretched by up to half at random (wait.Backoff's Jitter).
-// Without the jitter, every agent of a fleet that lost the API server at the same moment would
-// retry at the same moments when it comes back. client-go's ItemExponentialFailureRateLimiter has
-// no jitter.
+// doubling up to max, with the whole schedule of an item scaled by one random factor u in [1, 2),
+// drawn log-uniformly when its backoff starts (after Forget): its delays are u·min, 2u·min, 4u·min
+// … up to max (wait.Backoff without Jitter), so its attempts fall on a geometric grid whose phase,
+// log2 u, is uniform.
+//
+// Why a per-item scale and not jitter on each delay: when an outage of any length R ends, the
+// first attempt of each agent of a fleet that lost the API server at the same moment falls at the
+// next point of its own grid after R, and with a uniform phase these are spread over [R, 2R) (up to
+// the cap; after it, over [R, R+max)) with a density that varies by less than a factor of 2 (1/t,
+// peak/mean 1.44), whatever R is. Per-delay jitter (wait.Backoff's Jitter) sums the jitter of all
+// earlier delays into a bell whose tails stretch the recovery and whose middle carries the peak;
+// and whether an agent's last attempt before recovery fell just before the server came back
+// decides whether it waits a whole capped delay more. client-go's ItemExponentialFailureRateLimiter
+// has no randomness at all.
 type jitteredBackoff struct {
 	min, max time.Duration
+	rand     func() float64 // uniform in [0, 1); a seeded source in tests
 	mu       sync.Mutex
 	items    map[string]*wait.Backoff
 	counts   map[string]int
 }
 
 func newJitteredBackoff(min, max time.Duration) *jitteredBackoff {
-	return &jitteredBackoff{min: min, max: max, items: map[string]*wait.Backoff{}, counts: map[string]int{}}
+	return &jitteredBackoff{min: min, max: max, rand: rand.Float64, items: map[string]*wait.Backoff{}, counts: map[string]int{}}
 }
 
 // When returns the next delay for item.
@@ -88,7 +100,9 @@ func (b *jitteredBackoff) When(item string) time.Duration {
 	defer b.mu.Unlock()
 	bo, ok := b.items[item]
 	if !ok {
-		bo = &wait.Backoff{Duration: b.min, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: b.max}
+		scale := math.Exp2(b.rand())
+		first := min(time.Duration(float64(b.min)*scale), b.max)
+		bo = &wait.Backoff{Duration: first, Factor: 2, Steps: math.MaxInt32, Cap: b.max}
 		b.items[item] = bo
 	}
 	b.counts[item]++

@@ -202,7 +202,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	reg, err := p.cfg.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.onNode,
-		UpdateFunc: func(_, o any) { p.onNode(o) },
+		UpdateFunc: p.onUpdate,
 		DeleteFunc: p.onDelete,
 	})
 	if err != nil {
