@@ -1,6 +1,6 @@
 package publisher
 
-// The driver: a single-key workqueue whose rate limiter is a randomized exponential backoff, and
+// The driver: a single-key workqueue whose rate limiter is a stratified exponential backoff, and
 // --run-once, which reconciles with the same sync and the same retry policy.
 
 import (
@@ -68,45 +68,58 @@ func (p *Publisher) retryAfter(err error) (delay time.Duration, limited bool) {
 }
 
 // jitteredBackoff is the workqueue rate limiter of failed reconciles: exponential from min,
-// doubling up to max, with the whole schedule of an item scaled by one random factor u in [1, 2),
-// drawn log-uniformly when its backoff starts (after Forget): its delays are u·min, 2u·min, 4u·min
-// … up to max (wait.Backoff without Jitter), so its attempts fall on a geometric grid whose phase,
-// log2 u, is uniform.
+// doubling up to max, stratified. Counted from an item's first failure (since the last Forget),
+// the time is cut into consecutive windows whose widths are wait.Backoff's steps (min, 2·min,
+// 4·min … up to max): [min, 2·min), [2·min, 4·min) …; attempt k falls at a uniformly random point of
+// window k, drawn afresh, whatever the earlier draws were.
 //
-// Why a per-item scale and not jitter on each delay: when an outage of any length R ends, the
-// first attempt of each agent of a fleet that lost the API server at the same moment falls at the
-// next point of its own grid after R, and with a uniform phase these are spread over [R, 2R) (up to
-// the cap; after it, over [R, R+max)) with a density that varies by less than a factor of 2 (1/t,
-// peak/mean 1.44), whatever R is. Per-delay jitter (wait.Backoff's Jitter) sums the jitter of all
-// earlier delays into a bell whose tails stretch the recovery and whose middle carries the peak;
-// and whether an agent's last attempt before recovery fell just before the server came back
-// decides whether it waits a whole capped delay more. client-go's ItemExponentialFailureRateLimiter
-// has no randomness at all.
+// Why windows and not jitter on each delay: per-delay jitter (wait.Backoff's Jitter) sums the
+// jitter of all earlier delays, so after an outage of a fleet that lost the API server at the same
+// moment, the first attempts after recovery form a bell whose middle carries the peak. Here the
+// attempts of a window are uniform over it. client-go's ItemExponentialFailureRateLimiter has no
+// randomness at all.
 type jitteredBackoff struct {
 	min, max time.Duration
-	rand     func() float64 // uniform in [0, 1); a seeded source in tests
+	rand     func() float64   // uniform in [0, 1); a seeded source in tests
+	now      func() time.Time // time.Now; a fake clock in tests
 	mu       sync.Mutex
-	items    map[string]*wait.Backoff
-	counts   map[string]int
+	items    map[string]*retryWindows
+}
+
+// retryWindows is one item's schedule: the windows' widths, and where the next one starts.
+type retryWindows struct {
+	first  time.Time
+	widths wait.Backoff
+	next   time.Duration // since first
+	count  int
 }
 
 func newJitteredBackoff(min, max time.Duration) *jitteredBackoff {
-	return &jitteredBackoff{min: min, max: max, rand: rand.Float64, items: map[string]*wait.Backoff{}, counts: map[string]int{}}
+	return &jitteredBackoff{min: min, max: max, rand: rand.Float64, now: time.Now, items: map[string]*retryWindows{}}
 }
 
-// When returns the next delay for item.
+// When returns the next delay for item: to a random point of the next window that has not passed.
 func (b *jitteredBackoff) When(item string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bo, ok := b.items[item]
+	now := b.now()
+	w, ok := b.items[item]
 	if !ok {
-		scale := math.Exp2(b.rand())
-		first := min(time.Duration(float64(b.min)*scale), b.max)
-		bo = &wait.Backoff{Duration: first, Factor: 2, Steps: math.MaxInt32, Cap: b.max}
-		b.items[item] = bo
+		w = &retryWindows{first: now, next: b.min,
+			widths: wait.Backoff{Duration: b.min, Factor: 2, Steps: math.MaxInt32, Cap: b.max}}
+		b.items[item] = w
 	}
-	b.counts[item]++
-	return bo.Step()
+	w.count++
+	elapsed := now.Sub(w.first)
+	for {
+		lo, width := w.next, w.widths.Step()
+		w.next += width
+		if w.next <= elapsed {
+			continue // the attempt took longer than this window: it is over
+		}
+		lo = max(lo, elapsed)
+		return lo - elapsed + time.Duration(b.rand()*float64(w.next-lo))
+	}
 }
 
 // Forget starts item's backoff over.
@@ -114,14 +127,16 @@ func (b *jitteredBackoff) Forget(item string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.items, item)
-	delete(b.counts, item)
 }
 
 // NumRequeues is how many delays were handed out since the last Forget.
 func (b *jitteredBackoff) NumRequeues(item string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.counts[item]
+	if w, ok := b.items[item]; ok {
+		return w.count
+	}
+	return 0
 }
 
 // RunOnce reads the Node, resolves with its view (pod CIDRs excluded, its addresses kept among
