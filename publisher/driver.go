@@ -1,6 +1,6 @@
 package publisher
 
-// The driver: a single-key workqueue whose rate limiter is a stratified exponential backoff, and
+// The driver: a single-key workqueue whose rate limiter is a randomized exponential backoff, and
 // --run-once, which reconciles with the same sync and the same retry policy.
 
 import (
@@ -67,76 +67,62 @@ func (p *Publisher) retryAfter(err error) (delay time.Duration, limited bool) {
 	}
 }
 
-// jitteredBackoff is the workqueue rate limiter of failed reconciles: exponential from min,
-// doubling up to max, stratified. Counted from an item's first failure (since the last Forget),
-// the time is cut into consecutive windows whose widths are wait.Backoff's steps (min, 2·min,
-// 4·min … up to max): [min, 2·min), [2·min, 4·min) …; attempt k falls at a uniformly random point of
-// window k, drawn afresh, whatever the earlier draws were.
+// scaledBackoff is the workqueue rate limiter of failed reconciles: exponential from min,
+// doubling up to max, with an item's whole schedule scaled by one random factor u in [1, 2), drawn
+// log-uniformly when its backoff starts (after Forget): its delays are u·min, 2u·min, 4u·min … up
+// to max (wait.Backoff without Jitter), so its attempts fall on a geometric grid whose phase,
+// log2 u, is uniform.
 //
-// Why windows and not jitter on each delay: per-delay jitter (wait.Backoff's Jitter) sums the
-// jitter of all earlier delays, so after an outage of a fleet that lost the API server at the same
-// moment, the first attempts after recovery form a bell whose middle carries the peak. Here the
-// attempts of a window are uniform over it. client-go's ItemExponentialFailureRateLimiter has no
-// randomness at all.
-type jitteredBackoff struct {
+// Why one factor and not jitter on each delay (wait.Backoff's Jitter, used before): when an outage
+// that every agent of a fleet saw begin at the same moment ends at any time R, each agent's first
+// attempt is the next point of its own grid after R, so the fleet's first attempts spread over the
+// next delay (about [R, 2R), at most max) with a density that varies by at most a factor of 2,
+// whatever R is. Per-delay jitter sums into a bell: when the server comes back just before it the
+// fleet writes within 30 s, when it comes back inside it the agents that had just failed wait a
+// whole capped delay more (docs/BENCHMARKS.md, outage recovery: peak/mean 2.4-2.9 after a 60 s
+// outage, 8.1 after 70 s; this schedule 2.9-3.1 and 2.6). The price: at the cap there is no
+// randomness left, so agents that fail at the same moment there retry together.
+// client-go's ItemExponentialFailureRateLimiter has no randomness at all.
+type scaledBackoff struct {
 	min, max time.Duration
-	rand     func() float64   // uniform in [0, 1); a seeded source in tests
-	now      func() time.Time // time.Now; a fake clock in tests
+	rand     func() float64 // uniform in [0, 1); a seeded source in tests
 	mu       sync.Mutex
-	items    map[string]*retryWindows
+	items    map[string]*wait.Backoff
+	counts   map[string]int
 }
 
-// retryWindows is one item's schedule: the windows' widths, and where the next one starts.
-type retryWindows struct {
-	first  time.Time
-	widths wait.Backoff
-	next   time.Duration // since first
-	count  int
+func newScaledBackoff(min, max time.Duration) *scaledBackoff {
+	return &scaledBackoff{min: min, max: max, rand: rand.Float64, items: map[string]*wait.Backoff{}, counts: map[string]int{}}
 }
 
-func newJitteredBackoff(min, max time.Duration) *jitteredBackoff {
-	return &jitteredBackoff{min: min, max: max, rand: rand.Float64, now: time.Now, items: map[string]*retryWindows{}}
-}
-
-// When returns the next delay for item: to a random point of the next window that has not passed.
-func (b *jitteredBackoff) When(item string) time.Duration {
+// When returns the next delay for item.
+func (b *scaledBackoff) When(item string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
-	w, ok := b.items[item]
+	bo, ok := b.items[item]
 	if !ok {
-		w = &retryWindows{first: now, next: b.min,
-			widths: wait.Backoff{Duration: b.min, Factor: 2, Steps: math.MaxInt32, Cap: b.max}}
-		b.items[item] = w
+		scale := math.Exp2(b.rand())
+		first := min(time.Duration(float64(b.min)*scale), b.max)
+		bo = &wait.Backoff{Duration: first, Factor: 2, Steps: math.MaxInt32, Cap: b.max}
+		b.items[item] = bo
 	}
-	w.count++
-	elapsed := now.Sub(w.first)
-	for {
-		lo, width := w.next, w.widths.Step()
-		w.next += width
-		if w.next <= elapsed {
-			continue // the attempt took longer than this window: it is over
-		}
-		lo = max(lo, elapsed)
-		return lo - elapsed + time.Duration(b.rand()*float64(w.next-lo))
-	}
+	b.counts[item]++
+	return bo.Step()
 }
 
 // Forget starts item's backoff over.
-func (b *jitteredBackoff) Forget(item string) {
+func (b *scaledBackoff) Forget(item string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.items, item)
+	delete(b.counts, item)
 }
 
 // NumRequeues is how many delays were handed out since the last Forget.
-func (b *jitteredBackoff) NumRequeues(item string) int {
+func (b *scaledBackoff) NumRequeues(item string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if w, ok := b.items[item]; ok {
-		return w.count
-	}
-	return 0
+	return b.counts[item]
 }
 
 // RunOnce reads the Node, resolves with its view (pod CIDRs excluded, its addresses kept among
