@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -115,4 +116,23 @@ func TestRelistDoesNotBypassRetryBackoff(t *testing.T) {
 			t.Errorf("Run = %v, want nil after cancel", err)
 		}
 	})
+}
+
+// Only an update that carries the Node's revision again is skipped.
+func TestUnchangedUpdate(t *testing.T) {
+	rv := func(v string) *corev1.Node { return testNode(v, nil) }
+	for _, tc := range []struct {
+		name   string
+		old, o any
+		want   bool
+	}{
+		{"relist: same resourceVersion", rv("10"), rv("10"), true},
+		{"a write", rv("10"), rv("11"), false},
+		{"no resourceVersion", rv(""), rv(""), false},
+		{"not a Node", rv("10"), "10", false},
+	} {
+		if got := unchanged(tc.old, tc.o); got != tc.want {
+			t.Errorf("%s: unchanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
