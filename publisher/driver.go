@@ -80,9 +80,9 @@ func (p *Publisher) retryAfter(err error) (delay time.Duration, limited bool) {
 // whatever R is. Per-delay jitter sums into a bell: when the server comes back just before it the
 // fleet writes within 30 s, when it comes back inside it the agents that had just failed wait a
 // whole capped delay more (docs/BENCHMARKS.md, outage recovery: peak/mean 2.4-2.9 after a 60 s
-// outage, 8.1 after 70 s; this schedule 2.9-3.1 and 2.6). The price: at the cap there is no
-// randomness left, so agents that fail at the same moment there retry together.
-// client-go's ItemExponentialFailureRateLimiter has no randomness at all.
+// outage, 7.0-8.1 after 70 s; this schedule 2.3-3.1 and 2.6-2.8). The price: at the cap there is
+// no randomness left, so agents that fail at the same moment there retry together. client-go's
+// ItemExponentialFailureRateLimiter has no randomness at all.
 type scaledBackoff struct {
 	min, max time.Duration
 	rand     func() float64 // uniform in [0, 1); a seeded source in tests
