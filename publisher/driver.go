@@ -1,6 +1,6 @@
 package publisher
 
-// The driver: a single-key workqueue whose rate limiter is a jittered exponential backoff, and
+// The driver: a single-key workqueue whose rate limiter is a randomized exponential backoff, and
 // --run-once, which reconciles with the same sync and the same retry policy.
 
 import (
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -66,29 +67,43 @@ func (p *Publisher) retryAfter(err error) (delay time.Duration, limited bool) {
 	}
 }
 
-// jitteredBackoff is the workqueue rate limiter of failed reconciles: exponential from min,
-// doubling up to max, each delay stretched by up to half at random (wait.Backoff's Jitter).
-// Without the jitter, every agent of a fleet that lost the API server at the same moment would
-// retry at the same moments when it comes back. client-go's ItemExponentialFailureRateLimiter has
-// no jitter.
-type jitteredBackoff struct {
+// scaledBackoff is the workqueue rate limiter of failed reconciles: exponential from min,
+// doubling up to max, with an item's whole schedule scaled by one random factor u in [1, 2), drawn
+// log-uniformly when its backoff starts (after Forget): its delays are u·min, 2u·min, 4u·min … up
+// to max (wait.Backoff without Jitter), so its attempts fall on a geometric grid whose phase,
+// log2 u, is uniform.
+//
+// Why one factor and not jitter on each delay (wait.Backoff's Jitter, used before): when an outage
+// that every agent of a fleet saw begin at the same moment ends at any time R, each agent's first
+// attempt is the next point of its own grid after R, so the fleet's first attempts spread over the
+// next delay (about [R, 2R), at most max) with a density that varies by at most a factor of 2,
+// whatever R is. Per-delay jitter sums into a bell: when the server comes back just before it the
+// fleet writes within 30 s, when it comes back inside it the agents that had just failed wait a
+// whole capped delay more (docs/BENCHMARKS.md, outage recovery: peak/mean 2.4-2.9 after a 60 s
+// outage, 7.0-8.1 after 70 s; this schedule 2.3-3.1 and 2.6-2.8). The price: at the cap there is
+// no randomness left, so agents that fail at the same moment there retry together. client-go's
+// ItemExponentialFailureRateLimiter has no randomness at all.
+type scaledBackoff struct {
 	min, max time.Duration
+	rand     func() float64 // uniform in [0, 1); a seeded source in tests
 	mu       sync.Mutex
 	items    map[string]*wait.Backoff
 	counts   map[string]int
 }
 
-func newJitteredBackoff(min, max time.Duration) *jitteredBackoff {
-	return &jitteredBackoff{min: min, max: max, items: map[string]*wait.Backoff{}, counts: map[string]int{}}
+func newScaledBackoff(min, max time.Duration) *scaledBackoff {
+	return &scaledBackoff{min: min, max: max, rand: rand.Float64, items: map[string]*wait.Backoff{}, counts: map[string]int{}}
 }
 
 // When returns the next delay for item.
-func (b *jitteredBackoff) When(item string) time.Duration {
+func (b *scaledBackoff) When(item string) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bo, ok := b.items[item]
 	if !ok {
-		bo = &wait.Backoff{Duration: b.min, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: b.max}
+		scale := math.Exp2(b.rand())
+		first := min(time.Duration(float64(b.min)*scale), b.max)
+		bo = &wait.Backoff{Duration: first, Factor: 2, Steps: math.MaxInt32, Cap: b.max}
 		b.items[item] = bo
 	}
 	b.counts[item]++
@@ -96,7 +111,7 @@ func (b *jitteredBackoff) When(item string) time.Duration {
 }
 
 // Forget starts item's backoff over.
-func (b *jitteredBackoff) Forget(item string) {
+func (b *scaledBackoff) Forget(item string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.items, item)
@@ -104,7 +119,7 @@ func (b *jitteredBackoff) Forget(item string) {
 }
 
 // NumRequeues is how many delays were handed out since the last Forget.
-func (b *jitteredBackoff) NumRequeues(item string) int {
+func (b *scaledBackoff) NumRequeues(item string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.counts[item]

@@ -1,6 +1,7 @@
 package publisher
 
-// The informer's events: each enqueues the Node; updates also go through overwrite detection.
+// The informer's events: each enqueues the Node, except an update that changes nothing; updates
+// also go through overwrite detection.
 
 import (
 	"fmt"
@@ -36,6 +37,24 @@ func (p *Publisher) reportOverwrite(ow *overwrite) {
 	p.cfg.Recorder.Eventf(ow.node, corev1.EventTypeWarning, ReasonAddressesOverwritten,
 		"%s replaced the addresses nodeaddr wrote (%v with %v); if it is the kubelet, run it with --cloud-provider=external",
 		ow.writer, ow.ours, ow.theirs)
+}
+
+// onUpdate takes an updated Node from the informer, unless nothing changed: an update whose
+// resourceVersion equals the old one is the informer's relist after its watch broke (it has no
+// resync period), and enqueuing it would let every agent of a fleet bypass its retry backoff at
+// the moment the API server comes back.
+func (p *Publisher) onUpdate(old, o any) {
+	if unchanged(old, o) {
+		return
+	}
+	p.onNode(o)
+}
+
+// unchanged reports whether an informer update carries the same Node revision as before.
+func unchanged(old, o any) bool {
+	on, ok1 := old.(*corev1.Node)
+	nn, ok2 := o.(*corev1.Node)
+	return ok1 && ok2 && on.ResourceVersion != "" && on.ResourceVersion == nn.ResourceVersion
 }
 
 // onDelete takes the Node's deletion from the informer.

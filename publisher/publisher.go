@@ -98,7 +98,7 @@ type Publisher struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	// retry is the queue's rate limiter: failed reconciles back off with it, and RunOnce uses the
 	// same one.
-	retry   *jitteredBackoff
+	retry   *scaledBackoff
 	limiter *rate.Limiter
 	health  health
 
@@ -121,7 +121,7 @@ func New(cfg Config) *Publisher {
 	if cfg.Informer != nil {
 		store = cfg.Informer.GetStore()
 	}
-	retry := newJitteredBackoff(cfg.MinBackoff, cfg.MaxBackoff)
+	retry := newScaledBackoff(cfg.MinBackoff, cfg.MaxBackoff)
 	return &Publisher{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.NodeName),
@@ -202,7 +202,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	}
 	reg, err := p.cfg.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    p.onNode,
-		UpdateFunc: func(_, o any) { p.onNode(o) },
+		UpdateFunc: p.onUpdate,
 		DeleteFunc: p.onDelete,
 	})
 	if err != nil {
