@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,5 +135,35 @@ func TestUnchangedUpdate(t *testing.T) {
 		if got := unchanged(tc.old, tc.o); got != tc.want {
 			t.Errorf("%s: unchanged = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Publishing the same state again (the resolver's resync) enqueues nothing, so it cannot bypass
+// the retry backoff of a failed reconcile; a new state, or new host addresses (the provided-node-ip
+// check reads them), does.
+func TestPublishEnqueuesOnlyChanges(t *testing.T) {
+	f := newFixture(t, testNode("10", kubeletAddrs()))
+	drain := func() {
+		for f.p.queue.Len() > 0 {
+			k, _ := f.p.queue.Get()
+			f.p.queue.Done(k)
+		}
+	}
+	s := externalState("203.0.113.7")
+	f.p.Publish(s, time.Now())
+	drain()
+	f.p.Publish(externalState("203.0.113.7"), time.Now())
+	if n := f.p.queue.Len(); n != 0 {
+		t.Errorf("the same state again queued %d reconciles, want 0", n)
+	}
+	s.Local = []netip.Prefix{netip.MustParsePrefix("10.0.0.1/24")}
+	f.p.Publish(s, time.Now())
+	if n := f.p.queue.Len(); n != 1 {
+		t.Errorf("new host addresses queued %d reconciles, want 1", n)
+	}
+	drain()
+	f.p.Publish(externalState("203.0.113.8"), time.Now())
+	if n := f.p.queue.Len(); n != 1 {
+		t.Errorf("a new state queued %d reconciles, want 1", n)
 	}
 }

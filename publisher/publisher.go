@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -178,15 +179,22 @@ func (nopObserver) OnProvidedNodeIP(bool)            {}
 // Publish sets the desired state (latest wins) and enqueues the Node. It never blocks.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	p.mu.Lock()
-	if resolver.Changed(p.desired, s) {
+	changed := resolver.Changed(p.desired, s)
+	if changed {
 		p.obs.OnAddresses(s.Addresses)
 		if !since.IsZero() && (p.since.IsZero() || since.Before(p.since)) {
 			p.since = since
 		}
 	}
+	// The host's addresses matter too: the provided-node-ip check reads them.
+	changed = changed || !slices.Equal(p.desired.Local, s.Local)
 	p.desired = &s
 	p.mu.Unlock()
-	p.enqueue()
+	// The same state again (a resync) needs no reconcile: one that failed is already scheduled by
+	// the retry backoff, which this must not bypass.
+	if changed {
+		p.enqueue()
+	}
 }
 
 // enqueue asks the worker for a reconcile; the queue coalesces requests for the one key.
