@@ -106,10 +106,12 @@ func (a *Agent) nodeView() (resolver.NodeView, bool) {
 
 // Run runs the agent until ctx ends; it returns the publisher's error, if it stopped with one.
 func (a *Agent) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Deferred calls run last-in first-out: cancel first, then wait. The other order would wait
+	// forever for the watcher and the loop when Run returns with an error while ctx is alive.
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if a.watcher != nil {
 		wg.Go(func() { a.watcher.Run(ctx) })
 	}
