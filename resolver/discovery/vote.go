@@ -36,9 +36,10 @@ type Verdict struct {
 }
 
 // Vote keeps an address only when more than half of the configured servers (not of those that
-// answered) gave it: with two servers both must answer alike, with three one may be down or lie.
-// A server that cannot be reached says nothing about the NAT, so any disagreement among the
-// answers is no answer at all (the caller keeps its last good one).
+// answered) gave it: with two servers both must answer alike, with three one may be down.
+// A server that cannot be reached says nothing about the NAT; but any two servers that answer
+// differently, even one against a majority, give no answer at all (a per-destination NAT mapping
+// or a lying server is a reason to stop, not to out-vote; the caller keeps its last good one).
 func Vote(replies []Reply, configured int) Verdict {
 	counts := map[netip.Addr]int{}
 	var errs []string

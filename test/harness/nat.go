@@ -22,8 +22,6 @@ type NAT struct {
 	Node, Router    *Netns
 	Internet        *Netns
 	nft, turnserver string
-	rules           []SNAT
-	servers         []*STUNServer
 }
 
 // SNAT is one source-NAT rule of the router: packets from the From prefix (to To, when set) leave
@@ -123,7 +121,6 @@ func (n *NAT) SetSNAT(rules ...SNAT) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		n.t.Fatalf("nft -f: %v: %s\n%s", err, out, b.String())
 	}
-	n.rules = rules
 }
 
 // STUNServer is one turnserver --stun-only in the internet namespace.
@@ -155,7 +152,6 @@ func (n *NAT) StartSTUN(addr string) *STUNServer {
 	s := &STUNServer{Addr: addr, n: n, dir: dir}
 	n.t.Cleanup(func() { s.Stop(); os.RemoveAll(dir) })
 	s.Start()
-	n.servers = append(n.servers, s)
 	return s
 }
 
@@ -167,15 +163,11 @@ func (s *STUNServer) Start() {
 		"--no-tls", "--no-dtls", "--no-cli", "--no-rfc5780", "--no-software-attribute",
 		"--log-file=stdout", "--simple-log", "--pidfile="+filepath.Join(s.dir, "pid"),
 		"--userdb="+filepath.Join(s.dir, "turndb"))
-	log, err := os.Create(filepath.Join(s.dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	if s.p, err = startProc(cmd); err != nil {
+	var err error
+	// Appended, so that a restart (the outage scenario) keeps the first run's log.
+	if s.p, err = startLogged(cmd, filepath.Join(s.dir, "log")); err != nil {
 		t.Fatalf("start turnserver on %s: %v", s.Addr, err)
 	}
-	log.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		out, _ := s.n.Internet.Exec("ss", "-Hnlu", "src", s.hostPort()).Output()
