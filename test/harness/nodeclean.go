@@ -81,7 +81,9 @@ func processesWith(exe, arg string) []int {
 		if err != nil {
 			continue
 		}
-		if target, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); target != exe {
+		// A binary replaced since the process started (a rebuild of the cache) reads "... (deleted)".
+		target, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if strings.TrimSuffix(target, " (deleted)") != exe {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))

@@ -79,10 +79,12 @@ func (w *world) freshNode(t *testing.T) {
 		return p != nil && podReady(p)
 	})
 	want := expectedAddressesOn(w.c.Version, name)
-	got := w.waitAddresses(want)
+	w.waitAddresses(want)
 	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+	// Read again once the taint is gone: nothing may have changed the addresses since.
+	got := w.node.Node().Status.Addresses
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("addresses %v, want %v", got, want)
+		t.Errorf("addresses after the taint was removed %v, want %v", got, want)
 	}
 
 	removed := w.taintRemovedAt()
