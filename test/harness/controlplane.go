@@ -281,16 +281,6 @@ func (cp *ControlPlane) Stop() {
 	cp.StopEtcd()
 }
 
-// FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func randomToken() string {
 	b := make([]byte, 16)
 	rand.Read(b)
