@@ -145,8 +145,8 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs()))
 	drain := func() {
 		for f.p.queue.Len() > 0 {
-			k, _ := f.p.queue.Get()
-			f.p.queue.Done(k)
+			f.p.queue.Get()
+			f.p.queue.Done()
 		}
 	}
 	s := externalState("203.0.113.7")

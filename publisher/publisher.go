@@ -12,7 +12,6 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
@@ -79,7 +78,10 @@ type Config struct {
 	Recorder     record.EventRecorder
 	Logger       *slog.Logger
 	Observer     Observer
-	// MinBackoff/MaxBackoff bound retries after failed writes; conflicts retry from MinBackoff/4.
+	// MinBackoff and MaxBackoff shape the retries of failed writes (retrySchedule): the first comes
+	// after MinBackoff to 2·MinBackoff, the gaps double, and once they reach MaxBackoff (default
+	// 20 s) the agent retries every MaxBackoff on a phase of its own. Conflicts retry after
+	// MinBackoff/4.
 	MinBackoff, MaxBackoff time.Duration
 	// FailuresBeforeWarning is how many consecutive failed writes produce one Warning event.
 	FailuresBeforeWarning int
@@ -96,10 +98,9 @@ type Publisher struct {
 	log   *slog.Logger
 	obs   Observer
 	nodes *nodeCache
-	queue workqueue.TypedRateLimitingInterface[string]
-	// retry is the queue's rate limiter: failed reconciles back off with it, and RunOnce uses the
-	// same one.
-	retry   *scaledBackoff
+	queue *queue
+	// retry schedules the attempts after failed reconciles, the worker's and RunOnce's.
+	retry   *retrySchedule
 	limiter *rate.Limiter
 	health  health
 
@@ -122,14 +123,13 @@ func New(cfg Config) *Publisher {
 	if cfg.Informer != nil {
 		store = cfg.Informer.GetStore()
 	}
-	retry := newScaledBackoff(cfg.MinBackoff, cfg.MaxBackoff)
 	return &Publisher{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.NodeName),
 		obs:     obs,
 		nodes:   newNodeCache(store, cfg.NodeName),
-		queue:   workqueue.NewTypedRateLimitingQueue[string](retry),
-		retry:   retry,
+		queue:   newQueue(),
+		retry:   newRetrySchedule(cfg.MinBackoff, cfg.MaxBackoff),
 		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
 		health:  health{warnAfter: cfg.FailuresBeforeWarning},
 		detect: overwriteDetector{managed: cfg.Managed, fieldManager: cfg.FieldManager,
@@ -152,7 +152,7 @@ func withDefaults(cfg Config) Config {
 		cfg.MinBackoff = 500 * time.Millisecond
 	}
 	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = 60 * time.Second
+		cfg.MaxBackoff = max(20*time.Second, cfg.MinBackoff)
 	}
 	if cfg.FailuresBeforeWarning <= 0 {
 		cfg.FailuresBeforeWarning = 3
@@ -198,7 +198,7 @@ func (p *Publisher) Publish(s resolver.State, since time.Time) {
 }
 
 // enqueue asks the worker for a reconcile; the queue coalesces requests for the one key.
-func (p *Publisher) enqueue() { p.queue.Add(p.cfg.NodeName) }
+func (p *Publisher) enqueue() { p.queue.Add() }
 
 // Ready reports whether the Node has been reconciled and no needed write is failing.
 func (p *Publisher) Ready() bool { return p.health.ready.Load() }
