@@ -6,11 +6,12 @@ import "net/netip"
 // behind NAT). The loop hands it the ExternalIP route sources after each resolution and resolves
 // again when C fires; it never blocks the loop.
 type Discovery interface {
-	// Update gives the ExternalIP each family would have without discovery (the route source).
+	// Update gives the ExternalIP each family would have without discovery (the route source),
+	// for every family, covered or not (whether a family is covered may change with a round).
 	Update(sources map[Family]netip.Addr)
 	// Mapped is the discovered address of family f, if there is a current one.
 	Mapped(f Family) (netip.Addr, bool)
-	// Covers reports whether family f is discovered at all (some server can answer for it).
+	// Covers reports whether family f is discovered now (some server can answer for it).
 	Covers(f Family) bool
 	C() <-chan struct{}
 }
@@ -19,11 +20,11 @@ type Discovery interface {
 // source is asked from (Update), and the discovered address is published instead. A family with no
 // discovered address yet has no ExternalIP (its route source is private, the reason to discover),
 // and a family with no route source has none either (the node cannot reach the world there). A
-// family no server covers keeps its route source.
+// family no server covers (Covers, asked after Update) keeps its route source.
 func WithDiscovery(d Discovery, s State) State {
 	sources := map[Family]netip.Addr{}
 	for _, a := range s.Addresses {
-		if a.Type == ExternalIP && d.Covers(FamilyOf(a.IP)) {
+		if a.Type == ExternalIP {
 			sources[FamilyOf(a.IP)] = a.IP
 		}
 	}

@@ -53,6 +53,7 @@ func (f *fakeDiscovery) set(fam Family, a netip.Addr) {
 
 func TestWithDiscovery(t *testing.T) {
 	ip := netip.MustParseAddr
+	bothSources := map[Family]netip.Addr{IPv4: ip("10.0.1.10"), IPv6: ip("fd00::10")}
 	managed := []AddressType{InternalIP, ExternalIP}
 	routed := State{Managed: managed, Addresses: []Address{
 		{Type: InternalIP, IP: ip("10.0.1.10"), Interface: "eth0", PrefixLen: 24},
@@ -61,23 +62,24 @@ func TestWithDiscovery(t *testing.T) {
 		{Type: ExternalIP, IP: ip("fd00::10"), Interface: "eth0", PrefixLen: 64},
 	}}
 	for _, tc := range []struct {
-		name   string
-		v4Only bool
-		mapped map[Family]netip.Addr
-		in     State
-		want   string
+		name    string
+		v4Only  bool
+		mapped  map[Family]netip.Addr
+		in      State
+		want    string
+		sources map[Family]netip.Addr // what Update must be given: every family's route source
 	}{
 		{"only IPv4 servers: IPv6 keeps its route source", true, map[Family]netip.Addr{IPv4: ip("203.0.113.10")}, routed,
-			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=fd00::10]"},
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=fd00::10]", bothSources},
 		{"both families discovered", false, map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")}, routed,
-			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=2001:db8::10]"},
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10 ExternalIP=2001:db8::10]", bothSources},
 		{"nothing discovered yet: no ExternalIP, never the private route source", false, nil, routed,
-			"[InternalIP=10.0.1.10 InternalIP=fd00::10]"},
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10]", bothSources},
 		{"IPv4 only discovered", false, map[Family]netip.Addr{IPv4: ip("203.0.113.10")}, routed,
-			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]"},
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]", bothSources},
 		{"no IPv6 route: a discovered IPv6 address is not published", false, map[Family]netip.Addr{IPv4: ip("203.0.113.10"), IPv6: ip("2001:db8::10")},
 			State{Managed: managed, Addresses: routed.Addresses[:3]},
-			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]"},
+			"[InternalIP=10.0.1.10 InternalIP=fd00::10 ExternalIP=203.0.113.10]", map[Family]netip.Addr{IPv4: ip("10.0.1.10")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDiscovery{mapped: tc.mapped, v4Only: tc.v4Only}
@@ -85,18 +87,12 @@ func TestWithDiscovery(t *testing.T) {
 			if s := got.String(); s != tc.want {
 				t.Errorf("state %s, want %s", s, tc.want)
 			}
-			wantSources := map[Family]netip.Addr{}
-			for _, a := range tc.in.Addresses {
-				if a.Type == ExternalIP && d.Covers(FamilyOf(a.IP)) {
-					wantSources[FamilyOf(a.IP)] = a.IP
-				}
-			}
-			if !maps.Equal(d.sources, wantSources) {
-				t.Errorf("Update(%v), want the route sources %v", d.sources, wantSources)
+			if !maps.Equal(d.sources, tc.sources) {
+				t.Errorf("Update(%v), want the route sources %v", d.sources, tc.sources)
 			}
 			for _, a := range got.Addresses {
-				if a.Type == ExternalIP && d.Covers(FamilyOf(a.IP)) && a.PrefixLen != 0 {
-					t.Errorf("%s keeps prefix length %d of the private address", a, a.PrefixLen)
+				if a.Type == ExternalIP && a.IP == tc.mapped[FamilyOf(a.IP)] && a.PrefixLen != 0 {
+					t.Errorf("discovered %s has prefix length %d (of the private address)", a, a.PrefixLen)
 				}
 			}
 		})

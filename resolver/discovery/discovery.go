@@ -62,9 +62,10 @@ type Discoverer struct {
 	kick    chan struct{} // Update → Run
 	changed chan struct{} // Run → the loop (C)
 
-	mu      sync.Mutex
-	sources map[resolver.Family]netip.Addr // the route sources the loop asked for
-	answers map[resolver.Family]answer
+	mu        sync.Mutex
+	sources   map[resolver.Family]netip.Addr // the route sources the loop asked for
+	answers   map[resolver.Family]answer
+	uncovered map[resolver.Family]bool // the last round found no server with an address of it
 
 	fams map[resolver.Family]*family // Run's own
 }
@@ -100,7 +101,7 @@ func New(cfg Config) *Discoverer {
 	}
 	d := &Discoverer{cfg: cfg, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
 		sources: map[resolver.Family]netip.Addr{}, answers: map[resolver.Family]answer{},
-		fams: map[resolver.Family]*family{}}
+		uncovered: map[resolver.Family]bool{}, fams: map[resolver.Family]*family{}}
 	for _, f := range families {
 		d.fams[f] = &family{sched: newSchedule(cfg.Interval, cfg.FirstRetry)}
 	}
@@ -108,7 +109,8 @@ func New(cfg Config) *Discoverer {
 }
 
 // Update hands over the route sources (per family) the ExternalIP would have without discovery;
-// a family missing from sources is not probed. A new source is probed at once. It never blocks.
+// a family missing from sources, or that no server can ever answer for (IP literals of the other
+// family only), is not probed. A new source is probed at once. It never blocks.
 func (d *Discoverer) Update(sources map[resolver.Family]netip.Addr) {
 	d.mu.Lock()
 	same := maps.Equal(d.sources, sources)
@@ -121,9 +123,20 @@ func (d *Discoverer) Update(sources map[resolver.Family]netip.Addr) {
 	}
 }
 
-// Covers reports whether any server can answer for family f: a name, or an IP literal of that
-// family. A family without one is not discovered (its route source stays the ExternalIP).
+// Covers reports whether family f is discovered: some server can answer for it (an IP literal of
+// that family, or a name), and the last round did not find that none has an address of it (names
+// without an AAAA record, on a dual-stack node). A family not covered keeps its route source as
+// its ExternalIP.
 func (d *Discoverer) Covers(f resolver.Family) bool {
+	d.mu.Lock()
+	uncovered := d.uncovered[f]
+	d.mu.Unlock()
+	return !uncovered && d.mayCover(f)
+}
+
+// mayCover reports whether any configured server can answer for family f: a name, or an IP
+// literal of that family.
+func (d *Discoverer) mayCover(f resolver.Family) bool {
 	for _, s := range d.cfg.Servers {
 		ip, err := netip.ParseAddr(s.Host)
 		if err != nil || resolver.FamilyOf(ip) == f {
@@ -179,7 +192,7 @@ func (d *Discoverer) step(ctx context.Context, now time.Time) time.Time {
 	for _, f := range families {
 		fs := d.fams[f]
 		src, ok := sources[f]
-		if !ok {
+		if !ok || !d.mayCover(f) {
 			fs.source = netip.Addr{}
 		} else {
 			if src != fs.source {
@@ -248,7 +261,7 @@ func signal(c chan struct{}) {
 func (d *Discoverer) Once(ctx context.Context, sources map[resolver.Family]netip.Addr) {
 	d.Update(sources)
 	for _, f := range families {
-		if src, ok := sources[f]; ok && ctx.Err() == nil {
+		if src, ok := sources[f]; ok && d.mayCover(f) && ctx.Err() == nil {
 			d.fams[f].source = src
 			_ = d.round(ctx, f, src, d.fams[f]) // Mapped is read next; no loop to signal
 		}

@@ -24,6 +24,10 @@ func (n *fakeNAT) set(m map[string]string) {
 	defer n.mu.Unlock()
 	n.mapping = map[string]netip.Addr{}
 	for s, a := range m {
+		if a == "none" {
+			n.mapping[s] = netip.Addr{}
+			continue
+		}
 		n.mapping[s] = netip.MustParseAddr(a)
 	}
 }
@@ -36,6 +40,9 @@ func (n *fakeNAT) Probe(ctx context.Context, src netip.Addr, s Server) (netip.Ad
 		a, ok = n.mapping[s.String()+"/6"]
 	}
 	n.mu.Unlock()
+	if ok && !a.IsValid() { // "none": the server has no address of this family
+		return netip.Addr{}, errNoFamily
+	}
 	if !ok {
 		<-ctx.Done()
 		return netip.Addr{}, context.Cause(ctx)
@@ -84,7 +91,9 @@ func start(t *testing.T, cfg Config) (*Discoverer, *fakeNAT, *recorder) {
 	t.Helper()
 	nat, rec := &fakeNAT{}, &recorder{probes: map[string]int{}}
 	cfg.Prober, cfg.Observer, cfg.OnDisagreement = nat, rec, rec.warn
-	cfg.Servers = []Server{{"192.0.2.1", 3478}, {"192.0.2.2", 3478}}
+	if cfg.Servers == nil {
+		cfg.Servers = []Server{{"192.0.2.1", 3478}, {"192.0.2.2", 3478}}
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 50 * time.Millisecond
 	}
@@ -227,9 +236,9 @@ func TestDiscovererOnce(t *testing.T) {
 
 // Both families' first answers come with one change signal (one resolution, one write).
 func TestDiscovererOneSignalForBothFamilies(t *testing.T) {
-	d, nat, _ := start(t, Config{Interval: time.Hour, StaleAfter: time.Hour})
-	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "203.0.113.10",
-		"192.0.2.1:3478/6": "2001:db8:113::10", "192.0.2.2:3478/6": "2001:db8:113::10"})
+	d, nat, _ := start(t, Config{Interval: time.Hour, StaleAfter: time.Hour, Servers: namedServers})
+	nat.set(map[string]string{"a.example:3478": "203.0.113.10", "b.example:3478": "203.0.113.10",
+		"a.example:3478/6": "2001:db8:113::10", "b.example:3478/6": "2001:db8:113::10"})
 	d.Update(map[resolver.Family]netip.Addr{resolver.IPv4: netip.MustParseAddr("10.0.1.2"), resolver.IPv6: netip.MustParseAddr("fd00::2")})
 	waitC(t, d, "first answers")
 	if _, ok := d.Mapped(resolver.IPv6); !ok {
@@ -237,5 +246,53 @@ func TestDiscovererOneSignalForBothFamilies(t *testing.T) {
 	}
 	if _, ok := d.Mapped(resolver.IPv4); !ok {
 		t.Error("no IPv4 answer")
+	}
+}
+
+var namedServers = []Server{{"a.example", 3478}, {"b.example", 3478}}
+
+// Servers given by name cover both families until a round finds that none of them has an address
+// of one (no AAAA record): that family is then not covered (its route source stays the ExternalIP),
+// with a change signal; when a later round finds an address, it is covered again.
+func TestDiscovererFamilyWithoutServerAddress(t *testing.T) {
+	d, nat, rec := start(t, Config{Interval: 50 * time.Millisecond, FirstRetry: time.Hour, StaleAfter: time.Hour, Servers: namedServers})
+	nat.set(map[string]string{"a.example:3478": "203.0.113.10", "b.example:3478": "203.0.113.10",
+		"a.example:3478/6": "none", "b.example:3478/6": "none"})
+	if !d.Covers(resolver.IPv6) || !d.Covers(resolver.IPv4) {
+		t.Fatal("names do not cover both families before a round")
+	}
+	d.Update(map[resolver.Family]netip.Addr{resolver.IPv4: netip.MustParseAddr("10.0.1.2"), resolver.IPv6: netip.MustParseAddr("2001:db8:1::2")})
+	waitC(t, d, "first answers")
+	if d.Covers(resolver.IPv6) {
+		t.Error("IPv6 still covered after a round in which no server had an IPv6 address")
+	}
+	if !d.Covers(resolver.IPv4) {
+		t.Error("IPv4 not covered")
+	}
+	if _, ok := d.Mapped(resolver.IPv6); ok {
+		t.Error("an IPv6 answer without an IPv6 server")
+	}
+	if _, warnings := rec.snapshot(); len(warnings) != 0 {
+		t.Errorf("warnings %v, want none", warnings)
+	}
+	// One server gains an AAAA record: the next re-check covers IPv6 again and finds its address
+	// (one server of one: a majority).
+	nat.set(map[string]string{"a.example:3478": "203.0.113.10", "b.example:3478": "203.0.113.10",
+		"a.example:3478/6": "2001:db8:113::10", "b.example:3478/6": "none"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if a, ok := d.Mapped(resolver.IPv6); ok && d.Covers(resolver.IPv6) {
+			if a != netip.MustParseAddr("2001:db8:113::10") {
+				t.Errorf("IPv6 answer %s, want 2001:db8:113::10", a)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("IPv6 not covered again after a server gained an IPv6 address")
+		}
+		select {
+		case <-d.C():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

@@ -18,6 +18,16 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	if ctx.Err() != nil {
 		return false // shutting down: the replies are cancellations, not the servers' answers
 	}
+	if changed, none := d.setCovered(f, len(replies) > 0); none {
+		// No server has an address of this family (names without AAAA, say): the family keeps
+		// its route source; look again at the next re-check, DNS may gain one.
+		fs.sched.succeeded(time.Now())
+		if changed {
+			d.cfg.Logger.Info("no STUN server has an address of this family; its ExternalIP stays the route source",
+				"family", f, "source", src, "recheck_at", fs.sched.next.Format(time.RFC3339))
+		}
+		return changed
+	}
 	v := Vote(replies, len(replies))
 	now := time.Now()
 	if d.cfg.Observer != nil {
@@ -29,7 +39,7 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 		fs.disagreed = ""
 		d.mu.Lock()
 		old := d.answers[f]
-		d.answers[f] = answer{addr: v.Addr, at: now, source: src}
+		d.answers[f] = answer{addr: v.Addr, at: now}
 		d.mu.Unlock()
 		if old.addr != v.Addr || !old.current(now, d.cfg.StaleAfter) {
 			log.Info("external address discovered", "family", f, "address", v.Addr, "previous", old.addr,
@@ -58,8 +68,19 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	return false
 }
 
+// setCovered records whether some server has an address of family f (it answered the lookup for
+// f); changed reports a difference from before, none that no server has one.
+func (d *Discoverer) setCovered(f resolver.Family, covered bool) (changed, none bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	changed = d.uncovered[f] == covered
+	d.uncovered[f] = !covered
+	return changed, !covered
+}
+
 // probeAll sends one Binding request to each server in parallel, each with its own timeout. A
-// server given as an IP literal of the other family takes no part.
+// server that has no address of family f (an IP literal of the other family, a name without one)
+// takes no part.
 func (d *Discoverer) probeAll(ctx context.Context, f resolver.Family, src netip.Addr) []Reply {
 	replies := make([]Reply, len(d.cfg.Servers))
 	var wg sync.WaitGroup

@@ -56,9 +56,8 @@ func (s *schedule) failed(t time.Time) {
 // asked; it stays current for staleAfter after the last round that confirmed it, so a STUN server
 // outage shorter than that changes nothing on the Node.
 type answer struct {
-	addr   netip.Addr
-	at     time.Time
-	source netip.Addr
+	addr netip.Addr
+	at   time.Time
 }
 
 // current reports whether the answer may still be used at t.

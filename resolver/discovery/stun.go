@@ -28,8 +28,10 @@ type STUN struct {
 	RTO time.Duration
 }
 
-// errNoFamily marks a server given as an IP literal of the other family: it takes no part in
-// that family's vote (a name counts in both: a failed lookup is a failed probe).
+// errNoFamily marks a server that has no address of the family probed: an IP literal of the
+// other family, or a name whose lookup answered with addresses of the other family only. It takes
+// no part in that family's vote. A lookup that fails, or finds no address at all, is a failed
+// probe.
 var errNoFamily = errors.New("no address of this family")
 
 // Probe sends a Binding request from a fresh UDP socket bound to src (a NAT's conntrack entry
@@ -59,6 +61,9 @@ func (p STUN) Probe(ctx context.Context, src netip.Addr, server Server) (netip.A
 	buf := make([]byte, 1500)
 	for {
 		if _, err := conn.WriteToUDPAddrPort(req.Raw, dst); err != nil {
+			if ctx.Err() != nil { // the deadline set when ctx ended, not the network
+				return netip.Addr{}, fmt.Errorf("no response from %s: %w", dst, context.Cause(ctx))
+			}
 			return netip.Addr{}, fmt.Errorf("send to %s: %w", dst, err)
 		}
 		if ctx.Err() != nil {
@@ -140,18 +145,29 @@ func (p STUN) resolve(ctx context.Context, s Server, f resolver.Family) (netip.A
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	network := "ip4"
-	if f == resolver.IPv6 {
-		network = "ip6"
-	}
-	ips, err := r.LookupNetIP(ctx, network, s.Host)
-	if err == nil && len(ips) == 0 {
-		err = errors.New("no address")
-	}
+	ips, err := r.LookupNetIP(ctx, "ip", s.Host)
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("look up %s: %w", s.Host, err)
 	}
-	return netip.AddrPortFrom(ips[0].Unmap(), s.Port), nil
+	ip, err := ofFamily(ips, f)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("look up %s: %w", s.Host, err)
+	}
+	return netip.AddrPortFrom(ip, s.Port), nil
+}
+
+// ofFamily picks the first address of family f among a lookup's answers: errNoFamily when the
+// name has addresses of the other family only.
+func ofFamily(ips []netip.Addr, f resolver.Family) (netip.Addr, error) {
+	if len(ips) == 0 {
+		return netip.Addr{}, errors.New("no address")
+	}
+	for _, ip := range ips {
+		if ip = ip.Unmap(); resolver.FamilyOf(ip) == f {
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("%w (%s only)", errNoFamily, resolver.FamilyOf(ips[0].Unmap()))
 }
 
 func isTimeout(err error) bool {

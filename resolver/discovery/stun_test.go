@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pion/stun/v3"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 // responder is a loopback STUN server built from pion's message codec: it answers Binding
@@ -124,5 +126,40 @@ func TestSTUNProbeErrors(t *testing.T) {
 	_, err = STUN{}.Probe(t.Context(), netip.MustParseAddr("127.0.0.1"), Server{Host: "2001:db8::1", Port: 3478})
 	if !errors.Is(err, errNoFamily) {
 		t.Errorf("IPv6 server, IPv4 source: %v, want errNoFamily", err)
+	}
+}
+
+// A name's lookup answers with addresses of both families, or one: ofFamily picks the family's
+// first, errNoFamily when there is none of it, and a failed probe when there is no address at all.
+func TestOfFamily(t *testing.T) {
+	ips := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		ips    []netip.Addr
+		f      resolver.Family
+		want   string
+		noFam  bool
+		failed bool
+	}{
+		{ips("192.0.2.1", "2001:db8::1"), resolver.IPv4, "192.0.2.1", false, false},
+		{ips("192.0.2.1", "2001:db8::1", "2001:db8::2"), resolver.IPv6, "2001:db8::1", false, false},
+		{ips("::ffff:192.0.2.1"), resolver.IPv4, "192.0.2.1", false, false},
+		{ips("192.0.2.1"), resolver.IPv6, "", true, true},
+		{ips("2001:db8::1"), resolver.IPv4, "", true, true},
+		{nil, resolver.IPv4, "", false, true},
+	} {
+		got, err := ofFamily(tc.ips, tc.f)
+		if (err != nil) != tc.failed || errors.Is(err, errNoFamily) != tc.noFam {
+			t.Errorf("ofFamily(%v, %s): error %v, want failed %v, errNoFamily %v", tc.ips, tc.f, err, tc.failed, tc.noFam)
+			continue
+		}
+		if err == nil && got.String() != tc.want {
+			t.Errorf("ofFamily(%v, %s) = %s, want %s", tc.ips, tc.f, got, tc.want)
+		}
 	}
 }
