@@ -247,7 +247,7 @@ func promQuery(base, q string) (promResponse, error) {
 // of the dashboard parses there and returns data, as does every metric the alert rules use.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	harness.RequireE2E(t)
-	prometheus := requireTool(t, "prometheus", "apt-get install prometheus (Debian's 2.42)")
+	prometheus := harness.Tool(t, "prometheus", "prometheus")
 	queries := dashboardQueries(t)
 
 	const node = "worker-1"

@@ -251,7 +251,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 	}
 	_, body, _ = scrape(router, remoteMetrics, promToken)
 	m := harness.ParseMetrics(body)
-	run(t, body, requireTool(t, "promtool", "install Debian's prometheus package"), "check", "metrics")
+	run(t, body, harness.Tool(t, "promtool", "prometheus"), "check", "metrics")
 	t.Logf("API requests for the scrapes: %d TokenReviews, %d SubjectAccessReviews in the audit log; agent: %v, decisions allowed %v",
 		tr2, sar2, m[`nodeaddr_metrics_auth_reviews_total{kind="tokenreview"}`], m[`nodeaddr_metrics_auth_decisions_total{result="allowed"}`])
 	if got := m[`nodeaddr_metrics_auth_reviews_total{kind="tokenreview"}`]; int(got) != tr2 {

@@ -5,7 +5,6 @@ package deploy
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -65,19 +64,6 @@ func tokenClient(t *testing.T, cp *harness.ControlPlane, token string) kubernete
 		t.Fatal(err)
 	}
 	return cs
-}
-
-// requireTool returns the path of a command-line tool, or skips (fails under NODEADDR_E2E=require).
-func requireTool(t *testing.T, name, hint string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("NODEADDR_E2E") == "require" {
-			t.Fatalf("%s not found (NODEADDR_E2E=require): %s", name, hint)
-		}
-		t.Skipf("SKIPPING: %s not found: %s", name, hint)
-	}
-	return p
 }
 
 // run is harness.Run.

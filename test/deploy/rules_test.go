@@ -66,7 +66,7 @@ func ruleMetrics(t *testing.T) []string {
 // The PrometheusRule's groups pass `promtool check rules`; `promtool test rules` (testdata/
 // alerts_test.yaml) fires and resolves every alert; every alert has a runbook section.
 func TestAlertRules(t *testing.T) {
-	promtool := requireTool(t, "promtool", "install Debian's prometheus package")
+	promtool := harness.Tool(t, "promtool", "prometheus")
 	pr := readRules(t)
 	dir := t.TempDir()
 	rules, err := yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})

@@ -15,24 +15,6 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// requireTool skips (or, under NODEADDR_E2E=require, fails) when a Debian tool is missing.
-func requireTool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		for _, dir := range []string{"/usr/sbin", "/sbin"} {
-			if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
-				return filepath.Join(dir, name)
-			}
-		}
-		if os.Getenv("NODEADDR_E2E") == "require" {
-			t.Fatalf("%s not found (NODEADDR_E2E=require; .ci/run installs Debian's %s)", name, pkg)
-		}
-		t.Skipf("SKIPPING: %s not found: install Debian's %s", name, pkg)
-	}
-	return p
-}
-
 // daemon is a background process group (keepalived forks a VRRP child; dhclient may run hooks).
 type daemon struct {
 	cmd  *exec.Cmd
@@ -97,8 +79,8 @@ exit 0
 // A real DHCP client renumbered by a real DHCP server: the Node ends with the new address, and the
 // agent never wrote an empty or intermediate list.
 func TestDHCPRenumbering(t *testing.T) {
-	dnsmasq := requireTool(t, "dnsmasq", "dnsmasq-base")
-	dhclient := requireTool(t, "dhclient", "isc-dhcp-client")
+	dnsmasq := harness.Tool(t, "dnsmasq", "dnsmasq-base")
+	dhclient := harness.Tool(t, "dhclient", "isc-dhcp-client")
 	e := newEnv(t, "dhcp")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "dhcp")}})
 	e.ns.Link("eth0", e.router, "r-eth0")
@@ -159,7 +141,7 @@ func linkMAC(t *testing.T, ns *harness.Netns, dev string) string {
 // a secondary address in the node's subnet, comes and goes with VRRP failovers and never changes
 // the Node's addresses; neither does a failover of the gateway VIP the node routes through.
 func TestVRRPFailover(t *testing.T) {
-	keepalived := requireTool(t, "keepalived", "keepalived")
+	keepalived := harness.Tool(t, "keepalived", "keepalived")
 	e := newEnv(t, "vrrp")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	// The node, a peer node and two routers on one LAN bridge. The routers run VRRP for the gateway

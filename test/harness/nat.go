@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,22 +33,7 @@ type SNAT struct {
 // NODEADDR_E2E=require) when Debian's nftables or coturn is missing.
 func RequireNAT(t testing.TB) (nft, turnserver string) {
 	t.Helper()
-	find := func(name, pkg string) string {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-		for _, dir := range []string{"/usr/sbin", "/sbin"} {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				return filepath.Join(dir, name)
-			}
-		}
-		if os.Getenv("NODEADDR_E2E") == "require" {
-			t.Fatalf("%s not found (NODEADDR_E2E=require; .ci/run installs Debian's %s)", name, pkg)
-		}
-		t.Skipf("SKIPPING NAT test: %s not found: install Debian's %s (apt-get install -y %s)", name, pkg, pkg)
-		return ""
-	}
-	return find("nft", "nftables"), find("turnserver", "coturn")
+	return Tool(t, "nft", "nftables"), Tool(t, "turnserver", "coturn")
 }
 
 // NewNAT wires the router between h's node namespace and a new internet namespace. The node's

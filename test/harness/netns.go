@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -17,6 +18,34 @@ import (
 
 	"github.com/vishvananda/netns"
 )
+
+// SkipOrFail skips t loudly with the reason, or fails it when NODEADDR_E2E=require (CI sets it),
+// so a missing tool never hides behind a skip there.
+func SkipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	reason := fmt.Sprintf(format, args...)
+	if os.Getenv("NODEADDR_E2E") == "require" {
+		t.Fatalf("%s (NODEADDR_E2E=require)", reason)
+	}
+	t.Skipf("SKIPPING: %s", reason)
+}
+
+// Tool returns the path of a command-line tool, looked up in PATH and in /usr/sbin and /sbin (root's
+// tools, missing from some PATHs), or skips t saying which Debian package provides it (fails
+// under NODEADDR_E2E=require; .ci/run installs the packages the tests need).
+func Tool(t testing.TB, name, pkg string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return filepath.Join(dir, name)
+		}
+	}
+	SkipOrFail(t, "%s not found: install Debian's %s (apt-get install -y %s)", name, pkg, pkg)
+	return ""
+}
 
 // RequireE2E skips t unless it can run end-to-end (root and iproute2), or fails it when
 // NODEADDR_E2E=require (CI), so a missing tool never hides behind a skip. It records that an
@@ -30,10 +59,7 @@ func RequireE2E(t testing.TB) {
 		reason = "iproute2's ip command not found"
 	}
 	if reason != "" {
-		if os.Getenv("NODEADDR_E2E") == "require" {
-			t.Fatalf("end-to-end test cannot run (NODEADDR_E2E=require): %s", reason)
-		}
-		t.Skipf("SKIPPING end-to-end test: %s", reason)
+		SkipOrFail(t, "end-to-end test cannot run: %s", reason)
 	}
 	ranMu.Lock()
 	ran++

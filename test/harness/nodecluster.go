@@ -182,10 +182,7 @@ func RequireNode(t testing.TB) {
 	RequireE2E(t)
 	for _, tool := range []string{"nsenter", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("NODEADDR_E2E") == "require" {
-				t.Fatalf("real node cannot run (NODEADDR_E2E=require): %s not found", tool)
-			}
-			t.Skipf("SKIPPING real node: %s not found", tool)
+			SkipOrFail(t, "real node cannot run: %s not found", tool)
 		}
 	}
 }

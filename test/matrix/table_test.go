@@ -3,9 +3,7 @@ package matrix
 import (
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +25,7 @@ type row struct {
 	Results map[string]bool
 }
 
-func installDoc() string { return filepath.Join(harness.RepoDir(), "docs", "install.md") }
+var compatTable = harness.DocTable{File: filepath.Join(harness.RepoDir(), "docs", "install.md"), Begin: tableBegin, End: tableEnd}
 
 // renderTable renders the rows as a Markdown table, one column per check.
 func renderTable(rows []row) string {
@@ -35,8 +33,7 @@ func renderTable(rows []row) string {
 	b.WriteString("| Kubernetes | kube-apiserver tested | " + strings.Join(checks, " | ") + " |\n")
 	b.WriteString("|" + strings.Repeat(" --- |", len(checks)+2) + "\n")
 	for _, r := range rows {
-		minor := strings.Join(strings.Split(strings.TrimPrefix(r.Version, "v"), ".")[:2], ".")
-		fmt.Fprintf(&b, "| %s | %s |", minor, r.Version)
+		fmt.Fprintf(&b, "| %s | %s |", harness.MinorRelease(r.Version), r.Version)
 		for _, c := range checks {
 			mark := "yes"
 			if !r.Results[c] {
@@ -49,19 +46,14 @@ func renderTable(rows []row) string {
 	return b.String()
 }
 
-// currentTable returns the table in docs/install.md and the document split around it.
-func currentTable(t *testing.T) (before, table, after string) {
+// currentTable returns the table in docs/install.md.
+func currentTable(t *testing.T) string {
 	t.Helper()
-	doc, err := os.ReadFile(installDoc())
+	_, table, _, err := compatTable.Split()
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, rest, ok := strings.Cut(string(doc), tableBegin+"\n")
-	table, after, ok2 := strings.Cut(rest, tableEnd)
-	if !ok || !ok2 {
-		t.Fatalf("%s lacks the compatibility table markers %q and %q", installDoc(), tableBegin, tableEnd)
-	}
-	return before, table, after
+	return table
 }
 
 // checkTable compares the results of a complete run with docs/install.md, or rewrites it with
@@ -74,10 +66,10 @@ func checkTable(t *testing.T, rows []row) {
 			return
 		}
 	}
-	before, table, after := currentTable(t)
+	table := currentTable(t)
 	want := renderTable(rows)
 	if *update {
-		if err := os.WriteFile(installDoc(), []byte(before+tableBegin+"\n"+want+tableEnd+after), 0o644); err != nil {
+		if err := compatTable.Write(want); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -87,16 +79,11 @@ func checkTable(t *testing.T, rows []row) {
 	}
 }
 
-var tableVersion = regexp.MustCompile(`(?m)^\| [0-9.]+ \| (v[0-9.]+) \|`)
-
 // The table names exactly the releases of the matrix, and its columns are the current checks: a
 // change to either without a run of the matrix (`-update`) fails here, without root.
 func TestCompatibilityTableMatchesMatrix(t *testing.T) {
-	_, table, _ := currentTable(t)
-	var versions []string
-	for _, m := range tableVersion.FindAllStringSubmatch(table, -1) {
-		versions = append(versions, m[1])
-	}
+	table := currentTable(t)
+	versions := harness.TableVersions(table)
 	if !slices.Equal(versions, harness.MatrixVersions) {
 		t.Errorf("docs/install.md's compatibility table lists %v, the matrix runs %v: run `cd test && go test ./matrix -update`",
 			versions, harness.MatrixVersions)

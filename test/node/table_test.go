@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -67,8 +66,7 @@ func renderNodeTable(results map[string]freshResult) string {
 	b.WriteString(nodeTableHeader)
 	for _, v := range harness.NodeVersions {
 		r := results[v]
-		minor := strings.Join(strings.Split(strings.TrimPrefix(v, "v"), ".")[:2], ".")
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", minor, v, r.Runtime, addressList(r.Registered), addressList(r.Published))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", harness.MinorRelease(v), v, r.Runtime, addressList(r.Registered), addressList(r.Published))
 	}
 	return b.String()
 }
@@ -84,21 +82,7 @@ func addressList(addrs []corev1.NodeAddress) string {
 	return strings.Join(s, ", ")
 }
 
-func installDoc() string { return filepath.Join(harness.RepoDir(), "docs", "install.md") }
-
-// currentNodeTable returns the table in docs/install.md and the document split around it.
-func currentNodeTable() (before, table, after string, err error) {
-	doc, err := os.ReadFile(installDoc())
-	if err != nil {
-		return "", "", "", err
-	}
-	before, rest, ok := strings.Cut(string(doc), nodeTableBegin+"\n")
-	table, after, ok2 := strings.Cut(rest, nodeTableEnd)
-	if !ok || !ok2 {
-		return "", "", "", fmt.Errorf("%s lacks the real node table markers %q and %q", installDoc(), nodeTableBegin, nodeTableEnd)
-	}
-	return before, table, after, nil
-}
+var nodeTable = harness.DocTable{File: filepath.Join(harness.RepoDir(), "docs", "install.md"), Begin: nodeTableBegin, End: nodeTableEnd}
 
 // checkNodeTable runs after the tests: with scenario 1 passed on every release it compares the
 // table with docs/install.md, or rewrites it with -update. It returns the exit code.
@@ -114,14 +98,14 @@ func checkNodeTable() int {
 			return 0 // not a complete run: nothing to compare
 		}
 	}
-	before, table, after, err := currentNodeTable()
+	_, table, _, err := nodeTable.Split()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	want := renderNodeTable(freshResults)
 	if *update {
-		if err := os.WriteFile(installDoc(), []byte(before+nodeTableBegin+"\n"+want+nodeTableEnd+after), 0o644); err != nil {
+		if err := nodeTable.Write(want); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -134,21 +118,15 @@ func checkNodeTable() int {
 	return 0
 }
 
-var nodeTableVersion = regexp.MustCompile(`(?m)^\| [0-9.]+ \| (v[0-9.]+) \|`)
-
 // The real-node table names exactly harness.NodeVersions under the current header: a change to
 // either without a run (`-update`) fails here, without root.
 func TestNodeTableMatchesVersions(t *testing.T) {
-	_, table, _, err := currentNodeTable()
+	_, table, _, err := nodeTable.Split()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var versions []string
-	for _, m := range nodeTableVersion.FindAllStringSubmatch(table, -1) {
-		versions = append(versions, m[1])
-	}
-	if !slices.Equal(versions, harness.NodeVersions) {
-		t.Errorf("docs/install.md's real node table lists %v, harness.NodeVersions is %v", versions, harness.NodeVersions)
+	if versions := harness.TableVersions(table); !slices.Equal(versions, harness.NodeVersions) {
+		t.Errorf("docs/install.md's real node table lists %v, harness.NodeVersions is %v", harness.TableVersions(table), harness.NodeVersions)
 	}
 	if !strings.HasPrefix(table, nodeTableHeader) {
 		t.Errorf("docs/install.md's real node table has another header than\n%s", nodeTableHeader)

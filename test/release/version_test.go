@@ -29,19 +29,6 @@ func repoFile(parts ...string) string {
 	return filepath.Join(append([]string{harness.RepoDir()}, parts...)...)
 }
 
-// requireTool returns the path of a command-line tool, or skips (fails under NODEADDR_E2E=require).
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("NODEADDR_E2E") == "require" {
-			t.Fatalf("%s not found (NODEADDR_E2E=require)", name)
-		}
-		t.Skipf("SKIPPING: %s not found", name)
-	}
-	return p
-}
-
 var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$`)
 
 // fileVersion is the content of VERSION: a semantic version without a leading v.
@@ -145,7 +132,7 @@ func TestDockerfileBuildsAsMakeBuild(t *testing.T) {
 // give it a revision), prints VERSION and the checked-out commit with --version and exposes both in
 // nodeaddr_build_info.
 func TestBuiltBinaryCarriesVersionAndRevision(t *testing.T) {
-	mk, git := requireTool(t, "make"), requireTool(t, "git")
+	mk, git := harness.Tool(t, "make", "make"), harness.Tool(t, "git", "git")
 	v := fileVersion(t)
 	out, err := exec.Command(git, "-C", harness.RepoDir(), "rev-parse", "HEAD").Output()
 	if err != nil {
@@ -287,7 +274,7 @@ func TestDocsInstallTheRelease(t *testing.T) {
 // The release notes script prints CHANGELOG.md's section for VERSION (the tag's, with or without
 // the v) and refuses a version without one, so a release cannot go out without notes.
 func TestChangelogSectionForVersion(t *testing.T) {
-	sh := requireTool(t, "sh")
+	sh := harness.Tool(t, "sh", "dash")
 	v := fileVersion(t)
 	script := repoFile(".github", "scripts", "changelog-section")
 	section := func(version string, file string) (string, error) {

@@ -5,8 +5,8 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"reflect"
 
 	"github.com/spf13/cobra"
 	"k8s.io/component-base/cli"
@@ -21,10 +21,12 @@ func main() {
 // does, and a nil context panics inside the command) and without one where it does not (1.30.14 and
 // 1.33.13): the one source compiles against both signatures.
 func newKubeletCommand() *cobra.Command {
-	f := reflect.ValueOf(app.NewKubeletCommand)
-	var args []reflect.Value
-	if f.Type().NumIn() == 1 {
-		args = append(args, reflect.ValueOf(context.Background()))
+	switch f := any(app.NewKubeletCommand).(type) {
+	case func(context.Context) *cobra.Command:
+		return f(context.Background())
+	case func() *cobra.Command:
+		return f()
+	default:
+		panic(fmt.Sprintf("app.NewKubeletCommand has an unknown signature %T", f))
 	}
-	return f.Call(args)[0].Interface().(*cobra.Command)
 }
