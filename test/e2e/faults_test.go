@@ -65,7 +65,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if !sawNotReady {
 		t.Errorf("/readyz never turned false while the needed write failed")
 	}
-	// A retry loop without backoff burns a core; the agent's retries are exponential to 60 s.
+	// A retry loop without backoff burns a core; the agent backs off to one attempt every 20 s.
 	if cpu > 3 {
 		t.Errorf("agent used %.2f CPU seconds during a 60 s outage: a hot loop", cpu)
 	}
