@@ -299,5 +299,5 @@ func grepLines(s, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-// Node returns the current Node.
-func (n *RealNode) Node() *corev1.Node { return n.C.CP.Node(n.T, n.Name) }
+// Node reads the Node object; t is the calling (sub)test, which a failed read fails.
+func (n *RealNode) Node(t testing.TB) *corev1.Node { return n.C.CP.Node(t, n.Name) }

@@ -26,7 +26,7 @@ func TestRegistrationToTaintRemoved(t *testing.T) {
 			w := newWorld(t, harness.NodeOptions{}, nil)
 			applied := time.Now()
 			w.kubectlAdmin("apply", "-k", w.overlay())
-			w.waitFor("the taint removed", 3*time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+			w.waitFor("the taint removed", 3*time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
 			removed := w.taintRemovedAt()
 			total = append(total, removed.Sub(w.registeredAt()))
 			fromApply = append(fromApply, removed.Sub(applied))

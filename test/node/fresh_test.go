@@ -42,7 +42,7 @@ func (w *world) freshNode(t *testing.T) {
 	cs := w.c.CP.Admin
 	ctx := context.Background()
 	name := w.node.Name
-	n := w.node.Node()
+	n := w.node.Node(w.t)
 	if want := registeredAddresses(w.c.Version, name); !reflect.DeepEqual(n.Status.Addresses, want) {
 		t.Fatalf("registered Node addresses %v, want %v (kubelet %s without --node-ip)", n.Status.Addresses, want, w.c.Version)
 	}
@@ -54,7 +54,7 @@ func (w *world) freshNode(t *testing.T) {
 	// taint the only one (the node-lifecycle controller's not-ready taint goes once the kubelet
 	// reports Ready), so the event can only mean it.
 	w.waitFor("the Node Ready with only the uninitialized taint", 2*time.Minute, func() bool {
-		n := w.node.Node()
+		n := w.node.Node(w.t)
 		return nodeReady(n) && reflect.DeepEqual(harness.TaintKeys(n), []string{uninitialized})
 	})
 	web := webDeployment()
@@ -66,7 +66,7 @@ func (w *world) freshNode(t *testing.T) {
 		blocked = failedScheduling(t, w)
 		return blocked != ""
 	})
-	if taints := harness.TaintKeys(w.node.Node()); !strings.Contains(blocked, "1 node(s) had untolerated taint") ||
+	if taints := harness.TaintKeys(w.node.Node(w.t)); !strings.Contains(blocked, "1 node(s) had untolerated taint") ||
 		!reflect.DeepEqual(taints, []string{uninitialized}) {
 		t.Errorf("FailedScheduling %q while the Node's taints are %v, want an untolerated taint and only %s",
 			blocked, taints, uninitialized)
@@ -80,9 +80,9 @@ func (w *world) freshNode(t *testing.T) {
 	})
 	want := expectedAddressesOn(w.c.Version, name)
 	w.waitAddresses(want)
-	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
 	// Read again once the taint is gone: nothing may have changed the addresses since.
-	got := w.node.Node().Status.Addresses
+	got := w.node.Node(w.t).Status.Addresses
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("addresses after the taint was removed %v, want %v", got, want)
 	}
@@ -109,7 +109,7 @@ func (w *world) freshNode(t *testing.T) {
 	// recorded, not asserted (the agent started before it had published any).
 	if !t.Failed() {
 		recordFresh(w.c.Version, name, freshResult{Registered: n.Status.Addresses, Published: got,
-			Runtime: runtime(w.node.Node().Status.NodeInfo.ContainerRuntimeVersion)})
+			Runtime: runtime(w.node.Node(w.t).Status.NodeInfo.ContainerRuntimeVersion)})
 	}
 	report(t, "register→taint removed %s (apply→taint removed %s); %s; agent pod IPs %v host IPs %v",
 		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(applied).Round(time.Millisecond),
@@ -130,7 +130,7 @@ func (w *world) waitAddresses(want []corev1.NodeAddress) []corev1.NodeAddress {
 	var got []corev1.NodeAddress
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got = w.node.Node().Status.Addresses
+		got = w.node.Node(w.t).Status.Addresses
 		if reflect.DeepEqual(got, want) {
 			return got
 		}

@@ -36,10 +36,10 @@ func (w *world) helmInstall(t *testing.T) {
 		"--set", "apiServer.host=127.0.0.1", "--set", fmt.Sprintf("apiServer.port=%d", w.c.CP.Port))
 	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool { p := w.agentPod(); return p != nil && podReady(p) })
 	w.waitAddresses(expectedAddresses(w.node.Name))
-	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
 	removed := w.taintRemovedAt()
 	// Read again once the taint is gone: nothing may have changed the addresses since.
-	if got := w.node.Node().Status.Addresses; !reflect.DeepEqual(got, expectedAddresses(w.node.Name)) {
+	if got := w.node.Node(w.t).Status.Addresses; !reflect.DeepEqual(got, expectedAddresses(w.node.Name)) {
 		t.Errorf("addresses after the taint was removed %v, want %v", got, expectedAddresses(w.node.Name))
 	}
 	report(t, "register→taint removed %s (install→taint removed %s), addresses as the kustomize base",
@@ -48,7 +48,7 @@ func (w *world) helmInstall(t *testing.T) {
 
 func (w *world) helmUninstall(t *testing.T) {
 	w.t = t
-	before := w.node.Node().Status.Addresses
+	before := w.node.Node(w.t).Status.Addresses
 	mark := time.Now()
 	nw := w.watchNode()
 	w.helm("uninstall", "nodeaddr", "--namespace", "kube-system", "--wait")

@@ -101,7 +101,7 @@ func (w *world) rollingUpdate(t *testing.T) {
 // they were; the kubelet's status and lease writes keep succeeding during and after it.
 func (w *world) uninstall(t *testing.T) {
 	w.t = t
-	before := w.node.Node().Status.Addresses
+	before := w.node.Node(w.t).Status.Addresses
 	mark := time.Now()
 	nw := w.watchNode()
 	w.kubectlAdmin("delete", "-k", w.overlay(), "--wait=true")
@@ -112,7 +112,7 @@ func (w *world) uninstall(t *testing.T) {
 		return w.kubeletWrites(gone).ok["leases"] >= 2
 	})
 	assertSteady(t, nw.finish(), before)
-	if after := w.node.Node().Status.Addresses; !reflect.DeepEqual(after, before) {
+	if after := w.node.Node(w.t).Status.Addresses; !reflect.DeepEqual(after, before) {
 		t.Errorf("addresses after uninstall %v, want %v", after, before)
 	}
 	kw := w.kubeletWrites(mark)

@@ -31,7 +31,7 @@ func TestKubeletWithoutCloudProvider(t *testing.T) {
 func (w *world) noCloudProvider(t *testing.T) {
 	w.t = t
 	name := w.node.Name
-	n := w.node.Node()
+	n := w.node.Node(w.t)
 	kubeletList := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: uplinkV4}, {Type: corev1.NodeHostName, Address: name}}
 	if !reflect.DeepEqual(n.Status.Addresses, kubeletList) || hasTaint(n, uninitialized) {
 		t.Fatalf("kubelet without a cloud provider registered %v, taints %v; want %v and no %s",

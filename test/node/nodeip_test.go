@@ -44,7 +44,7 @@ func TestKubeletNodeIP(t *testing.T) {
 func (w *world) kubeletNodeIP(t *testing.T) {
 	w.t = t
 	name := w.node.Name
-	n := w.node.Node()
+	n := w.node.Node(w.t)
 	if got := n.Annotations["alpha.kubernetes.io/provided-node-ip"]; got != providedIP {
 		t.Fatalf("provided-node-ip annotation %q, want %s", got, providedIP)
 	}
@@ -62,7 +62,7 @@ func (w *world) kubeletNodeIP(t *testing.T) {
 	}
 	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool { p := w.agentPod(); return p != nil && podReady(p) })
 	w.waitAddresses(honoured)
-	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(), uninitialized) })
+	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
 
 	// The provided IP leaves the host: the addresses follow the host; Event and metric say why.
 	w.ns.IP("addr", "del", providedIP+"/24", "dev", "eth0")

@@ -25,7 +25,7 @@ func TestFreshNodeOldestRelease(t *testing.T) {
 	w := newWorldVersion(t, version, harness.NodeOptions{}, nil)
 	components := checkRelease(t, w, version)
 	if t.Run("1-fresh-node-shipped-defaults", w.freshNode) {
-		report(t, "%s; Node addresses %v", components, w.node.Node().Status.Addresses)
+		report(t, "%s; Node addresses %v", components, w.node.Node(w.t).Status.Addresses)
 	}
 }
 
@@ -35,7 +35,7 @@ func TestFreshNodeOldestRelease(t *testing.T) {
 // version stamp, see test/matrix). It returns what it saw, for the scenario's line.
 func checkRelease(t *testing.T, w *world, version string) string {
 	t.Helper()
-	info := w.node.Node().Status.NodeInfo
+	info := w.node.Node(w.t).Status.NodeInfo
 	if info.KubeletVersion != version {
 		t.Fatalf("Node's kubeletVersion %q, want %s", info.KubeletVersion, version)
 	}
