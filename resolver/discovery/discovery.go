@@ -52,7 +52,7 @@ type Config struct {
 	Logger     *slog.Logger
 	Observer   Observer
 	// OnDisagreement, if set, is called from Run when the servers' answers for a family start to
-	// disagree (once per distinct disagreement), for a Warning event.
+	// disagree (once until a round agrees again), for a Warning event.
 	OnDisagreement func(f resolver.Family, reason string)
 }
 
@@ -74,7 +74,7 @@ type Discoverer struct {
 type family struct {
 	source    netip.Addr // the route source of the last round
 	sched     schedule
-	disagreed string // the reason of the disagreement last reported
+	disagreeing bool // a disagreement was reported and no round agreed since
 }
 
 var families = []resolver.Family{resolver.IPv4, resolver.IPv6}

@@ -197,6 +197,11 @@ func TestDiscovererDisagreement(t *testing.T) {
 	for n := nat.count(); nat.count() < n+10; {
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Another disagreement in the same episode (a pool of NAT addresses): no second warning.
+	nat.set(map[string]string{"192.0.2.1:3478": "203.0.113.10", "192.0.2.2:3478": "198.51.100.8"})
+	for n := nat.count(); nat.count() < n+10; {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got, ok := d.Mapped(resolver.IPv4); !ok || got != netip.MustParseAddr("203.0.113.10") {
 		t.Errorf("while the servers disagree: Mapped = %v %v, want the last agreed answer", got, ok)
 	}

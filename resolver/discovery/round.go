@@ -36,7 +36,7 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	log := d.cfg.Logger
 	if v.Outcome == Agreed {
 		fs.sched.succeeded(now)
-		fs.disagreed = ""
+		fs.disagreeing = false
 		d.mu.Lock()
 		old := d.answers[f]
 		d.answers[f] = answer{addr: v.Addr, at: now}
@@ -59,8 +59,10 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 		attrs = append(attrs, "kept", kept.addr, "until", kept.expires(d.cfg.StaleAfter).Format(time.RFC3339))
 	}
 	log.Warn("external address discovery failed", attrs...)
-	if v.Outcome == Disagreement && v.Reason != fs.disagreed {
-		fs.disagreed = v.Reason
+	if v.Outcome == Disagreement && !fs.disagreeing {
+		// Once per episode, until a round agrees: a NAT that maps each destination to another
+		// address from a pool changes the reason every round; the log line has each one.
+		fs.disagreeing = true
 		if d.cfg.OnDisagreement != nil {
 			d.cfg.OnDisagreement(f, v.Reason)
 		}

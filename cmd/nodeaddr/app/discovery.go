@@ -19,18 +19,12 @@ const ReasonExternalIPDisagreement = "ExternalIPDisagreement"
 const maxEventMessage = 1000
 
 // newDiscovery builds the discoverer of cfg: its disagreements become Warning Events on the Node
-// (beside cfg's own OnDisagreement, if any).
+// (the agent sets OnDisagreement; one given in cfg is replaced).
 func (a *Agent) newDiscovery(cfg discovery.Config) *discovery.Discoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = a.cfg.Loop.Logger
 	}
-	own := cfg.OnDisagreement
-	cfg.OnDisagreement = func(f resolver.Family, reason string) {
-		if own != nil {
-			own(f, reason)
-		}
-		a.disagreement(f, reason)
-	}
+	cfg.OnDisagreement = a.disagreement
 	return discovery.New(cfg)
 }
 
