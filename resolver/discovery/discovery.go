@@ -72,8 +72,8 @@ type Discoverer struct {
 
 // family is Run's view of one family.
 type family struct {
-	source    netip.Addr // the route source of the last round
-	sched     schedule
+	source      netip.Addr // the route source of the last round
+	sched       schedule
 	disagreeing bool // a disagreement was reported and no round agreed since
 }
 
