@@ -116,8 +116,8 @@ func applyBase(t *testing.T, cp *harness.ControlPlane) (rendered string, policie
 // checkTypeChecking type-checks the rendered policies with the type checker of the release's own
 // kube-controller-manager (its policy status controller; the harness runs none). The only warnings
 // allowed are "undefined field" for Node fields newer than the release (the policy guards them with
-// `?.`; they cannot be set there) and knownWarnings; any other fails: an expression that does not
-// type-check may never deny. That the server compiles every expression is proven by the apply (it rejects a
+// `?.`; they cannot be set there); any other fails: an expression that does not type-check may
+// never deny. That the server compiles every expression is proven by the apply (it rejects a
 // policy it cannot compile).
 func checkTypeChecking(t *testing.T, version, rendered string, policies []string) {
 	if len(policies) == 0 {
@@ -129,30 +129,16 @@ func checkTypeChecking(t *testing.T, version, rendered string, policies []string
 	}
 	newer := newerNodeFields(t, version)
 	var fields []string
-	unseen := map[string]bool{}
-	for _, k := range knownWarnings {
-		if strings.HasPrefix(version, "v"+k.minor+".") {
-			unseen[k.warning] = true
-		}
-	}
 	errs := errorRE.FindAllStringSubmatch(out, -1)
 	for _, e := range errs {
-		delete(unseen, e[1])
 		if path := newerField(e[1], e[2], newer); path != "" {
 			fields = append(fields, path)
-			continue
-		}
-		if k := knownWarning(version, e[1]); k != "" {
-			t.Logf("%s: known type-check warning %q: %s", version, e[1], k)
 			continue
 		}
 		t.Errorf("type-check error on %s: %s\n in %s", version, e[1], e[2])
 	}
 	if len(errs) == 0 && strings.TrimSpace(out) != "" {
 		t.Errorf("type-check warnings on %s:\n%s", version, out)
-	}
-	for w := range unseen {
-		t.Errorf("known warning %q no longer appears on %s: remove it from knownWarnings (and docs/install.md)", w, version)
 	}
 	if len(fields) > 0 {
 		slices.Sort(fields)
@@ -178,19 +164,6 @@ func newerField(msg, expr string, newer map[string]bool) string {
 		path := strings.TrimPrefix(strings.ReplaceAll(s[1], "?", "")+"."+m[1], ".")
 		if newer[path] {
 			return path
-		}
-	}
-	return ""
-}
-
-// knownWarnings are type-check warnings of older releases' checkers that do not change what the
-// policy does there: each names the release, the warning and the line of policyCases that proves it.
-var knownWarnings = []struct{ minor, warning, why string }{}
-
-func knownWarning(version, msg string) string {
-	for _, k := range knownWarnings {
-		if strings.HasPrefix(version, "v"+k.minor+".") && msg == k.warning {
-			return k.why
 		}
 	}
 	return ""
