@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -304,4 +305,30 @@ func lockFile(file string) (func(), error) {
 		return nil, fmt.Errorf("lock %s: %w", file, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// CheckLinks fails unless the binary bin links the release version: k8s.io/kubernetes at version
+// and its staging module k8s.io/apiserver at v0.MINOR.PATCH. It proves which release a binary of
+// the suite was built from (its --version says v0.0.0 unless the build stamped it).
+func CheckLinks(bin, version string) error {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{"k8s.io/kubernetes": version, "k8s.io/apiserver": "v0" + version[2:]}
+	for _, d := range info.Deps {
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		if w, ok := want[d.Path]; ok {
+			if d.Version != w {
+				return fmt.Errorf("%s links %s %s, want %s", bin, d.Path, d.Version, w)
+			}
+			delete(want, d.Path)
+		}
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("%s does not link %v", bin, want)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package matrix
 
 import (
-	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,7 +41,9 @@ func TestMatrix(t *testing.T) {
 
 // runRelease runs every check against one kube-apiserver release and reports which passed.
 func runRelease(t *testing.T, version string) map[string]bool {
-	checkBuiltFrom(t, harness.MustBuildAPIServer(t, version), version)
+	if err := harness.CheckLinks(harness.MustBuildAPIServer(t, version), version); err != nil {
+		t.Fatal(err)
+	}
 	cp := harness.StartControlPlaneVersion(t, version)
 	got := map[string]bool{}
 	var rendered string
@@ -54,32 +55,6 @@ func runRelease(t *testing.T, version string) map[string]bool {
 	// Not a column: a fact about the release, for policies that would use the IP library.
 	t.Run("isIP() and cidr() accepted from 1.31", func(t *testing.T) { checkIPLibrary(t, cp, version) })
 	return got
-}
-
-// checkBuiltFrom reads the module versions linked into a kube-apiserver binary (its /version says
-// v0.0.0: the suite builds without the release's ldflags) and fails unless they are version's:
-// k8s.io/kubernetes itself and the staging module k8s.io/apiserver.
-func checkBuiltFrom(t *testing.T, bin, version string) {
-	t.Helper()
-	info, err := buildinfo.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"k8s.io/kubernetes": version, "k8s.io/apiserver": "v0" + version[2:]}
-	for _, d := range info.Deps {
-		if d.Replace != nil {
-			d = d.Replace
-		}
-		if w, ok := want[d.Path]; ok {
-			if d.Version != w {
-				t.Fatalf("%s links %s %s, want %s", bin, d.Path, d.Version, w)
-			}
-			delete(want, d.Path)
-		}
-	}
-	if len(want) > 0 {
-		t.Fatalf("%s does not link %v", bin, want)
-	}
 }
 
 // applyBase renders deploy/ with kubectl kustomize and applies it server-side with the newest
