@@ -1,7 +1,7 @@
 package publisher
 
 // The driver: a single-key work queue (queue.go) whose failed reconciles retry on a randomized
-// schedule (backoff.go), and --run-once, which reconciles with the same sync and the same retry
+// schedule (retry.go), and --run-once, which reconciles with the same sync and the same retry
 // policy.
 
 import (

@@ -104,7 +104,8 @@ func (q *queue) Done() {
 	}
 }
 
-// Len is 1 while a requested reconcile waits for Get, else 0.
+// Len is 1 while a reconcile is requested and not yet handed to Get (also while another one
+// runs, where client-go's queue says 0), else 0.
 func (q *queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -81,7 +81,7 @@ func TestRetryScheduleMinAbovePeriod(t *testing.T) {
 	s := newRetrySchedule(time.Hour, time.Minute)
 	s.rand, s.now = func() float64 { return 0.5 }, c.now
 	if d := s.When(); d != time.Hour+30*time.Second {
-		t.Errorf("first delay %s, want 1h0m30s (the first point at or after min: anchor 90 s + 58 periods)", d)
+		t.Errorf("first delay %s, want 1h0m30s (the first point at or after min: anchor 90 s + 59 periods)", d)
 	}
 }
 

@@ -208,7 +208,7 @@ func TestDiscovererDisagreement(t *testing.T) {
 	_, warnings := rec.snapshot()
 	want := []string{"IPv4: servers disagree: 192.0.2.1:3478=203.0.113.10 192.0.2.2:3478=198.51.100.7"}
 	if !slices.Equal(warnings, want) {
-		t.Errorf("warnings %q, want exactly %q (one per distinct disagreement)", warnings, want)
+		t.Errorf("warnings %q, want exactly %q (one per episode)", warnings, want)
 	}
 }
 
@@ -280,24 +280,47 @@ func TestDiscovererFamilyWithoutServerAddress(t *testing.T) {
 	if _, warnings := rec.snapshot(); len(warnings) != 0 {
 		t.Errorf("warnings %v, want none", warnings)
 	}
-	// One server gains an AAAA record: the next re-check covers IPv6 again and finds its address
-	// (one server of one: a majority).
+	// One server gains an AAAA record but does not answer yet: IPv6 is covered again, with a change
+	// signal (the loop must drop the route source), and has no answer.
 	nat.set(map[string]string{"a.example:3478": "203.0.113.10", "b.example:3478": "203.0.113.10",
-		"a.example:3478/6": "2001:db8:113::10", "b.example:3478/6": "none"})
+		"b.example:3478/6": "none"})
+	waitC(t, d, "IPv6 covered again")
+	if !d.Covers(resolver.IPv6) {
+		t.Fatal("IPv6 not covered after a server gained an IPv6 address")
+	}
+	if a, ok := d.Mapped(resolver.IPv6); ok {
+		t.Errorf("IPv6 answer %s from a server that did not answer", a)
+	}
+}
+
+// A family that has a current answer stays covered when a round finds no server with an address
+// of it (a DNS answer that lost its AAAA records for a moment): the answer is kept until it is
+// stale, as for any failed round, and only then does the family fall back to its route source.
+func TestDiscovererKeepsCoverageWhileAnswerIsCurrent(t *testing.T) {
+	d, nat, _ := start(t, Config{Interval: 30 * time.Millisecond, FirstRetry: 30 * time.Millisecond,
+		StaleAfter: 500 * time.Millisecond, Servers: namedServers})
+	nat.set(map[string]string{"a.example:3478": "203.0.113.10", "b.example:3478": "203.0.113.10"})
+	d.Update(src("10.0.1.2"))
+	waitC(t, d, "first answer")
+	nat.set(map[string]string{"a.example:3478": "none", "b.example:3478": "none"})
+	for n := nat.count(); nat.count() < n+6; { // three rounds
+		time.Sleep(10 * time.Millisecond)
+	}
+	if a, ok := d.Mapped(resolver.IPv4); !d.Covers(resolver.IPv4) || !ok || a != netip.MustParseAddr("203.0.113.10") {
+		t.Fatalf("after rounds without a server address: covered %v, answer %v %v; want covered with the current answer",
+			d.Covers(resolver.IPv4), a, ok)
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if a, ok := d.Mapped(resolver.IPv6); ok && d.Covers(resolver.IPv6) {
-			if a != netip.MustParseAddr("2001:db8:113::10") {
-				t.Errorf("IPv6 answer %s, want 2001:db8:113::10", a)
-			}
-			break
-		}
+	for d.Covers(resolver.IPv4) {
 		if time.Now().After(deadline) {
-			t.Fatal("IPv6 not covered again after a server gained an IPv6 address")
+			t.Fatal("IPv4 still covered long after its answer went stale")
 		}
 		select {
 		case <-d.C():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	if _, ok := d.Mapped(resolver.IPv4); ok {
+		t.Error("a stale answer is still used")
 	}
 }

@@ -12,43 +12,72 @@ import (
 )
 
 // round asks every server from src, votes, and records the outcome. It reports whether the
-// answer appeared or changed (the caller signals C once for all the rounds of a step).
+// answer appeared or changed, or the family's coverage changed (the caller signals C once for all
+// the rounds of a step).
 func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Addr, fs *family) bool {
 	replies := d.probeAll(ctx, f, src)
 	if ctx.Err() != nil {
 		return false // shutting down: the replies are cancellations, not the servers' answers
 	}
-	if changed, none := d.setCovered(f, len(replies) > 0); none {
+	now := time.Now()
+	covChanged, covered := d.updateCoverage(f, len(replies) > 0, now)
+	if !covered {
 		// No server has an address of this family (names without AAAA, say): the family keeps
 		// its route source; look again at the next re-check, DNS may gain one.
-		fs.sched.succeeded(time.Now())
-		if changed {
+		fs.sched.succeeded(now)
+		if covChanged {
 			d.cfg.Logger.Info("no STUN server has an address of this family; its ExternalIP stays the route source",
 				"family", f, "source", src, "recheck_at", fs.sched.next.Format(time.RFC3339))
 		}
-		return changed
+		return covChanged
 	}
 	v := Vote(replies, len(replies))
-	now := time.Now()
+	if len(replies) == 0 {
+		v = Verdict{Outcome: NoAnswer, Reason: "no server has an address of this family now"}
+	}
 	if d.cfg.Observer != nil {
 		d.cfg.Observer.OnRound(f, v.Outcome, now)
 	}
-	log := d.cfg.Logger
 	if v.Outcome == Agreed {
-		fs.sched.succeeded(now)
-		fs.disagreeing = false
-		d.mu.Lock()
-		old := d.answers[f]
-		d.answers[f] = answer{addr: v.Addr, at: now}
-		d.mu.Unlock()
-		if old.addr != v.Addr || !old.current(now, d.cfg.StaleAfter) {
-			log.Info("external address discovered", "family", f, "address", v.Addr, "previous", old.addr,
-				"source", src, "servers", len(replies))
-			return true
-		}
-		log.Debug("external address confirmed", "family", f, "address", v.Addr, "source", src)
-		return false
+		return d.agreed(f, src, v.Addr, fs, now, len(replies)) || covChanged
 	}
+	d.failed(f, src, v, fs, now)
+	return covChanged
+}
+
+// updateCoverage records whether family f is covered: some server has an address of it (it
+// answered the lookup for f), or, failing that, the family still has a current answer (a server
+// that had an address of it a moment ago is a failed probe until the answer is stale, not a reason
+// to publish the route source). changed reports a difference from before.
+func (d *Discoverer) updateCoverage(f resolver.Family, hasServer bool, now time.Time) (changed, covered bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	covered = hasServer || d.answers[f].current(now, d.cfg.StaleAfter)
+	changed = d.uncovered[f] == covered
+	d.uncovered[f] = !covered
+	return changed, covered
+}
+
+// agreed records an agreed address; it reports whether the answer appeared or changed.
+func (d *Discoverer) agreed(f resolver.Family, src, addr netip.Addr, fs *family, now time.Time, servers int) bool {
+	fs.sched.succeeded(now)
+	fs.disagreeing = false
+	d.mu.Lock()
+	old := d.answers[f]
+	d.answers[f] = answer{addr: addr, at: now}
+	d.mu.Unlock()
+	if old.addr != addr || !old.current(now, d.cfg.StaleAfter) {
+		d.cfg.Logger.Info("external address discovered", "family", f, "address", addr, "previous", old.addr,
+			"source", src, "servers", servers)
+		return true
+	}
+	d.cfg.Logger.Debug("external address confirmed", "family", f, "address", addr, "source", src)
+	return false
+}
+
+// failed records a round without an agreed address: a retry with backoff, the last answer kept
+// until it is stale, and a disagreement reported once per episode.
+func (d *Discoverer) failed(f resolver.Family, src netip.Addr, v Verdict, fs *family, now time.Time) {
 	fs.sched.failed(now)
 	d.mu.Lock()
 	kept := d.answers[f]
@@ -58,7 +87,7 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	if kept.current(now, d.cfg.StaleAfter) {
 		attrs = append(attrs, "kept", kept.addr, "until", kept.expires(d.cfg.StaleAfter).Format(time.RFC3339))
 	}
-	log.Warn("external address discovery failed", attrs...)
+	d.cfg.Logger.Warn("external address discovery failed", attrs...)
 	if v.Outcome == Disagreement && !fs.disagreeing {
 		// Once per episode, until a round agrees: a NAT that maps each destination to another
 		// address from a pool changes the reason every round; the log line has each one.
@@ -67,17 +96,6 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 			d.cfg.OnDisagreement(f, v.Reason)
 		}
 	}
-	return false
-}
-
-// setCovered records whether some server has an address of family f (it answered the lookup for
-// f); changed reports a difference from before, none that no server has one.
-func (d *Discoverer) setCovered(f resolver.Family, covered bool) (changed, none bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	changed = d.uncovered[f] == covered
-	d.uncovered[f] = !covered
-	return changed, !covered
 }
 
 // probeAll sends one Binding request to each server in parallel, each with its own timeout. A

@@ -21,12 +21,16 @@ type Prober interface {
 // STUN sends RFC 8489 Binding requests over UDP; github.com/pion/stun builds and parses the
 // messages.
 type STUN struct {
-	// Resolver looks up server names; nil means net.DefaultResolver.
+	// Resolver looks up server names; nil means Go's resolver with StrictErrors: a failed A or
+	// AAAA query fails the lookup instead of returning the other family's addresses alone, which
+	// would read as "this server has no address of the family" (errNoFamily).
 	Resolver *net.Resolver
 	// RTO is the first retransmission timeout (RFC 8489 section 6.2.1: 500 ms), doubled after each
 	// retransmission until the context ends.
 	RTO time.Duration
 }
+
+var strictResolver = &net.Resolver{StrictErrors: true}
 
 // errNoFamily marks a server that has no address of the family probed: an IP literal of the
 // other family, or a name whose lookup answered with addresses of the other family only. It takes
@@ -143,7 +147,7 @@ func (p STUN) resolve(ctx context.Context, s Server, f resolver.Family) (netip.A
 	}
 	r := p.Resolver
 	if r == nil {
-		r = net.DefaultResolver
+		r = strictResolver
 	}
 	ips, err := r.LookupNetIP(ctx, "ip", s.Host)
 	if err != nil {
