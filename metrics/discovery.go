@@ -42,7 +42,7 @@ func newDiscoveryMetrics() discoveryMetrics {
 func (d discoveryMetrics) collectors() []prometheus.Collector {
 	// Every family and result exists from the start, so the discovery alert's rate has a 0.
 	for _, f := range []resolver.Family{resolver.IPv4, resolver.IPv6} {
-		for _, o := range discovery.Outcomes {
+		for _, o := range discovery.Outcomes() {
 			d.rounds.WithLabelValues(f.String(), string(o))
 		}
 	}

@@ -25,8 +25,8 @@ const (
 	NoAnswer     Outcome = "no_answer"    // no server answered
 )
 
-// Outcomes lists every outcome, for metrics.
-var Outcomes = []Outcome{Agreed, Disagreement, NoMajority, NoAnswer}
+// Outcomes lists every outcome, for metrics (a fresh slice: callers may keep or change it).
+func Outcomes() []Outcome { return []Outcome{Agreed, Disagreement, NoMajority, NoAnswer} }
 
 // Verdict is a vote's outcome: the agreed address, or a reason naming what the servers said.
 type Verdict struct {
