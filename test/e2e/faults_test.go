@@ -244,13 +244,18 @@ func TestKernelRouteFlood(t *testing.T) {
 	e := newEnv(t, "flood")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	// A 64 KiB buffer (a host whose net.core.rmem_max caps the 4 MiB request) overflows for sure.
+	// A 64 KiB buffer (a host whose net.core.rmem_max caps the 4 MiB request), and the agent frozen
+	// while the flood lands (descheduled on a busy host): the kernel must drop and report ENOBUFS. A
+	// reader that keeps up on a fast machine would otherwise never overflow (CI saw exactly that).
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
 	add, del := harness.RouteBatch(100000, "192.0.2.1", "eth0")
+	a.Signal(syscall.SIGSTOP)
+	defer a.Signal(syscall.SIGCONT) // also when a step below fails
 	e.ns.Batch(add)
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
+	a.Signal(syscall.SIGCONT)
 	e.ns.Batch(del)
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
 	m, err := a.Metrics()
