@@ -44,11 +44,11 @@ test: unit e2e
 unit:
 	go test -count=1 ./...
 
-# The real-node suite (test/node) runs alone afterwards: a kubelet, containerd and a control plane
-# on 2 cores leave no room for other packages beside it.
-e2e: e2e-bins matrix-bins
-	cd test && go test -count=1 -timeout 25m $$(go list ./... | grep -v '/test/node$$')
-	cd test && go test -count=1 -p 1 -timeout 20m ./node/
+# test/run-e2e builds what the suite runs (the older releases in the background, at nice 19, while
+# the packages that need only the newest run), then the version matrix, then the real-node suite
+# alone: a kubelet, containerd and a control plane on 2 cores leave no room beside it.
+e2e:
+	test/run-e2e
 
 ## test-node: only the real-node suite (kubelet + containerd + runc in a network namespace, the
 ## shipped manifests installed with kubectl; scenario 1 also on a whole cluster of the oldest

@@ -23,12 +23,14 @@ const KubernetesVersion = "v1.37.2"
 // k8sVersionFlags stamp version into the Kubernetes binaries, as the release build does
 // (hack/lib/version.sh). Built from the module proxy without them, every component reports
 // "v0.0.0-master+$Format:%H$": the Node's kubeletVersion is that, and a Helm chart's kubeVersion
-// constraint refuses to install ("incompatible with Kubernetes v0.0.0-master").
+// constraint refuses to install ("incompatible with Kubernetes v0.0.0-master"). -s -w leave out
+// the symbol table and DWARF, as release builds do: each link takes about 40% less time (a dozen
+// links in a cold run) and the build info CheckLinks reads stays.
 func k8sVersionFlags(version string) []string {
 	major, minor, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
 	minor, _, _ = strings.Cut(minor, ".")
 	pkg := "k8s.io/component-base/version."
-	return []string{"-ldflags", fmt.Sprintf("-X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
+	return []string{"-ldflags", fmt.Sprintf("-s -w -X %sgitVersion=%s -X %sgitMajor=%s -X %sgitMinor=%s -X %sgitTreeState=clean",
 		pkg, version, pkg, major, pkg, minor, pkg)}
 }
 
