@@ -21,21 +21,19 @@ type Prober interface {
 // STUN sends RFC 8489 Binding requests over UDP; github.com/pion/stun builds and parses the
 // messages.
 type STUN struct {
-	// Resolver looks up server names; nil means Go's resolver with StrictErrors: a failed A or
-	// AAAA query fails the lookup instead of returning the other family's addresses alone, which
-	// would read as "this server has no address of the family" (errNoFamily).
+	// Resolver looks up server names, one record type per probe (A for an IPv4 probe, AAAA for an
+	// IPv6 one), so a failing query of one family never fails the other family's probe; nil means
+	// net.DefaultResolver.
 	Resolver *net.Resolver
 	// RTO is the first retransmission timeout (RFC 8489 section 6.2.1: 500 ms), doubled after each
 	// retransmission until the context ends.
 	RTO time.Duration
 }
 
-var strictResolver = &net.Resolver{StrictErrors: true}
-
 // errNoFamily marks a server that has no address of the family probed: an IP literal of the
-// other family, or a name whose lookup answered with addresses of the other family only. It takes
-// no part in that family's vote. A lookup that fails, or finds no address at all, is a failed
-// probe.
+// other family, or a name with no record of the family's type but addresses of the other family.
+// It takes no part in that family's vote. A lookup that fails (timeout, SERVFAIL), or a name with
+// no address at all, is a failed probe.
 var errNoFamily = errors.New("no address of this family")
 
 // Probe sends a Binding request from a fresh UDP socket bound to src (a NAT's conntrack entry
@@ -147,31 +145,51 @@ func (p STUN) resolve(ctx context.Context, s Server, f resolver.Family) (netip.A
 	}
 	r := p.Resolver
 	if r == nil {
-		r = strictResolver
+		r = net.DefaultResolver
 	}
-	ips, err := r.LookupNetIP(ctx, "ip", s.Host)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("look up %s: %w", s.Host, err)
-	}
-	ip, err := ofFamily(ips, f)
+	ip, err := lookupFamily(ctx, r.LookupNetIP, s.Host, f)
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("look up %s: %w", s.Host, err)
 	}
 	return netip.AddrPortFrom(ip, s.Port), nil
 }
 
-// ofFamily picks the first address of family f among a lookup's answers: errNoFamily when the
-// name has addresses of the other family only.
-func ofFamily(ips []netip.Addr, f resolver.Family) (netip.Addr, error) {
-	if len(ips) == 0 {
-		return netip.Addr{}, errors.New("no address")
-	}
+// lookupFunc is net.Resolver.LookupNetIP.
+type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
+
+// lookupFamily looks up host's address of family f alone (network "ip4" or "ip6": one A or AAAA
+// query). When the name has no record of that type, a second lookup of the other family tells a
+// name of the other family only (errNoFamily: no part in f's vote) from one that has no address
+// or cannot be looked up (a failed probe, with the first lookup's error).
+func lookupFamily(ctx context.Context, lookup lookupFunc, host string, f resolver.Family) (netip.Addr, error) {
+	ips, err := lookup(ctx, network(f), host)
 	for _, ip := range ips {
 		if ip = ip.Unmap(); resolver.FamilyOf(ip) == f {
 			return ip, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("%w (%s only)", errNoFamily, resolver.FamilyOf(ips[0].Unmap()))
+	if err == nil {
+		err = &net.DNSError{Err: "no address", Name: host, IsNotFound: true}
+	}
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+		return netip.Addr{}, err
+	}
+	other := resolver.IPv6
+	if f == resolver.IPv6 {
+		other = resolver.IPv4
+	}
+	if ips, oerr := lookup(ctx, network(other), host); oerr == nil && len(ips) > 0 {
+		return netip.Addr{}, fmt.Errorf("%w (%s only)", errNoFamily, other)
+	}
+	return netip.Addr{}, err
+}
+
+func network(f resolver.Family) string {
+	if f == resolver.IPv6 {
+		return "ip6"
+	}
+	return "ip4"
 }
 
 func isTimeout(err error) bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pion/stun/v3"
+	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
@@ -129,37 +130,155 @@ func TestSTUNProbeErrors(t *testing.T) {
 	}
 }
 
-// A name's lookup answers with addresses of both families, or one: ofFamily picks the family's
-// first, errNoFamily when there is none of it, and a failed probe when there is no address at all.
-func TestOfFamily(t *testing.T) {
-	ips := func(s ...string) []netip.Addr {
-		var out []netip.Addr
-		for _, a := range s {
-			out = append(out, netip.MustParseAddr(a))
-		}
-		return out
+// lookupFamily asks for the probed family's records alone: a failing query of the other family
+// never fails the probe; a name with no record of the family but addresses of the other takes no
+// part in the vote (errNoFamily); a name that cannot be looked up, or has no address, is a failed
+// probe.
+func TestLookupFamily(t *testing.T) {
+	notFound := &net.DNSError{Err: "no such host", Name: "n", IsNotFound: true}
+	servfail := &net.DNSError{Err: "server misbehaving", Name: "n", IsTemporary: true}
+	type answer struct {
+		ips []string
+		err error
 	}
 	for _, tc := range []struct {
-		ips    []netip.Addr
+		name    string
+		v4, v6  answer
+		f       resolver.Family
+		want    string
+		noFam   bool
+		failed  bool
+		lookups int
+	}{
+		{"both, v4", answer{ips: []string{"192.0.2.1"}}, answer{ips: []string{"2001:db8::1"}}, resolver.IPv4, "192.0.2.1", false, false, 1},
+		{"both, v6", answer{ips: []string{"192.0.2.1"}}, answer{ips: []string{"2001:db8::1", "2001:db8::2"}}, resolver.IPv6, "2001:db8::1", false, false, 1},
+		{"v4-mapped answer", answer{ips: []string{"::ffff:192.0.2.1"}}, answer{err: notFound}, resolver.IPv4, "192.0.2.1", false, false, 1},
+		{"AAAA fails, v4 probe", answer{ips: []string{"192.0.2.1"}}, answer{err: servfail}, resolver.IPv4, "192.0.2.1", false, false, 1},
+		{"AAAA fails, v6 probe", answer{ips: []string{"192.0.2.1"}}, answer{err: servfail}, resolver.IPv6, "", false, true, 1},
+		{"v4 only, v6 probe", answer{ips: []string{"192.0.2.1"}}, answer{err: notFound}, resolver.IPv6, "", true, true, 2},
+		{"v6 only, v4 probe", answer{err: notFound}, answer{ips: []string{"2001:db8::1"}}, resolver.IPv4, "", true, true, 2},
+		{"v6 only, empty A answer", answer{}, answer{ips: []string{"2001:db8::1"}}, resolver.IPv4, "", true, true, 2},
+		{"no address", answer{err: notFound}, answer{err: notFound}, resolver.IPv4, "", false, true, 2},
+		{"A missing, AAAA fails", answer{err: notFound}, answer{err: servfail}, resolver.IPv4, "", false, true, 2},
+	} {
+		var lookups int
+		lookup := func(_ context.Context, network, _ string) ([]netip.Addr, error) {
+			lookups++
+			a := tc.v4
+			switch network {
+			case "ip6":
+				a = tc.v6
+			case "ip4":
+			default:
+				t.Fatalf("%s: lookup of network %q, want ip4 or ip6", tc.name, network)
+			}
+			var out []netip.Addr
+			for _, s := range a.ips {
+				out = append(out, netip.MustParseAddr(s))
+			}
+			return out, a.err
+		}
+		got, err := lookupFamily(t.Context(), lookup, "n", tc.f)
+		if (err != nil) != tc.failed || errors.Is(err, errNoFamily) != tc.noFam {
+			t.Errorf("%s: error %v, want failed %v, errNoFamily %v", tc.name, err, tc.failed, tc.noFam)
+		} else if err == nil && got.String() != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+		if lookups != tc.lookups {
+			t.Errorf("%s: %d lookups, want %d", tc.name, lookups, tc.lookups)
+		}
+	}
+}
+
+// dnsServer answers A and AAAA queries on loopback from a table; a name or type it does not hold
+// gets an empty NOERROR answer, and an entry with rcode set answers with that code.
+type dnsRecord struct {
+	ips   []string
+	rcode dnsmessage.RCode
+}
+
+func newDNSServer(t *testing.T, zone map[string]map[dnsmessage.Type]dnsRecord) *net.Resolver {
+	t.Helper()
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() }) //nolint:errcheck
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			var p dnsmessage.Parser
+			h, err := p.Start(buf[:n])
+			if err != nil {
+				continue
+			}
+			q, err := p.Question()
+			if err != nil {
+				continue
+			}
+			rec := zone[q.Name.String()][q.Type]
+			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RCode: rec.rcode})
+			b.EnableCompression()
+			_ = b.StartQuestions()
+			_ = b.Question(q)
+			_ = b.StartAnswers()
+			for _, s := range rec.ips {
+				rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 60}
+				ip := netip.MustParseAddr(s)
+				if ip.Is4() {
+					_ = b.AResource(rh, dnsmessage.AResource{A: ip.As4()})
+				} else {
+					_ = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: ip.As16()})
+				}
+			}
+			msg, err := b.Finish()
+			if err == nil {
+				_, _ = conn.WriteTo(msg, from)
+			}
+		}
+	}()
+	addr := conn.LocalAddr().String()
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", addr)
+	}}
+}
+
+// With Go's own resolver against a real DNS server: a name whose AAAA query fails (SERVFAIL)
+// still gives the IPv4 probe its address, and a name with A records only takes no part in the
+// IPv6 vote.
+func TestSTUNResolveDNS(t *testing.T) {
+	a, aaaa := dnsmessage.TypeA, dnsmessage.TypeAAAA
+	r := newDNSServer(t, map[string]map[dnsmessage.Type]dnsRecord{
+		"both.test.":   {a: {ips: []string{"192.0.2.1"}}, aaaa: {ips: []string{"2001:db8::1"}}},
+		"v6fail.test.": {a: {ips: []string{"192.0.2.2"}}, aaaa: {rcode: dnsmessage.RCodeServerFailure}},
+		"v4only.test.": {a: {ips: []string{"192.0.2.3"}}},
+		"gone.test.":   {a: {rcode: dnsmessage.RCodeNameError}, aaaa: {rcode: dnsmessage.RCodeNameError}},
+	})
+	p := STUN{Resolver: r}
+	for _, tc := range []struct {
+		host   string
 		f      resolver.Family
 		want   string
 		noFam  bool
 		failed bool
 	}{
-		{ips("192.0.2.1", "2001:db8::1"), resolver.IPv4, "192.0.2.1", false, false},
-		{ips("192.0.2.1", "2001:db8::1", "2001:db8::2"), resolver.IPv6, "2001:db8::1", false, false},
-		{ips("::ffff:192.0.2.1"), resolver.IPv4, "192.0.2.1", false, false},
-		{ips("192.0.2.1"), resolver.IPv6, "", true, true},
-		{ips("2001:db8::1"), resolver.IPv4, "", true, true},
-		{nil, resolver.IPv4, "", false, true},
+		{"both.test.", resolver.IPv4, "192.0.2.1:3478", false, false},
+		{"both.test.", resolver.IPv6, "[2001:db8::1]:3478", false, false},
+		{"v6fail.test.", resolver.IPv4, "192.0.2.2:3478", false, false},
+		{"v6fail.test.", resolver.IPv6, "", false, true},
+		{"v4only.test.", resolver.IPv6, "", true, true},
+		{"gone.test.", resolver.IPv4, "", false, true},
 	} {
-		got, err := ofFamily(tc.ips, tc.f)
+		got, err := p.resolve(t.Context(), Server{Host: tc.host, Port: 3478}, tc.f)
 		if (err != nil) != tc.failed || errors.Is(err, errNoFamily) != tc.noFam {
-			t.Errorf("ofFamily(%v, %s): error %v, want failed %v, errNoFamily %v", tc.ips, tc.f, err, tc.failed, tc.noFam)
-			continue
-		}
-		if err == nil && got.String() != tc.want {
-			t.Errorf("ofFamily(%v, %s) = %s, want %s", tc.ips, tc.f, got, tc.want)
+			t.Errorf("%s %s: error %v, want failed %v, errNoFamily %v", tc.host, tc.f, err, tc.failed, tc.noFam)
+		} else if err == nil && got.String() != tc.want {
+			t.Errorf("%s %s: got %s, want %s", tc.host, tc.f, got, tc.want)
 		}
 	}
 }
