@@ -17,6 +17,7 @@ COPY watcher/ watcher/
 COPY resolver/ resolver/
 COPY publisher/ publisher/
 COPY metrics/ metrics/
+COPY internal/ internal/
 RUN VERSION="${VERSION:-$(cat VERSION)}" && \
     GOOS=$TARGETOS GOARCH=$TARGETARCH CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/nodeaddr ./cmd/nodeaddr
 

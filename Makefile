@@ -8,6 +8,8 @@ SHELL := /bin/bash
 VERSION := $(shell cat $(CURDIR)/VERSION)
 REVISION ?= $(shell git -C $(CURDIR) rev-parse HEAD 2>/dev/null || echo unknown)
 PLATFORMS ?= linux/amd64 linux/arm64
+# The plugin's other platforms (the release's krew archives: plugins/nodeaddr.yaml).
+PLUGIN_PLATFORMS ?= darwin/amd64 darwin/arm64
 BIN_DIR ?= bin
 GOLANGCI_LINT_VERSION ?= v2.15.0
 ACTIONLINT_VERSION ?= v1.7.12
@@ -16,17 +18,69 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all build version generate test unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench fuzz clean
+.PHONY: all help build version generate test deps unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench soak fuzz clean release release-tools
 
 all: build
 
-## build: cross-compile nodeaddr for $(PLATFORMS) into $(BIN_DIR)/
+## help: list the documented targets (the `##` comments in this Makefile)
+help:
+	@awk '/^## [a-z0-9-]+: / { n = index($$0, ":"); printf "%-15s %s\n", substr($$0, 4, n - 4), substr($$0, n + 2); next } \
+	  /^## / { printf "%-15s %s\n", "", substr($$0, 4) }' $(firstword $(MAKEFILE_LIST))
+
+## build: cross-compile nodeaddr and the kubectl-nodeaddr plugin for $(PLATFORMS), and the plugin
+## also for $(PLUGIN_PLATFORMS) (an operator's machine), into $(BIN_DIR)/
 build:
 	@for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; \
 	  echo "build $$os/$$arch"; \
 	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $(BIN_DIR)/nodeaddr-$$os-$$arch ./cmd/nodeaddr; \
+	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $(BIN_DIR)/kubectl-nodeaddr-$$os-$$arch ./cmd/kubectl-nodeaddr; \
 	done
+	@for p in $(PLUGIN_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo "build kubectl-nodeaddr $$os/$$arch"; \
+	  GOOS=$$os GOARCH=$$arch $(GO_BUILD) -o $(BIN_DIR)/kubectl-nodeaddr-$$os-$$arch ./cmd/kubectl-nodeaddr; \
+	done
+
+## release: publish VERSION to $(REGISTRY) (HOST/PATH, from the environment): `make build`'s binaries
+## as a multi-arch image pushed by digest with a CycloneDX SBOM attestation, the chart as OCI, both
+## signed with cosign (keyless, or COSIGN_KEY; COSIGN_SIGNING_CONFIG and COSIGN_TRUSTED_ROOT name
+## cosign's services and their roots, default the public Sigstore instance's), and
+## the GitHub release's files in $(DIST_DIR) (test/tools/release; test/release rehearses it)
+REGISTRY ?=
+DIST_DIR ?= $(CURDIR)/dist
+COSIGN_KEY ?=
+COSIGN_SIGNING_CONFIG ?=
+COSIGN_TRUSTED_ROOT ?=
+SOURCE_DATE_EPOCH ?= $(shell git -C $(CURDIR) log -1 --format=%ct 2>/dev/null || echo 0)
+# The release tools, built from the Go module proxy (go install NAME@VERSION) into the test cache.
+COSIGN_VERSION ?= v3.1.3
+CYCLONEDX_GOMOD_VERSION ?= v1.10.0
+HELM_VERSION ?= v4.3.2
+RELEASE_TOOLS ?= $(NODEADDR_CACHE_DIR)/bin/release
+COSIGN ?= $(RELEASE_TOOLS)/cosign-$(COSIGN_VERSION)
+CYCLONEDX_GOMOD ?= $(RELEASE_TOOLS)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+HELM ?= $(RELEASE_TOOLS)/helm-$(HELM_VERSION)
+release: release-tools
+	@test -n "$(REGISTRY)" || { echo "make release: set REGISTRY=HOST/PATH (the image goes to REGISTRY/nodeaddr)" >&2; exit 1; }
+	rm -rf $(DIST_DIR)
+	$(MAKE) build PLATFORMS="linux/amd64 linux/arm64" BIN_DIR=$(DIST_DIR)/bin
+	cd test/tools && go run ./release -repo $(CURDIR) -dist $(DIST_DIR) -registry $(REGISTRY) \
+	  -version $(VERSION) -revision $(REVISION) -created $(SOURCE_DATE_EPOCH) \
+	  -cosign $(COSIGN) -cosign-key "$(COSIGN_KEY)" -signing-config "$(COSIGN_SIGNING_CONFIG)" \
+	  -trusted-root "$(COSIGN_TRUSTED_ROOT)" \
+	  -helm $(HELM) -cyclonedx-gomod $(CYCLONEDX_GOMOD)
+
+## release-tools: build (once) cosign, cyclonedx-gomod and helm for `make release`
+release-tools: $(COSIGN) $(CYCLONEDX_GOMOD) $(HELM)
+$(RELEASE_TOOLS)/%:
+	@mkdir -p $(RELEASE_TOOLS)/.build
+	name=$*; pkg=$$(case $${name%-v*} in \
+	  cosign) echo github.com/sigstore/cosign/v3/cmd/cosign;; \
+	  cyclonedx-gomod) echo github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod;; \
+	  helm) echo helm.sh/helm/v4/cmd/helm;; esac); \
+	  CGO_ENABLED=0 GOBIN=$(RELEASE_TOOLS)/.build go install -trimpath -ldflags=-s\ -w $$pkg@$${name##*-} && \
+	  mv $(RELEASE_TOOLS)/.build/$${name%-v*} $@
 
 ## version: print the version and the revision a build stamps
 version:
@@ -38,8 +92,15 @@ version:
 generate:
 	cd test/tools && go run ./monitoring -repo ../.. && go run ./chartdoc -repo ../..
 
-## test: unit and kernel tests of the main module, then the end-to-end suite (test/ module)
-test: unit e2e
+## test: every test: as root it first installs the missing system packages (make deps), then the
+## main module's unit and kernel tests and the end-to-end suite (test/ module); ends with a summary
+## of the skipped tests and why (test/run-all)
+test:
+	test/run-all
+
+## deps: install the system packages the tests need (.ci/install-packages, the one list; needs root)
+deps:
+	.ci/install-packages
 
 unit:
 	go test -count=1 ./...
@@ -80,13 +141,18 @@ lint-workflows:
 
 ## run: throwaway local control plane + nodeaddr for this host, in the foreground (Ctrl-C stops)
 # Built, then run directly: `go run` exits 1 when Ctrl-C reaches it, which make reports as a failure.
-run: e2e-bins
+# localcluster builds (once, with progress) only what it runs: kube-apiserver, etcd and nodeaddr;
+# no cgo, no system package.
+run:
 	cd test && go build -o $(NODEADDR_CACHE_DIR)/bin/localcluster ./cmd/localcluster
 	$(NODEADDR_CACHE_DIR)/bin/localcluster $(ARGS)
 
 ## bench: micro-benchmarks and the harness benchmarks; regenerates docs/BENCHMARKS.md (about 35 min)
+# The Soak section is docs/bench/soak.md, written from a `make soak` run (too long for bench).
 # The outage subsection is docs/bench/outage-before.md (measured once on the commit before the
-# retry change, and the retry schedules compared) followed by this run of TestScaleOutage.
+# retry change, and the retry schedules compared) followed by this run of TestScaleOutage. The CSR
+# approval subsection is docs/bench/csr.md: TestScaleCSR against three approver designs, measured
+# once (cd test && go test -tags bench -run TestScaleCSR ./scale/).
 bench: e2e-bins
 	mkdir -p $(NODEADDR_CACHE_DIR)
 	go test -run '^$$' -bench . -benchmem ./watcher/ ./resolver/ ./publisher/ | tee $(NODEADDR_CACHE_DIR)/micro.txt
@@ -94,11 +160,22 @@ bench: e2e-bins
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/scale.md go test -tags bench -run TestScale500 -v -count=1 -timeout 60m ./scale/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/outage.md go test -tags bench -run TestScaleOutage -v -count=1 -timeout 40m ./scale/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/realnode.md go test -tags bench -run TestRegistrationToTaintRemoved -v -count=1 -p 1 -timeout 20m ./node/
+	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/renumber.md go test -tags bench -run TestRenumberingToExec -v -count=1 -p 1 -timeout 20m ./node/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/nat.md go test -tags bench -run TestNATUplinkChangeBench -v -count=1 -timeout 10m ./nat/
-	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/outage-before.md \
-	  $(NODEADDR_CACHE_DIR)/outage.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/nat.md; \
+	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/csr.md docs/bench/outage-before.md \
+	  $(NODEADDR_CACHE_DIR)/outage.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/renumber.md $(NODEADDR_CACHE_DIR)/nat.md; \
+	  echo; cat docs/bench/soak.md; \
 	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
 	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md
+
+## soak: test/soak for SOAK_DURATION (default 30m): a seeded random schedule of overlapping faults
+## checked against an independent oracle; NODEADDR_SOAK_SEED=N replays a schedule (make test runs
+## it for 3 minutes with a random seed, printed first)
+SOAK_DURATION ?= 30m
+soak: e2e-bins
+	cd test && NODEADDR_SOAK_DURATION=$(SOAK_DURATION) NODEADDR_SOAK_OUT=$(NODEADDR_CACHE_DIR)/soak.txt \
+	  go test -count=1 -timeout 24h -run '^TestSoak$$' -v ./soak/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/soak.log \
+	  | grep -E '^(soak: |--- |ok |FAIL|PASS$$)|VIOLATION of'
 
 ## fuzz: a short fuzzing run of every fuzz target (the seed corpora also run in `make test`)
 FUZZTIME ?= 20s

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -30,6 +32,12 @@ type Reviewer interface {
 	Authorize(ctx context.Context, u User, verb, path string) (allowed bool, err error)
 }
 
+// LocalAuthorizer is implemented by a Reviewer whose Authorize asks no API server (an allow-list):
+// its answers are not counted as SubjectAccessReviews.
+type LocalAuthorizer interface {
+	AuthorizesLocally() bool
+}
+
 // Decision is the outcome of checking one request.
 type Decision int
 
@@ -53,11 +61,17 @@ type AuthConfig struct {
 	AllowedTTL, DeniedTTL time.Duration
 	// MaxEntries bounds the cache [256]; when full, expired entries go first, then refusals.
 	MaxEntries int
-	// ReviewRate and ReviewBurst limit the API requests that cache misses cause [5/s, 10]: random
-	// tokens sent from the network must not turn into a flood of TokenReviews. A miss over the limit
-	// is answered 429 without asking.
-	ReviewRate  rate.Limit
-	ReviewBurst int
+	// The review budget (reviewBudget): random tokens sent from the network must not turn into a
+	// flood of TokenReviews, nor crowd out a scraper. A miss over its budget is answered 429 without
+	// asking. KnownReview* limit refreshes of tokens allowed before and new tokens from their sources
+	// [2/s, 5]; SourceReview* the other tokens of one source [1/s, 3]; Review* all those together
+	// [3/s, 5]. The API server sees at most 5 reviews a second in the long run.
+	KnownReviewRate   rate.Limit
+	KnownReviewBurst  int
+	SourceReviewRate  rate.Limit
+	SourceReviewBurst int
+	ReviewRate        rate.Limit
+	ReviewBurst       int
 	// Timeout bounds the two reviews of one miss [10s].
 	Timeout  time.Duration
 	Logger   *slog.Logger
@@ -71,8 +85,8 @@ type AuthConfig struct {
 // /metrics. Decisions are cached by the SHA-256 of the path and token so that a scrape every 30 s costs no API
 // request once the first one is answered.
 type AuthFilter struct {
-	cfg     AuthConfig
-	limiter *rate.Limiter
+	cfg    AuthConfig
+	budget *reviewBudget
 
 	mu    sync.Mutex
 	cache map[[32]byte]entry
@@ -97,11 +111,18 @@ func NewAuthFilter(cfg AuthConfig) *AuthFilter {
 	if cfg.MaxEntries == 0 {
 		cfg.MaxEntries = 256
 	}
-	if cfg.ReviewRate == 0 {
-		cfg.ReviewRate = 5
-	}
-	if cfg.ReviewBurst == 0 {
-		cfg.ReviewBurst = 10
+	for _, d := range []struct {
+		rate  *rate.Limit
+		burst *int
+		r     rate.Limit
+		b     int
+	}{{&cfg.KnownReviewRate, &cfg.KnownReviewBurst, 2, 5}, {&cfg.SourceReviewRate, &cfg.SourceReviewBurst, 1, 3}, {&cfg.ReviewRate, &cfg.ReviewBurst, 3, 5}} {
+		if *d.rate == 0 {
+			*d.rate = d.r
+		}
+		if *d.burst == 0 {
+			*d.burst = d.b
+		}
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
@@ -113,9 +134,9 @@ func NewAuthFilter(cfg AuthConfig) *AuthFilter {
 		cfg.Now = time.Now
 	}
 	f := &AuthFilter{
-		cfg:     cfg,
-		limiter: rate.NewLimiter(cfg.ReviewRate, cfg.ReviewBurst),
-		cache:   map[[32]byte]entry{},
+		cfg:    cfg,
+		budget: newReviewBudget(cfg),
+		cache:  map[[32]byte]entry{},
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeaddr_metrics_auth_decisions_total",
 			Help: "Requests to the metrics endpoint by authentication and authorization result (allowed, unauthenticated, forbidden, error, throttled).",
@@ -178,7 +199,8 @@ func (f *AuthFilter) Decide(ctx context.Context, r *http.Request) Decision {
 	if hit && now.Before(e.expires) {
 		return e.d
 	}
-	if !f.limiter.AllowN(now, 1) {
+	src := sourceOfRemote(r.RemoteAddr)
+	if !f.budget.allow(key, src, now) {
 		return Throttled
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
@@ -194,6 +216,9 @@ func (f *AuthFilter) Decide(ctx context.Context, r *http.Request) Decision {
 	ttl := f.cfg.DeniedTTL
 	if d == Allowed {
 		ttl = f.cfg.AllowedTTL
+		f.budget.allowed(key, src, now)
+	} else {
+		f.budget.refused(key)
 	}
 	f.store(key, entry{d: d, expires: now.Add(ttl)}, now)
 	return d
@@ -208,7 +233,9 @@ func (f *AuthFilter) review(ctx context.Context, token, path string) (Decision, 
 	if !ok {
 		return Unauthenticated, "", nil
 	}
-	f.reviews.WithLabelValues("subjectaccessreview").Inc()
+	if la, ok := f.cfg.Reviewer.(LocalAuthorizer); !ok || !la.AuthorizesLocally() {
+		f.reviews.WithLabelValues("subjectaccessreview").Inc()
+	}
 	allowed, err := f.cfg.Reviewer.Authorize(ctx, u, http.MethodGet, path)
 	if err != nil {
 		return Failed, u.Name, err
@@ -249,6 +276,15 @@ func (f *AuthFilter) Len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.cache)
+}
+
+// sourceOfRemote is sourceOf for a request's RemoteAddr ("ip:port").
+func sourceOfRemote(remote string) netip.Prefix {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return sourceOf(net.TCPAddrFromAddrPort(ap))
 }
 
 // bearer extracts the token of an "Authorization: Bearer TOKEN" header.

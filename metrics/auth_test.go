@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeReviewer knows tokens → users and users allowed to get /metrics, and counts its calls.
@@ -49,11 +51,15 @@ func (f *fakeReviewer) calls() (int, int) {
 
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time      { return c.t }
-func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *fakeClock               { return &fakeClock{time.Unix(1_700_000_000, 0)} }
-func get(h http.Handler, token string) int {
+func (c *fakeClock) now() time.Time        { return c.t }
+func (c *fakeClock) add(d time.Duration)   { c.t = c.t.Add(d) }
+func newClock() *fakeClock                 { return &fakeClock{time.Unix(1_700_000_000, 0)} }
+func get(h http.Handler, token string) int { return getFrom(h, token, "192.0.2.1:1234") }
+
+// getFrom sends token from the client address remote ("ip:port").
+func getFrom(h http.Handler, token, remote string) int {
 	r := httptest.NewRequest("GET", "/metrics", nil)
+	r.RemoteAddr = remote
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -185,13 +191,14 @@ func TestAuthFilterErrorsAreNotCached(t *testing.T) {
 func TestAuthFilterBoundedAndRateLimited(t *testing.T) {
 	rv := reviewer()
 	clock := newClock()
-	f := NewAuthFilter(AuthConfig{Reviewer: rv, Now: clock.now, MaxEntries: 16, ReviewRate: 1, ReviewBurst: 20})
+	f := NewAuthFilter(AuthConfig{Reviewer: rv, Now: clock.now, MaxEntries: 16, ReviewRate: 1, ReviewBurst: 20, SourceReviewBurst: 1000})
 	h := f.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	if code := get(h, "prom-token"); code != 200 {
 		t.Fatal(code)
 	}
+	stranger := func(token string) int { return getFrom(h, token, "198.51.100.7:4321") }
 	for i := 0; i < 100; i++ {
-		get(h, fmt.Sprintf("random-%d", i))
+		stranger(fmt.Sprintf("random-%d", i))
 		if f.Len() > 16 {
 			t.Fatalf("cache holds %d entries, bound 16", f.Len())
 		}
@@ -206,11 +213,11 @@ func TestAuthFilterBoundedAndRateLimited(t *testing.T) {
 	if tr2, _ := rv.calls(); tr2 != tr {
 		t.Errorf("the scraper was pushed out of the cache by random tokens")
 	}
-	if code := get(h, "random-x"); code != http.StatusTooManyRequests {
+	if code := stranger("random-x"); code != http.StatusTooManyRequests {
 		t.Errorf("unknown token over the rate: %d, want 429", code)
 	}
 	clock.add(time.Second)
-	if code := get(h, "random-y"); code != 401 {
+	if code := stranger("random-y"); code != 401 {
 		t.Errorf("unknown token a second later: %d, want 401", code)
 	}
 }
@@ -230,5 +237,35 @@ func BenchmarkAuthFilterCached(b *testing.B) {
 	}
 	if tr, _ := rv.calls(); tr != 1 {
 		b.Fatalf("%d TokenReviews", tr)
+	}
+}
+
+// localReviewer is a fakeReviewer that authorizes from a list of its own (an allow-list).
+type localReviewer struct{ *fakeReviewer }
+
+func (localReviewer) AuthorizesLocally() bool { return true }
+
+func TestAuthFilterCountsOnlyRealReviews(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rv   Reviewer
+		sar  float64
+	}{
+		{"SubjectAccessReview", reviewer(), 1},
+		{"allow-list", localReviewer{reviewer()}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := NewAuthFilter(AuthConfig{Reviewer: tc.rv, ReviewRate: 1000, ReviewBurst: 1000})
+			h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+			if code := get(h, "prom-token"); code != 200 {
+				t.Fatalf("scrape: %d", code)
+			}
+			if got := testutil.ToFloat64(f.reviews.WithLabelValues("subjectaccessreview")); got != tc.sar {
+				t.Errorf("subjectaccessreview reviews counted %v, want %v", got, tc.sar)
+			}
+			if got := testutil.ToFloat64(f.reviews.WithLabelValues("tokenreview")); got != 1 {
+				t.Errorf("tokenreview reviews counted %v, want 1", got)
+			}
+		})
 	}
 }

@@ -52,7 +52,7 @@ func (d discoveryMetrics) collectors() []prometheus.Collector {
 // OnDiscoveryServers creates the probe series of each configured server.
 func (m *Metrics) OnDiscoveryServers(servers []string) {
 	for _, s := range servers {
-		for _, r := range []string{"success", "timeout", "error"} {
+		for _, r := range discovery.ProbeResults() {
 			m.discovery.probes.WithLabelValues(s, r)
 		}
 	}

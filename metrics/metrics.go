@@ -3,15 +3,15 @@
 package metrics
 
 import (
-	"net/netip"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
 // Metrics implements the Observer interfaces of watcher, resolver and publisher.
@@ -23,16 +23,13 @@ type Metrics struct {
 	resolutions     *prometheus.CounterVec
 	writes          *prometheus.CounterVec
 	reaction        prometheus.Histogram
-	addressInfo     *prometheus.GaugeVec
-	taint           prometheus.Gauge
+	state           *stateCollector
 	overwrites      prometheus.Counter
 	overwriteDelay  prometheus.Gauge
 	lastResync      prometheus.Gauge
 	nodeIPMissing   prometheus.Gauge
 	discovery       discoveryMetrics
-
-	mu        sync.Mutex
-	addresses []resolver.Address
+	listenerClosed  *prometheus.CounterVec
 }
 
 // New registers every metric, the Go and process collectors and nodeaddr_build_info (version and
@@ -43,7 +40,7 @@ func New(version, revision string) *Metrics {
 		Registry: r,
 		netlinkEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeaddr_netlink_events_total",
-			Help: "Kernel netlink notifications that could change the node addresses, by kind (address, route, link).",
+			Help: "Kernel netlink notifications that could change the node addresses, by kind (address, route, link, rule).",
 		}, []string{"kind"}),
 		resubscriptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeaddr_netlink_resubscriptions_total",
@@ -62,14 +59,7 @@ func New(version, revision string) *Metrics {
 			Help:    "Time from the first kernel event of a burst to the accepted write of the resulting addresses.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1, 2, 5, 10, 30},
 		}),
-		addressInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "nodeaddr_address_info",
-			Help: "Desired node addresses (value 1), by type, family and address.",
-		}, []string{"type", "family", "address"}),
-		taint: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "nodeaddr_uninitialized_taint",
-			Help: "1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.",
-		}),
+		state: newStateCollector(),
 		overwrites: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeaddr_overwrites_total",
 			Help: "Times another writer replaced the addresses nodeaddr had written.",
@@ -87,6 +77,10 @@ func New(version, revision string) *Metrics {
 			Help: "1 while the kubelet's alpha.kubernetes.io/provided-node-ip is not assigned to the host (the Node stays tainted).",
 		}),
 		discovery: newDiscoveryMetrics(),
+		listenerClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_listener_connections_closed_total",
+			Help: "Connections the metrics or probe listener closed to keep serving, by listener and reason (source_budget, listener_full, first_request_timeout).",
+		}, []string{"listener", "reason"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nodeaddr_build_info",
@@ -94,25 +88,33 @@ func New(version, revision string) *Metrics {
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(version, revision, runtime.Version()).Set(1)
 	r.MustRegister(m.netlinkEvents, m.resubscriptions, m.resolutions, m.writes, m.reaction,
-		m.addressInfo, m.taint, m.overwrites, m.overwriteDelay, m.lastResync, m.nodeIPMissing, build,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.state, m.overwrites, m.overwriteDelay, m.lastResync, m.nodeIPMissing, build,
+		m.listenerClosed, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.discovery.collectors()...)
 	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
-	for _, k := range []string{"address", "route", "link"} {
+	for _, k := range watcher.Kinds() {
 		m.netlinkEvents.WithLabelValues(k)
+		m.resubscriptions.WithLabelValues(k)
 	}
-	for _, s := range []string{"address", "route", "link"} {
-		m.resubscriptions.WithLabelValues(s)
-	}
-	for _, r := range []string{"success", "error"} {
+	for _, r := range []string{resolver.ResultSuccess, resolver.ResultError} {
 		m.resolutions.WithLabelValues(r)
 	}
-	for _, k := range []string{"addresses", "annotations", "taint"} {
-		for _, r := range []string{"success", "conflict", "error"} {
+	for _, k := range publisher.WriteKinds() {
+		for _, r := range publisher.WriteResults() {
 			m.writes.WithLabelValues(k, r)
 		}
 	}
+	for _, l := range []string{"metrics", "probes"} {
+		for _, r := range []string{closedSourceBudget, closedListenerFull, closedNoRequestSent} {
+			m.listenerClosed.WithLabelValues(l, r)
+		}
+	}
 	return m
+}
+
+// onListenerClose returns the counter of connections listener's budget closed, by reason.
+func (m *Metrics) onListenerClose(listener string) func(reason string) {
+	return func(reason string) { m.listenerClosed.WithLabelValues(listener, reason).Inc() }
 }
 
 // OnNetlinkEvent counts a relevant netlink message.
@@ -133,15 +135,6 @@ func (m *Metrics) OnWrite(kind, result string) { m.writes.WithLabelValues(kind, 
 // OnReaction observes a reaction latency.
 func (m *Metrics) OnReaction(d time.Duration) { m.reaction.Observe(d.Seconds()) }
 
-// OnTaint sets the taint gauge.
-func (m *Metrics) OnTaint(present bool) {
-	v := 0.0
-	if present {
-		v = 1
-	}
-	m.taint.Set(v)
-}
-
 // OnOverwrite counts an overwrite by another writer.
 func (m *Metrics) OnOverwrite() { m.overwrites.Inc() }
 
@@ -155,28 +148,4 @@ func (m *Metrics) OnProvidedNodeIP(missing bool) {
 		v = 1
 	}
 	m.nodeIPMissing.Set(v)
-}
-
-// OnAddresses replaces the address_info series with addrs.
-func (m *Metrics) OnAddresses(addrs []resolver.Address) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, a := range m.addresses {
-		m.addressInfo.DeleteLabelValues(labels(a)...)
-	}
-	m.addresses = append(m.addresses[:0], addrs...)
-	for _, a := range addrs {
-		m.addressInfo.WithLabelValues(labels(a)...).Set(1)
-	}
-}
-
-func labels(a resolver.Address) []string {
-	return []string{string(a.Type), family(a.IP), a.IP.String()}
-}
-
-func family(ip netip.Addr) string {
-	if resolver.FamilyOf(ip) == resolver.IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
 }

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -38,28 +36,40 @@ type Server struct {
 
 // Limits bound what one client can make a server hold: time, header memory and connections.
 type Limits struct {
-	ReadHeaderTimeout time.Duration // also bounds the TLS handshake
-	ReadTimeout       time.Duration
-	WriteTimeout      time.Duration
-	IdleTimeout       time.Duration
+	// ReadHeaderTimeout bounds the TLS handshake, and then reading each request header from its
+	// first byte.
+	ReadHeaderTimeout time.Duration
+	// FirstRequestTimeout closes a connection that has not completed its first request header
+	// (TLS handshake included) this long after it was accepted.
+	FirstRequestTimeout time.Duration
+	ReadTimeout         time.Duration
+	WriteTimeout        time.Duration
+	// IdleTimeout is how long a keep-alive connection may wait for its next request.
+	IdleTimeout time.Duration
 	// MaxHeaderBytes: a request whose header is larger gets 431 (net/http reads at most this plus
 	// 4 KiB of slack before refusing).
 	MaxHeaderBytes int
-	// MaxConns is the number of open connections per listener; more wait in the kernel's backlog.
-	MaxConns int
+	// MaxConns is the number of connections per listener handed to net/http (they have sent
+	// something), MaxSilentConns the number that have not sent anything yet (each costs a small
+	// goroutine), and MaxConnsPerSource the number one source (IPv4 address, IPv6 /64) may hold of
+	// both; see connBudget for what happens beyond them.
+	MaxConns, MaxSilentConns, MaxConnsPerSource int
 }
 
 // defaultLimits fit a scrape every 30 s (Prometheus keeps its connection open between scrapes:
-// IdleTimeout is longer than the interval) and a kubelet probe every 5 s; 16 connections leave room for
-// a Prometheus pair and a few probes while bounding what a flood of refused requests holds (each
-// stays open for net/http's 500 ms linger after a 431).
+// IdleTimeout is longer than the interval) and a kubelet probe every few seconds (a new connection
+// per probe, its request sent at once). A client that connects and sends nothing, or sends its
+// header byte by byte, is closed after 2 s; one source holds at most 4 connections.
 var defaultLimits = Limits{
-	ReadHeaderTimeout: 5 * time.Second,
-	ReadTimeout:       10 * time.Second,
-	WriteTimeout:      15 * time.Second,
-	IdleTimeout:       90 * time.Second,
-	MaxHeaderBytes:    8 << 10,
-	MaxConns:          16,
+	ReadHeaderTimeout:   2 * time.Second,
+	FirstRequestTimeout: 2 * time.Second,
+	ReadTimeout:         10 * time.Second,
+	WriteTimeout:        15 * time.Second,
+	IdleTimeout:         90 * time.Second,
+	MaxHeaderBytes:      8 << 10,
+	MaxConns:            16,
+	MaxSilentConns:      64,
+	MaxConnsPerSource:   4,
 }
 
 // Listen binds the configured addresses (so a port in use is reported at start) and serves until
@@ -87,13 +97,23 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			}
 			return nil, fmt.Errorf("listen on %s: %w", ep.addr, err)
 		}
-		l = limitListen(l, lim.MaxConns)
+		var closed func(string)
+		if s.Metrics != nil {
+			closed = s.Metrics.onListenerClose(ep.name)
+		}
+		perSource := lim.MaxConnsPerSource
+		if ep.name == "probes" {
+			perSource = 0 // the whole listener: on loopback every neighbour is the kubelet's source
+		}
+		budget := newConnBudget(l, lim.MaxConns, lim.MaxSilentConns, perSource, lim.FirstRequestTimeout, closed)
+		l = budget
 		if ep.tls != nil {
 			l = tls.NewListener(l, ep.tls)
 		}
 		listeners = append(listeners, l)
-		servers = append(servers, &http.Server{
+		srv := &http.Server{
 			Handler:           ep.mux,
+			ConnState:         budget.connState,
 			ReadHeaderTimeout: lim.ReadHeaderTimeout,
 			ReadTimeout:       lim.ReadTimeout,
 			WriteTimeout:      lim.WriteTimeout,
@@ -101,7 +121,11 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			MaxHeaderBytes:    lim.MaxHeaderBytes,
 			// TLS handshake errors from port scanners are not worth more than a debug line.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		})
+		}
+		// The kubelet opens a new connection per probe: a probe connection left open is only
+		// something a neighbour can hold.
+		srv.SetKeepAlivesEnabled(ep.keepAlive)
+		servers = append(servers, srv)
 	}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
@@ -127,9 +151,11 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 
 // endpoint is one listener's address, routes and TLS.
 type endpoint struct {
-	addr string
-	mux  *http.ServeMux
-	tls  *tls.Config
+	name      string // listener label: metrics or probes
+	addr      string
+	mux       *http.ServeMux
+	tls       *tls.Config
+	keepAlive bool
 }
 
 // endpoints lays out the routes: /metrics on MetricsAddr, the probes on ProbeAddr, and all three
@@ -143,20 +169,21 @@ func (s *Server) endpoints() ([]endpoint, error) {
 		}
 		m := http.NewServeMux()
 		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
-		eps = append(eps, endpoint{s.MetricsAddr, m, s.MetricsTLS})
+		eps = append(eps, endpoint{name: "metrics", addr: s.MetricsAddr, mux: m, tls: s.MetricsTLS, keepAlive: true})
 	}
 	if enabled(s.ProbeAddr) {
 		m := http.NewServeMux()
 		m.Handle("/healthz", probe(s.Healthz))
 		m.Handle("/readyz", probe(s.Readyz))
-		if len(eps) == 1 && eps[0].addr == s.ProbeAddr {
+		shared := len(eps) == 1 && eps[0].addr == s.ProbeAddr
+		if shared {
 			if s.MetricsTLS != nil || s.MetricsAuth != nil {
 				return nil, fmt.Errorf("the probes and secure metrics cannot share %s: the kubelet probes plain HTTP", s.ProbeAddr)
 			}
 			m.Handle("/metrics", promhttp.HandlerFor(s.Metrics.Registry, handlerOpts))
 			eps = eps[:0]
 		}
-		eps = append(eps, endpoint{s.ProbeAddr, m, nil})
+		eps = append(eps, endpoint{name: "probes", addr: s.ProbeAddr, mux: m, keepAlive: shared})
 	}
 	return eps, nil
 }
@@ -177,67 +204,4 @@ func probe(c Check) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
-}
-
-// limitListen returns a listener that keeps at most n connections open: while n are open it stops
-// accepting, and further clients wait in the kernel's backlog, costing the agent nothing
-// (golang.org/x/net/netutil.LimitListener does the same; it is not a dependency here). n <= 0 means
-// no limit.
-func limitListen(l net.Listener, n int) net.Listener {
-	if n <= 0 {
-		return l
-	}
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-	waits     atomic.Int64 // times Accept found every slot taken (tests)
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	default:
-		l.waits.Add(1)
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.done:
-			return nil, net.ErrClosed
-		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: sync.OnceFunc(func() { <-l.sem })}, nil
-}
-
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
-	return err
-}
-
-type limitConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
-}
-
-// CloseWrite lets net/http half-close a connection it refuses (431), as it does on a bare TCPConn.
-func (c *limitConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 )
 
 func freeAddr(t *testing.T) string {
@@ -126,63 +125,4 @@ func TestServerRefusesProbesOnSecureMetricsAddress(t *testing.T) {
 	if _, err := s.Listen(context.Background()); err == nil {
 		t.Fatal("probes and TLS metrics on one address: no error")
 	}
-}
-
-// The limited listener serves n connections; the next client is accepted only once one of them
-// closes.
-func TestLimitListener(t *testing.T) {
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := limitListen(inner, 2)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	// request sends a keep-alive request on a new connection and returns the answer's status.
-	request := func() (net.Conn, chan int) {
-		c, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		status := make(chan int, 1)
-		go func() {
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				status <- 0
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			status <- resp.StatusCode
-		}()
-		return c, status
-	}
-	var held []net.Conn
-	for i := 0; i < 2; i++ {
-		c, status := request()
-		if code := <-status; code != 200 {
-			t.Fatalf("connection %d within the limit: %d", i, code)
-		}
-		held = append(held, c)
-	}
-	third, status := request()
-	defer third.Close()
-	// Both slots are taken: the accept loop waits (polled: it gets there after the second accept).
-	for l.(*limitListener).waits.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case code := <-status:
-		t.Fatalf("the third connection was served (%d) while two were open", code)
-	default:
-	}
-	held[0].Close()
-	if code := <-status; code != 200 {
-		t.Fatalf("the third connection after one closed: %d", code)
-	}
-	held[1].Close()
-	// Closing the listener ends an Accept waiting for a slot.
-	l.Close()
 }

@@ -50,6 +50,3 @@ func (b *revertBackoff) NotBefore() time.Time {
 	}
 	return b.notBefore
 }
-
-// Fighting reports whether the backoff is engaged.
-func (b *revertBackoff) Fighting() bool { return b.delay > 0 }

@@ -12,19 +12,33 @@ import (
 )
 
 // NewNodeInformer returns an informer on the one Node called name, its objects trimmed to what
-// nodeaddr reads (trimNode). The agent runs one and hands it to both the publisher (which writes
-// the Node) and the resolver loop (which reads the Node's pod CIDRs and addresses). It is built
+// nodeaddr reads (trimNode). The agent builds and runs the one informer, and hands its view
+// (NewNodeView) to the publisher and the resolver loop. It is built
 // directly rather than through an informer factory, which links every API group's informers.
-func NewNodeInformer(nodes NodeClient, name string) cache.SharedIndexInformer {
+//
+// report, if not nil, receives the outcome of every list and watch request (nil: it succeeded)
+// while ctx is alive. client-go keeps such failures to itself: in watch-list mode the reflector
+// retries a refused connection in place, logging at verbosity 2, and never calls the informer's
+// WatchErrorHandler, so this is the one place an unreachable API server can be seen.
+func NewNodeInformer(nodes NodeClient, name string, report func(error)) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
+	observe := func(ctx context.Context, err error) {
+		if report != nil && ctx.Err() == nil {
+			report(err)
+		}
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			return nodes.List(ctx, o)
+			l, err := nodes.List(ctx, o)
+			observe(ctx, err)
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return nodes.Watch(ctx, o)
+			w, err := nodes.Watch(ctx, o)
+			observe(ctx, err)
+			return w, err
 		},
 	}
 	// The client says whether it can serve streaming lists (fake clientsets cannot).

@@ -28,7 +28,7 @@ func primaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 }
 
 // merge returns the Node's address list with the managed types replaced by desired. It is the one
-// merge rule of nodeaddr (README, "How addresses are merged"):
+// merge rule of nodeaddr (docs/merging.md):
 //
 //   - start from the current list; for each managed type, drop its old entries and put the desired
 //     ones (primary family first) where the first old entry of that type stood;
@@ -38,7 +38,7 @@ func primaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 //   - duplicate (type, address) pairs are dropped, keeping the first: the API server rejects them.
 //
 // The primary family is that of the Node's current first InternalIP, else IPv4; when InternalIP is
-// managed, that of the first InternalIP the result will have (see resultPrimary). Merge never
+// managed, that of the first InternalIP the result will have (see resultPrimary). merge never
 // modifies current.
 func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address) []corev1.NodeAddress {
 	want := make(map[corev1.NodeAddressType][]corev1.NodeAddress, len(managed))
@@ -88,8 +88,8 @@ func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired
 	return dedupe(out)
 }
 
-// compose is the address list nodeaddr writes: Merge, then, when ExternalIP is managed and
-// keepExternalEqualInternal is false, DropExternalEqualInternal.
+// compose is the address list nodeaddr writes: merge, then, when ExternalIP is managed and
+// keepExternalEqualInternal is false, dropExternalEqualInternal.
 func compose(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address, keepExternalEqualInternal bool) []corev1.NodeAddress {
 	out := merge(current, managed, desired)
 	if keepExternalEqualInternal || !slices.Contains(managed, resolver.ExternalIP) {
@@ -130,10 +130,10 @@ func canonicalIP(s string) string {
 	return s
 }
 
-// resultPrimary is the family of the first InternalIP Merge will write when it manages InternalIP:
+// resultPrimary is the family of the first InternalIP merge will write when it manages InternalIP:
 // the current primary if a desired InternalIP has it, else the family of the first desired
 // InternalIP, else IPv4 (no InternalIP left). Ordering ExternalIP by the current primary instead
-// would make the next Merge of the written list reorder it, and write again.
+// would make the next merge of the written list reorder it, and write again.
 func resultPrimary(desired []resolver.Address, primary resolver.Family) resolver.Family {
 	next, found := resolver.IPv4, false
 	for _, a := range desired {

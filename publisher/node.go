@@ -24,7 +24,6 @@ func (p *Publisher) onNode(o any) {
 	if ow != nil {
 		p.reportOverwrite(ow)
 	}
-	p.obs.OnTaint(hasUninitialized(n))
 	p.enqueue()
 }
 
@@ -35,8 +34,20 @@ func (p *Publisher) reportOverwrite(ow *overwrite) {
 	p.log.Warn("another writer changed the managed addresses", "reason", "overwritten",
 		"writer", ow.writer, "ours", fmt.Sprint(ow.ours), "theirs", fmt.Sprint(ow.theirs), "rewrite_in", ow.delay)
 	p.cfg.Recorder.Eventf(ow.node, corev1.EventTypeWarning, ReasonAddressesOverwritten,
-		"%s replaced the addresses nodeaddr wrote (%v with %v); if it is the kubelet, run it with --cloud-provider=external",
-		ow.writer, ow.ours, ow.theirs)
+		"%s replaced the addresses nodeaddr wrote (%v with %v); %s", ow.writer, ow.ours, ow.theirs, overwriteAdvice(ow.node))
+}
+
+// overwriteAdvice says how to end a fight over the addresses. nodeaddr manages a Node whatever its
+// spec.providerID (Cluster API's bare-metal providers set one where no cloud controller manager
+// runs), but a providerID is the sign of a cloud controller manager in a hybrid cluster, which
+// refreshes the addresses every few minutes: there the fix is to keep nodeaddr off that Node.
+func overwriteAdvice(n *corev1.Node) string {
+	const kubelet = "if it is the kubelet, run it with --cloud-provider=external"
+	if id := n.Spec.ProviderID; id != "" {
+		return fmt.Sprintf("if it is a cloud controller manager (the Node has providerID %q), run nodeaddr only on "+
+			"the Nodes no cloud controller manager manages (docs/hybrid-clusters.md); %s", id, kubelet)
+	}
+	return kubelet
 }
 
 // onUpdate takes an updated Node from the informer, unless nothing changed: an update whose

@@ -1,13 +1,12 @@
 package publisher
 
-// The publisher's one view of its Node.
+// The publisher's copy of its Node: the agent's view, or a fresher copy the API server returned.
 
 import (
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/cache"
 )
 
 // overrideTTL bounds how long a copy the publisher got from the API server itself stands in for the
@@ -18,32 +17,25 @@ const overrideTTL = 30 * time.Second
 // nodeCache is the one place the publisher reads its Node from. The rule for which copy is
 // current, with resourceVersions treated as opaque strings (compared for equality, never ordered):
 //
-//   - the informer's store holds the Node as the watch delivered it; it is current by default, and
-//     an empty store means the Node does not exist (or has not been seen yet);
+//   - the agent's view (NodeView: the informer's store) holds the Node as the watch delivered it;
+//     it is current by default, and no Node there means the Node does not exist (or has not been
+//     seen yet);
 //   - a copy the API server returned to us directly (a write's response, a read after a conflict)
 //     is newer than anything the informer has delivered so far, so it stands in for the store's
 //     copy until the informer delivers that same resourceVersion (it has caught up; what it
 //     delivers after that is newer still), delivers a Node with another UID (recreated), holds none
 //     (deleted), or overrideTTL has passed.
 type nodeCache struct {
-	store cache.Store
-	name  string
+	view NodeView
 
 	mu       sync.Mutex
 	override *corev1.Node
 	at       time.Time
 }
 
-func newNodeCache(store cache.Store, name string) *nodeCache {
-	return &nodeCache{store: store, name: name}
-}
-
 // get returns the current Node, nil if there is none. Callers must not modify it.
 func (c *nodeCache) get() *corev1.Node {
-	var informed *corev1.Node
-	if o, ok, err := c.store.GetByKey(c.name); err == nil && ok {
-		informed, _ = o.(*corev1.Node)
-	}
+	informed := c.view.Node()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o := c.override; o != nil {

@@ -157,11 +157,11 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 }
 
 // What the resolver takes from the Node: its pod CIDRs and its addresses of the managed types.
-func TestNodeView(t *testing.T) {
+func TestResolverInput(t *testing.T) {
 	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
 		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}})
 	node.Spec.PodCIDRs = []string{"10.244.1.0/24", "fd00:10:244:1::/64"}
-	v := NodeView(node, manageExternal)
+	v := ResolverInput(node, manageExternal)
 	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
 	if !slices.Equal(v.PodCIDRs, want) {
 		t.Errorf("pod CIDRs %v, want %v", v.PodCIDRs, want)
@@ -171,7 +171,7 @@ func TestNodeView(t *testing.T) {
 	}
 	n := testNode("12", nil)
 	n.Spec.PodCIDR = "10.244.2.0/24"
-	if got := NodeView(n, manageExternal).PodCIDRs; !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}) {
+	if got := ResolverInput(n, manageExternal).PodCIDRs; !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}) {
 		t.Errorf("pod CIDRs from spec.podCIDR: %v", got)
 	}
 }

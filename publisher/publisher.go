@@ -2,8 +2,6 @@ package publisher
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -13,21 +11,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// Event reasons on the Node.
-const (
-	ReasonAddressesUpdated     = "AddressesUpdated"
-	ReasonTaintRemoved         = "TaintRemoved"
-	ReasonAnnotationsUpdated   = "AnnotationsUpdated"
-	ReasonAddressesOverwritten = "AddressesOverwritten"
-	ReasonWriteFailed          = "AddressesWriteFailed"
-	// ReasonProvidedNodeIPNotFound: the kubelet's provided-node-ip is not on the host.
-	ReasonProvidedNodeIPNotFound = "ProvidedNodeIPNotFound"
-	// ReasonProvidedNodeIPInvalid: the annotation cannot be parsed and is ignored.
-	ReasonProvidedNodeIPInvalid = "ProvidedNodeIPInvalid"
-)
+// DefaultFieldManager names nodeaddr in managedFields when Config.FieldManager is empty; kubectl
+// nodeaddr finds nodeaddr's address writes by it (through identity, which builds on every platform).
+const DefaultFieldManager = identity.FieldManager
 
 // Write kinds and results, the labels of nodeaddr_node_writes_total.
 const (
@@ -40,12 +30,16 @@ const (
 	ResultError    = "error"
 )
 
+// WriteKinds lists every write kind, for metrics to create each series up front.
+func WriteKinds() []string { return []string{KindAddresses, KindAnnotations, KindTaint} }
+
+// WriteResults lists every write result, for metrics to create each series up front.
+func WriteResults() []string { return []string{ResultSuccess, ResultConflict, ResultError} }
+
 // Observer receives what metrics need.
 type Observer interface {
 	OnWrite(kind, result string)
 	OnReaction(d time.Duration)
-	OnAddresses(addrs []resolver.Address)
-	OnTaint(present bool)
 	OnOverwrite()
 	// OnOverwriteBackoff reports the current delay before rewriting reverted addresses (0: none).
 	OnOverwriteBackoff(d time.Duration)
@@ -70,9 +64,8 @@ type Config struct {
 	// Rate and Burst bound writes (both kinds together). The first write passes at once.
 	Rate  rate.Limit
 	Burst int
-	// Informer is the agent's Node informer (NewNodeInformer); Run reads the Node from it. The
-	// caller starts it. RunOnce does without.
-	Informer cache.SharedIndexInformer
+	// Node is the agent's view of the Node, which the publisher reads and never modifies.
+	Node NodeView
 	// FieldManager names nodeaddr in managedFields.
 	FieldManager string
 	Recorder     record.EventRecorder
@@ -99,7 +92,7 @@ type Publisher struct {
 	obs   Observer
 	nodes *nodeCache
 	queue *queue
-	// retry schedules the attempts after failed reconciles, the worker's and RunOnce's.
+	// retry schedules the attempts after failed reconciles, the worker's and --run-once's.
 	retry   *retrySchedule
 	limiter *rate.Limiter
 	health  health
@@ -112,22 +105,21 @@ type Publisher struct {
 	nodeIPWarned string // the provided-node-ip problem last warned about ("" none); worker only
 }
 
-// New returns a publisher. Nothing happens until Run or RunOnce.
+// New returns a publisher. Nothing happens until Run or Reconcile.
 func New(cfg Config) *Publisher {
 	cfg = withDefaults(cfg)
 	obs := cfg.Observer
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	if cfg.Informer != nil {
-		store = cfg.Informer.GetStore()
+	if cfg.Node == nil { // no Node yet: Publish and Reconcile wait for one
+		cfg.Node = NewNodeView(cache.NewStore(cache.MetaNamespaceKeyFunc), cfg.NodeName)
 	}
 	return &Publisher{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.NodeName),
 		obs:     obs,
-		nodes:   newNodeCache(store, cfg.NodeName),
+		nodes:   &nodeCache{view: cfg.Node},
 		queue:   newQueue(),
 		retry:   newRetrySchedule(cfg.MinBackoff, cfg.MaxBackoff),
 		limiter: rate.NewLimiter(cfg.Rate, cfg.Burst),
@@ -145,7 +137,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Recorder = &record.FakeRecorder{}
 	}
 	if cfg.FieldManager == "" {
-		cfg.FieldManager = "nodeaddr"
+		cfg.FieldManager = DefaultFieldManager
 	}
 	cfg.Burst = max(cfg.Burst, 1)
 	if cfg.MinBackoff <= 0 {
@@ -170,8 +162,6 @@ type nopObserver struct{}
 
 func (nopObserver) OnWrite(string, string)           {}
 func (nopObserver) OnReaction(time.Duration)         {}
-func (nopObserver) OnAddresses([]resolver.Address)   {}
-func (nopObserver) OnTaint(bool)                     {}
 func (nopObserver) OnOverwrite()                     {}
 func (nopObserver) OnOverwriteBackoff(time.Duration) {}
 func (nopObserver) OnProvidedNodeIP(bool)            {}
@@ -181,7 +171,6 @@ func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	p.mu.Lock()
 	changed := resolver.Changed(p.desired, s)
 	if changed {
-		p.obs.OnAddresses(s.Addresses)
 		if !since.IsZero() && (p.since.IsZero() || since.Before(p.since)) {
 			p.since = since
 		}
@@ -197,33 +186,43 @@ func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	}
 }
 
+// DesiredAddresses returns the addresses last published (metrics read them at scrape time).
+func (p *Publisher) DesiredAddresses() []resolver.Address {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.desired == nil {
+		return nil
+	}
+	return slices.Clone(p.desired.Addresses)
+}
+
+// Tainted reports whether the Node, as the publisher has it, carries the uninitialized taint
+// (metrics read it at scrape time).
+func (p *Publisher) Tainted() bool {
+	n := p.nodes.get()
+	return n != nil && hasUninitialized(n)
+}
+
 // enqueue asks the worker for a reconcile; the queue coalesces requests for the one key.
 func (p *Publisher) enqueue() { p.queue.Add() }
 
 // Ready reports whether the Node has been reconciled and no needed write is failing.
 func (p *Publisher) Ready() bool { return p.health.ready.Load() }
 
-// Run watches the Node through cfg.Informer and reconciles until ctx ends.
+// NodeEvents is the publisher's part of the agent's Node informer handler: each event enqueues
+// the Node, except an update that changes nothing; updates also go through overwrite detection
+// (node.go). The agent registers it when it builds the informer.
+func (p *Publisher) NodeEvents() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{AddFunc: p.onNode, UpdateFunc: p.onUpdate, DeleteFunc: p.onDelete}
+}
+
+// Run reconciles until ctx ends. The caller has started the informer behind cfg.Node, registered
+// NodeEvents with it and waited for it to sync.
 func (p *Publisher) Run(ctx context.Context) error {
-	if p.cfg.Informer == nil {
-		return errors.New("publisher: no node informer")
-	}
-	reg, err := p.cfg.Informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.onNode,
-		UpdateFunc: p.onUpdate,
-		DeleteFunc: p.onDelete,
-	})
-	if err != nil {
-		return fmt.Errorf("add node event handler: %w", err)
-	}
-	defer func() { _ = p.cfg.Informer.RemoveEventHandler(reg) }()
 	go func() {
 		<-ctx.Done()
 		p.queue.ShutDown()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-		return ctx.Err()
-	}
 	if p.nodes.get() == nil {
 		p.log.Warn("node not found, waiting for it to be created")
 	}

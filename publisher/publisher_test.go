@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,8 +149,6 @@ type recObserver struct {
 	mu         sync.Mutex
 	writes     []string // kind/result
 	reactions  int
-	addresses  int
-	taint      []bool
 	overwrites int
 	backoffs   []time.Duration
 	nodeIP     []bool // OnProvidedNodeIP: missing
@@ -173,18 +170,6 @@ func (o *recObserver) OnReaction(time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.reactions++
-}
-
-func (o *recObserver) OnAddresses([]resolver.Address) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.addresses++
-}
-
-func (o *recObserver) OnTaint(present bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.taint = append(o.taint, present)
 }
 
 func (o *recObserver) OnOverwrite() {
@@ -219,6 +204,7 @@ func (fakeNodes) IsWatchListSemanticsUnSupported() bool { return true }
 
 type fixture struct {
 	client *fake.Clientset
+	inf    cache.SharedIndexInformer // the Node informer, as the agent builds it
 	p      *Publisher
 	obs    *recObserver
 	rec    *record.FakeRecorder
@@ -243,9 +229,8 @@ func newFixture(t *testing.T, node *corev1.Node, tweak ...func(*Config)) *fixtur
 	for _, fn := range tweak {
 		fn(&cfg)
 	}
-	if cfg.Informer == nil {
-		cfg.Informer = NewNodeInformer(cfg.Nodes, nodeName)
-	}
+	f.inf = NewNodeInformer(cfg.Nodes, nodeName, nil)
+	cfg.Node = NewNodeView(f.inf.GetStore(), nodeName)
 	f.p = New(cfg)
 	t.Cleanup(f.p.queue.ShutDown)
 	return f
@@ -254,7 +239,7 @@ func newFixture(t *testing.T, node *corev1.Node, tweak ...func(*Config)) *fixtur
 // observe hands n to the publisher as the informer would: in its store, then to the handler.
 func (f *fixture) observe(o any) {
 	if n, ok := o.(*corev1.Node); ok {
-		if err := f.p.cfg.Informer.GetStore().Update(n); err != nil {
+		if err := f.inf.GetStore().Update(n); err != nil {
 			panic(err)
 		}
 	}
@@ -263,17 +248,28 @@ func (f *fixture) observe(o any) {
 
 // delete removes n as the informer would.
 func (f *fixture) delete(n *corev1.Node) {
-	if err := f.p.cfg.Informer.GetStore().Delete(n); err != nil {
+	if err := f.inf.GetStore().Delete(n); err != nil {
 		panic(err)
 	}
 	f.p.onDelete(n)
 }
 
-// run starts the informer and the publisher as the agent does; Run's result arrives on the channel.
+// run starts the informer and the publisher as the agent does (the handler registered before the
+// informer starts, Run after it has synced); Run's result arrives on the channel.
 func (f *fixture) run(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
-	go f.p.cfg.Informer.RunWithContext(ctx)
-	go func() { done <- f.p.Run(ctx) }()
+	reg, err := f.inf.AddEventHandler(f.p.NodeEvents())
+	if err != nil {
+		panic(err)
+	}
+	go f.inf.RunWithContext(ctx)
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			done <- ctx.Err()
+			return
+		}
+		done <- f.p.Run(ctx)
+	}()
 	return done
 }
 
@@ -378,9 +374,15 @@ func TestReconcileNoChangeStillRemovesTaint(t *testing.T) {
 	addrs := []corev1.NodeAddress{internal("10.0.0.1"), external("203.0.113.7"), hostname(nodeName)}
 	f := newFixture(t, testNode("10", addrs, notReadyTaint, uninitTaint))
 	f.start(t, externalState("203.0.113.7"))
+	if !f.p.Tainted() {
+		t.Error("not Tainted before the removal")
+	}
 
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if f.p.Tainted() {
+		t.Error("Tainted after the removal (the write's response is the current Node)")
 	}
 	assertEqual(t, "patches", f.patches(), []string{
 		taintPatchAction([]corev1.Taint{notReadyTaint, uninitTaint}, []corev1.Taint{notReadyTaint}),
@@ -640,8 +642,8 @@ func TestPublish(t *testing.T) {
 	for range 100 { // never blocks, however many wake-ups are pending
 		f.p.Publish(externalState("203.0.113.8"), time.Time{})
 	}
-	if f.obs.addresses != 2 {
-		t.Errorf("OnAddresses called %d times, want 2 (once per distinct state)", f.obs.addresses)
+	if got := fmt.Sprint(f.p.DesiredAddresses()); got != "[ExternalIP=203.0.113.8]" {
+		t.Errorf("DesiredAddresses = %s, want the latest state's", got)
 	}
 	node, desired, since := f.p.snapshot()
 	if node != nil || !desired.Equal(externalState("203.0.113.8")) || !since.Equal(t0) {
@@ -649,126 +651,6 @@ func TestPublish(t *testing.T) {
 	}
 	if f.p.queue.Len() != 1 {
 		t.Errorf("%d queued reconciles, want 1", f.p.queue.Len())
-	}
-}
-
-// fixed resolves to s whatever the Node holds.
-func fixed(s resolver.State) func(resolver.NodeView) (resolver.State, error) {
-	return func(resolver.NodeView) (resolver.State, error) { return s, nil }
-}
-
-// RunOnce resolves with what the Node holds: its pod CIDRs and its managed addresses.
-func TestRunOnceResolvesWithTheNode(t *testing.T) {
-	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
-		{Type: corev1.NodeExternalIP, Address: "203.0.113.9"}, {Type: corev1.NodeHostName, Address: nodeName}}, uninitTaint)
-	node.Spec.PodCIDRs = []string{"10.244.1.0/24"}
-	f := newFixture(t, node)
-	var got []resolver.NodeView
-	st, err := f.p.RunOnce(t.Context(), func(v resolver.NodeView) (resolver.State, error) {
-		got = append(got, v)
-		return externalState("203.0.113.9"), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []resolver.NodeView{{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
-		Addresses: []resolver.Address{{Type: resolver.ExternalIP, IP: netip.MustParseAddr("203.0.113.9")}}}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("resolved with %v, want %v (ExternalIP is the only managed type)", got, want)
-	}
-	if st.String() != "[ExternalIP=203.0.113.9]" {
-		t.Errorf("returned %v", st)
-	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"taint/success"})
-}
-
-func TestRunOnce(t *testing.T) {
-	f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
-	if _, err := f.p.RunOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
-		t.Fatal(err)
-	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "taint/success"})
-	if !f.p.Ready() {
-		t.Error("not ready")
-	}
-}
-
-func TestRunOnceRetriesConflicts(t *testing.T) {
-	f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
-	var once atomic.Bool
-	f.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		if once.CompareAndSwap(false, true) {
-			return true, nil, apierrors.NewConflict(nodesGR, nodeName, errors.New("the object has been modified"))
-		}
-		return false, nil, nil
-	})
-	if _, err := f.p.RunOnce(t.Context(), fixed(externalState("203.0.113.7"))); err != nil {
-		t.Fatal(err)
-	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/conflict", "addresses/success", "taint/success"})
-	if got := f.count("get"); got != 3 {
-		t.Errorf("%d GETs, want 3 (read, re-read after the conflict, read for the retry)", got)
-	}
-}
-
-// In a synctest bubble the deadline and the backoffs are virtual: no real waiting.
-func TestRunOnceMissingNode(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t, nil)
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
-		defer cancel()
-		_, err := f.p.RunOnce(ctx, fixed(externalState("203.0.113.7")))
-		if err == nil || !strings.Contains(err.Error(), `node "node-a" not found`) {
-			t.Fatalf("RunOnce = %v, want an error saying the node was not found", err)
-		}
-		if !strings.Contains(err.Error(), "gave up") {
-			t.Errorf("RunOnce = %v, want it to say it gave up", err)
-		}
-		if f.count("get") < 2 || f.count("patch") != 0 {
-			t.Errorf("%d GETs and %d patches, want retried GETs and no patch", f.count("get"), f.count("patch"))
-		}
-	})
-}
-
-func TestRunOnceNodeDeletedDuringWrite(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint))
-		f.client.PrependReactor("patch", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewNotFound(nodesGR, nodeName)
-		})
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
-		defer cancel()
-		if _, err := f.p.RunOnce(ctx, fixed(externalState("203.0.113.7"))); err == nil {
-			t.Fatal("RunOnce succeeded although every write found no node")
-		}
-		if f.p.Ready() {
-			t.Error("ready although nothing was written")
-		}
-	})
-}
-
-func TestRunOnceForbiddenReturnsAtOnce(t *testing.T) {
-	for _, verb := range []string{"get", "patch"} {
-		t.Run(verb, func(t *testing.T) {
-			f := newFixture(t, testNode("10", kubeletAddrs(), uninitTaint), func(c *Config) {
-				c.MinBackoff, c.MaxBackoff = time.Minute, time.Minute // a retry would hit the deadline
-			})
-			f.client.PrependReactor(verb, "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, apierrors.NewForbidden(nodesGR, nodeName, errors.New("system:serviceaccount:kube-system:nodeaddr cannot "+verb+" nodes"))
-			})
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			defer cancel()
-			_, err := f.p.RunOnce(ctx, fixed(externalState("203.0.113.7")))
-			if !apierrors.IsForbidden(err) {
-				t.Fatalf("RunOnce = %v, want Forbidden", err)
-			}
-			if ctx.Err() != nil {
-				t.Fatal("RunOnce waited for the deadline")
-			}
-			if got := f.count(verb); got != 1 {
-				t.Errorf("%d %s actions, want 1", got, verb)
-			}
-		})
 	}
 }
 
@@ -886,8 +768,8 @@ func TestObserveIgnoresOtherNodes(t *testing.T) {
 	if node, _, _ := f.p.snapshot(); node != nil {
 		t.Errorf("observed %v, want nothing", node.Name)
 	}
-	if len(f.obs.taint) != 0 {
-		t.Errorf("taint reported for another node: %v", f.obs.taint)
+	if f.p.Tainted() {
+		t.Error("tainted by another node's taint")
 	}
 }
 
@@ -928,7 +810,7 @@ func TestNodeCacheCurrentCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-			c := newNodeCache(store, nodeName)
+			c := &nodeCache{view: NewNodeView(store, nodeName)}
 			if tc.received != nil {
 				c.received(tc.received)
 			}

@@ -1,10 +1,35 @@
 package publisher
 
 import (
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 )
+
+// errConflict marks a write that lost a race with another writer (409, or a failed JSON-patch
+// test): the Node was re-read, and a retry comes soon.
+var errConflict = errors.New("conflict")
+
+// holdError defers a rewrite of reverted addresses until the revert backoff allows it.
+type holdError struct{ until time.Time }
+
+func (h holdError) Error() string { return "rewrite held back until " + h.until.Format(time.RFC3339) }
+
+// RetryIn is how long to wait before retrying after a reconcile failed with err: a held-back
+// rewrite waits for its time, a conflict (this Node's own race, not a fleet-wide outage) retries
+// soon, anything else backs off on the retry schedule. A successful Reconcile ends the backoff.
+func (p *Publisher) RetryIn(err error) time.Duration {
+	var hold holdError
+	switch {
+	case errors.As(err, &hold):
+		return max(time.Until(hold.until), time.Millisecond)
+	case errors.Is(err, errConflict):
+		return max(p.cfg.MinBackoff/4, time.Millisecond)
+	default:
+		return p.retry.When()
+	}
+}
 
 // retrySchedule is when the driver retries after failed reconciles: a backoff that spreads a fleet
 // which lost the API server at the same moment evenly over one period when it comes back, however

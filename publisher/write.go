@@ -72,7 +72,6 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 	if err != nil {
 		return err
 	}
-	p.obs.OnTaint(false)
 	p.log.Info("uninitialized taint removed", "reason", "addresses-reconciled")
 	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonTaintRemoved,
 		"Removed taint "+cloudproviderapi.TaintExternalCloudProvider+": nodeaddr has set the node addresses")
@@ -83,7 +82,7 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 // asks for a quick retry; anything else backs off, turns readiness off and, when it persists, emits
 // one Warning event. A missing Node is not counted as a failure (the informer reports its deletion
 // and re-creation), but the error is returned: nothing was written, so the caller must neither go on
-// to the taint nor report the Node ready, and RunOnce waits for the Node.
+// to the taint nor report the Node ready, and --run-once waits for the Node.
 func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, err error) error {
 	if isConflict(err) {
 		p.obs.OnWrite(kind, ResultConflict)

@@ -54,6 +54,22 @@ type heldAddr struct {
 	gone time.Time
 }
 
+// Seed holds the Node's addresses as if this loop had published them: a restarted agent whose
+// first resolution finds nothing (a restart in a DHCP client's gap between two leases) keeps them
+// for the grace instead of removing them at once, as the agent before the restart would have.
+// An address that resolves, or a replacement, takes effect at once as usual.
+func (h *holdDown) Seed(addrs []Address) {
+	if h.held == nil {
+		h.held = make(map[slot]heldAddr)
+	}
+	for _, a := range addrs {
+		s := slot{a.Type, FamilyOf(a.IP)}
+		if _, ok := h.held[s]; !ok {
+			h.held[s] = heldAddr{addr: a}
+		}
+	}
+}
+
 // Apply merges a fresh resolution into the held state at now. It returns the effective state and the
 // earliest time a held address expires (zero when none is held past now).
 func (h *holdDown) Apply(now time.Time, resolved State) (State, time.Time) {

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeaddr/nodeaddr/watcher/netnstest"
+	"github.com/nodeaddr/nodeaddr/internal/netnstest"
 )
 
 // TestMain runs the package's tests inside a throwaway network namespace (see netnstest); the kernel
@@ -247,7 +247,7 @@ func TestKernelPolicyRouting(t *testing.T) {
 	netnstest.IP(t, "rule", "add", "to", "198.51.100.0/24", "table", "100", "priority", "1000")
 	t.Cleanup(func() { netnstest.IP(t, "rule", "del", "priority", "1000") })
 
-	tables, err := Netlink{}.RouteTables()
+	tables, err := Netlink{}.RuleTables()
 	if err != nil {
 		t.Fatal(err)
 	}

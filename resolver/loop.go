@@ -22,6 +22,25 @@ type Sink interface {
 	Publish(s State, since time.Time)
 }
 
+// RuleTables is a Kernel that can list the routing tables policy rules point lookups at
+// (Netlink). A route change in a table no rule uses cannot change a lookup, so the watcher drops
+// it; the loop keeps the watcher's list current (RouteTableFilter).
+type RuleTables interface {
+	RuleTables() ([]int, error)
+}
+
+// RouteTableFilter takes the tables RuleTables lists, after each resolution: the watcher's
+// route filter, which then keeps route changes in those tables.
+type RouteTableFilter interface {
+	SetRouteTables(tables []int)
+}
+
+// Results of a resolution, the "result" label of nodeaddr_resolutions_total.
+const (
+	ResultSuccess = "success"
+	ResultError   = "error"
+)
+
 // Observer receives counts for metrics.
 type Observer interface {
 	OnResolution(result string)
@@ -30,10 +49,9 @@ type Observer interface {
 
 // LoopConfig configures Loop.
 type LoopConfig struct {
-	Kernel  Kernel
-	Managed []AddressType
-	Targets []Target
-	// Policy is the selection policy; its Managed and Targets default to the fields above.
+	Kernel Kernel
+	// Policy is the selection policy; its Managed and Targets are the types nodeaddr owns and the
+	// targets it resolves.
 	Policy         Policy
 	Debounce       time.Duration
 	MaxDelay       time.Duration
@@ -41,15 +59,15 @@ type LoopConfig struct {
 	ResyncInterval time.Duration
 	// RetryInterval is how soon a failed resolution is tried again; default 1s.
 	RetryInterval time.Duration
-	// OnRouteTables, if set, is given the policy-routing tables after each resolution when the
-	// kernel can list them.
-	OnRouteTables func([]int)
+	// RouteTables, if set, is told the routing tables policy rules point at after each
+	// resolution, when the Kernel can list them (RuleTables).
+	RouteTables RouteTableFilter
 	// Node, if set, returns the Node as the agent's informer has it (ok false: not seen yet). The
 	// first resolution then waits for the Node: it already excludes the Node's pod CIDRs and keeps
 	// the Node's current addresses among equal candidates, so that a restarted agent (a DaemonSet
 	// rollout) never flips an address the previous one chose. NodeChanged tells the loop to look
 	// again.
-	Node func() (NodeView, bool)
+	Node func() (NodeInput, bool)
 	// Discovery, if set, supplies the ExternalIP behind NAT: it is given the ExternalIP route
 	// sources after each resolution, its addresses replace them, and its C resolves again.
 	Discovery Discovery
@@ -68,8 +86,8 @@ type Loop struct {
 	nodeKick chan struct{}
 }
 
-// NodeView is what the resolver needs to know of the Node.
-type NodeView struct {
+// NodeInput is what a resolution takes from the Node (publisher.ResolverInput reads it).
+type NodeInput struct {
 	PodCIDRs  []netip.Prefix // excluded from selection
 	Addresses []Address      // the Node's current addresses of the managed types
 }
@@ -81,12 +99,6 @@ func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
 	}
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = time.Second
-	}
-	if cfg.Policy.Managed == nil {
-		cfg.Policy.Managed = cfg.Managed
-	}
-	if cfg.Policy.Targets == nil {
-		cfg.Policy.Targets = cfg.Targets
 	}
 	l := &Loop{cfg: cfg, trigger: trigger, sink: sink, nodeKick: make(chan struct{}, 1)}
 	l.lastTurn.Store(time.Now().UnixNano())
@@ -103,9 +115,9 @@ func (l *Loop) NodeChanged() {
 }
 
 // node returns the Node's view, ok false if it has not been seen (always true without cfg.Node).
-func (l *Loop) node() (NodeView, bool) {
+func (l *Loop) node() (NodeInput, bool) {
 	if l.cfg.Node == nil {
-		return NodeView{}, true
+		return NodeInput{}, true
 	}
 	return l.cfg.Node()
 }

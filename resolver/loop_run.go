@@ -14,7 +14,7 @@ type run struct {
 	hold      holdDown
 	since     time.Time // first event of the pending burst
 	published *State
-	view      NodeView    // the Node as last read
+	node      NodeInput   // the Node as last read
 	wake      *time.Timer // fires for debounce, hold-down and retry deadlines
 	holdUntil time.Time
 	retryAt   time.Time
@@ -41,7 +41,8 @@ func (r *run) awaitNode(ctx context.Context) bool {
 			v, ok = r.l.node()
 		}
 	}
-	r.view = v
+	r.node = v
+	r.hold.Seed(v.Addresses)
 	r.l.lastTurn.Store(time.Now().UnixNano())
 	return true
 }
@@ -63,8 +64,8 @@ func (r *run) nodeChanged() {
 	if !ok {
 		return // deleted: keep the last view until it is back
 	}
-	changed := !slices.Equal(v.PodCIDRs, r.view.PodCIDRs)
-	r.view = v
+	changed := !slices.Equal(v.PodCIDRs, r.node.PodCIDRs)
+	r.node = v
 	if changed {
 		r.resolve("pod-cidrs-changed")
 	}
@@ -88,13 +89,17 @@ func (r *run) resolve(reason string) {
 	r.deb.Reset()
 	r.retryAt = time.Time{}
 	// The reference for stickiness: what we published, else the Node's addresses.
-	prev := State{Managed: l.cfg.Managed, Addresses: r.view.Addresses}
+	prev := State{Managed: l.cfg.Policy.Managed, Addresses: r.node.Addresses}
 	if r.published != nil {
 		prev = *r.published
 	}
-	raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.view.PodCIDRs), prev)
+	var rec *recorder // the explanation, only when it will be logged
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		rec = &recorder{}
+	}
+	raw, skips, err := resolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.node.PodCIDRs), prev, rec)
 	if err != nil {
-		l.observe("error")
+		l.observe(ResultError)
 		log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
 		r.retryAt = now.Add(l.cfg.RetryInterval)
 		// The retry applies the hold-down again. A hold-down deadline left in the past would
@@ -102,7 +107,7 @@ func (r *run) resolve(reason string) {
 		r.holdUntil = time.Time{}
 		return
 	}
-	l.observe("success")
+	l.observe(ResultSuccess)
 	logSkips(log, skips)
 	if l.cfg.Discovery != nil {
 		raw = WithDiscovery(l.cfg.Discovery, raw)
@@ -119,13 +124,14 @@ func (r *run) resolve(reason string) {
 			old = r.published.String()
 		}
 		log.Info("desired addresses changed", "reason", reason, "old", old, "new", eff.String())
+		rec.log(log)
 	}
 	r.published = &eff
 	l.sink.Publish(eff, r.since)
 	r.since = time.Time{}
-	if rt, ok := l.cfg.Kernel.(interface{ RouteTables() ([]int, error) }); ok && l.cfg.OnRouteTables != nil {
-		if tables, err := rt.RouteTables(); err == nil {
-			l.cfg.OnRouteTables(tables)
+	if rt, ok := l.cfg.Kernel.(RuleTables); ok && l.cfg.RouteTables != nil {
+		if tables, err := rt.RuleTables(); err == nil {
+			l.cfg.RouteTables.SetRouteTables(tables)
 		}
 	}
 }

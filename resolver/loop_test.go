@@ -140,8 +140,12 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 	lt.sink = &recordingSink{start: lt.start}
 	lt.obs = &recordingObserver{start: lt.start}
 	cfg.Kernel = lt.kernel
-	cfg.Managed = []AddressType{ExternalIP}
-	cfg.Targets = []Target{{ExternalIP, target4}}
+	if cfg.Policy.Managed == nil {
+		cfg.Policy.Managed = []AddressType{ExternalIP}
+	}
+	if cfg.Policy.Targets == nil {
+		cfg.Policy.Targets = []Target{{ExternalIP, target4}}
+	}
 	cfg.Observer = lt.obs
 	l := NewLoop(cfg, lt.trigger, lt.sink)
 	lt.loop = l
@@ -163,18 +167,18 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 // fakeNode is the Node as an informer would have it, for LoopConfig.Node.
 type fakeNode struct {
 	mu   sync.Mutex
-	v    NodeView
+	v    NodeInput
 	seen bool
 }
 
-func (f *fakeNode) get() (NodeView, bool) {
+func (f *fakeNode) get() (NodeInput, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.v, f.seen
 }
 
 // set changes the Node and tells the loop, as the agent's informer event handler does.
-func (f *fakeNode) set(l *Loop, v NodeView) {
+func (f *fakeNode) set(l *Loop, v NodeInput) {
 	f.mu.Lock()
 	f.v, f.seen = v, true
 	f.mu.Unlock()
@@ -420,20 +424,27 @@ func TestLoopErrorWhileHolding(t *testing.T) {
 // tablesKernel is a fakeKernel that can also list policy-routing tables, as Netlink does.
 type tablesKernel struct{ *fakeKernel }
 
-func (tablesKernel) RouteTables() ([]int, error) { return []int{100, 254}, nil }
+func (tablesKernel) RuleTables() ([]int, error) { return []int{100, 254}, nil }
+
+// tableRecorder is a RouteTableFilter recording every list it is given.
+type tableRecorder struct {
+	mu  sync.Mutex
+	got [][]int
+}
+
+func (r *tableRecorder) SetRouteTables(tables []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, tables)
+}
 
 func TestLoopReportsRouteTables(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var got [][]int
+		rec := &tableRecorder{}
 		l := NewLoop(LoopConfig{
-			Kernel: tablesKernel{healthyKernel()}, Managed: []AddressType{ExternalIP},
-			Targets: []Target{{ExternalIP, target4}}, Debounce: ms(100), ResyncInterval: time.Minute,
-			OnRouteTables: func(tables []int) {
-				mu.Lock()
-				defer mu.Unlock()
-				got = append(got, tables)
-			},
+			Kernel:   tablesKernel{healthyKernel()},
+			Policy:   Policy{Managed: []AddressType{ExternalIP}, Targets: []Target{{ExternalIP, target4}}},
+			Debounce: ms(100), ResyncInterval: time.Minute, RouteTables: rec,
 		}, newFakeTrigger(), &recordingSink{start: time.Now()})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
@@ -441,8 +452,8 @@ func TestLoopReportsRouteTables(t *testing.T) {
 		time.Sleep(90 * time.Second) // start and one resync
 		cancel()
 		<-done
-		if want := [][]int{{100, 254}, {100, 254}}; !slices.EqualFunc(got, want, slices.Equal) {
-			t.Errorf("OnRouteTables calls = %v, want %v (one per resolution)", got, want)
+		if want := [][]int{{100, 254}, {100, 254}}; !slices.EqualFunc(rec.got, want, slices.Equal) {
+			t.Errorf("SetRouteTables calls = %v, want %v (one per resolution)", rec.got, want)
 		}
 	})
 }
@@ -464,7 +475,7 @@ func TestLoopStickyAndPodCIDRs(t *testing.T) {
 			t.Fatalf("after an equal-priority newcomer: %v, want %v kept", last, extOnly)
 		}
 
-		node.set(lt.loop, NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
+		node.set(lt.loop, NodeInput{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
 		synctest.Wait()
 		got = lt.sink.all()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, newcomer.IP, "eth1", 0}}}
@@ -496,7 +507,7 @@ func TestLoopWaitsForTheNodeAndKeepsItsAddress(t *testing.T) {
 		if idle := time.Since(lt.loop.LastTurn()); idle != 0 {
 			t.Errorf("LastTurn %v ago while waiting for the Node, want now", idle)
 		}
-		node.set(lt.loop, NodeView{Addresses: []Address{{Type: ExternalIP, IP: other.IP}}})
+		node.set(lt.loop, NodeInput{Addresses: []Address{{Type: ExternalIP, IP: other.IP}}})
 		synctest.Wait()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, other.IP, "eth1", 0}}}
 		got := lt.sink.all()
@@ -505,7 +516,7 @@ func TestLoopWaitsForTheNodeAndKeepsItsAddress(t *testing.T) {
 		}
 		// Once published, the loop's own choice is the reference: a later view of the Node (new pod
 		// CIDRs, which resolve again at once) does not bring the Node's addresses back into play.
-		node.set(lt.loop, NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
+		node.set(lt.loop, NodeInput{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
 			Addresses: []Address{{Type: ExternalIP, IP: src4}}})
 		synctest.Wait()
 		got = lt.sink.all()
@@ -522,7 +533,7 @@ func TestLoopExcludesPodCIDRsFromTheStart(t *testing.T) {
 		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4}, addrs: []LocalAddr{local(src4.String()), eth1Addr}}
 		node := &fakeNode{}
 		lt := startLoop(t, LoopConfig{Node: node.get, Policy: ethPolicy}, k)
-		node.set(lt.loop, NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
+		node.set(lt.loop, NodeInput{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("192.0.2.10/32")}})
 		synctest.Wait()
 		want := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{ExternalIP, eth1Addr.IP, "eth1", 0}}}
 		if got := lt.sink.all(); len(got) != 1 || !got[0].state.Equal(want) {
@@ -538,6 +549,25 @@ func TestLoopWithoutNodeStartsAtOnce(t *testing.T) {
 		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Policy: ethPolicy}, k)
 		if got := lt.sink.all(); len(got) != 1 || !got[0].state.Equal(extOnly) || got[0].at != 0 {
 			t.Fatalf("publications %v, want %v at once", got, extOnly)
+		}
+	})
+}
+
+// An agent restarted while the host has no address (a DHCP client between two leases) keeps the
+// Node's address for the removal grace, as the agent before the restart would have, instead of
+// publishing its removal at once (found by test/soak: an empty InternalIP list 0.7 s after the
+// address went).
+func TestLoopRestartHoldsTheNodesAddress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		node := &fakeNode{seen: true, v: NodeInput{Addresses: []Address{{Type: ExternalIP, IP: src4}}}}
+		k := &fakeKernel{routes: map[netip.Addr]netip.Addr{}}
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, RemovalGrace: 5 * time.Second, Node: node.get}, k)
+		lt.sleep(time.Minute)
+		held := State{Managed: []AddressType{ExternalIP}, Addresses: []Address{{Type: ExternalIP, IP: src4}}}
+		empty := State{Managed: []AddressType{ExternalIP}}
+		got := lt.sink.all()
+		if len(got) != 2 || got[0].at != 0 || !got[0].state.Equal(held) || got[1].at != 5*time.Second || !got[1].state.Equal(empty) {
+			t.Fatalf("publications = %v, want the Node's address held at 0 and removed at 5s", got)
 		}
 	})
 }

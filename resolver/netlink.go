@@ -72,9 +72,9 @@ func (Netlink) Addresses() ([]LocalAddr, error) {
 	return out, nil
 }
 
-// RouteTables returns the routing tables named by policy rules, so the watcher does not drop changes
+// RuleTables returns the routing tables named by policy rules, so the watcher does not drop changes
 // to them.
-func (Netlink) RouteTables() ([]int, error) {
+func (Netlink) RuleTables() ([]int, error) {
 	rules, err := netlink.RuleList(netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func (tp TypePolicy) enumerates() bool {
 	return len(tp.Interfaces) > 0 || slices.ContainsFunc(tp.CIDRs, func(r CIDRRule) bool { return !r.Exclude })
 }
 
-// Policy is the complete address selection policy (README, "Selection policy").
+// Policy is the complete address selection policy (docs/configuration.md, "Selection policy").
 type Policy struct {
 	// Managed lists the types nodeaddr owns, even when nothing resolves for them.
 	Managed []AddressType
@@ -81,7 +81,7 @@ type Policy struct {
 	ReportLocal bool
 }
 
-// Reasons a candidate is rejected by the policy (beyond Usable).
+// Reasons a candidate is rejected by the policy (beyond usable).
 var (
 	errSecondary     = errors.New("IPv4 secondary address (a VIP?); --allow-secondary accepts it")
 	errVIPLoopback   = errors.New("host-prefix address on the loopback interface (a VIP)")
@@ -98,6 +98,7 @@ var (
 type candidate struct {
 	la    LocalAddr
 	route bool // the source of the route toward a target
+	prev  bool // the previous address, adopted by stickiness
 	prio  int
 }
 
@@ -107,13 +108,13 @@ type candidate struct {
 // caller) and the reasons candidates were passed over.
 //
 // For each managed type and family: the candidates are the route source plus, when the type
-// enumerates interfaces, the addresses of matching interfaces. A candidate must be usable (Usable),
+// enumerates interfaces, the addresses of matching interfaces. A candidate must be usable (usable),
 // not an IPv4 secondary unless allowed, not a VIP, not on an excluded interface, not in an excluded
 // network, and accepted by the CIDR list. The best (lowest) priority wins; among equal priority the
 // previous address stays while it is a candidate, else the route source, else the first address in
 // kernel order. A new address of equal priority therefore never flips the Node, while one of better
 // priority replaces it.
-func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) ([]Address, []Skip) {
+func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State, rec *recorder) ([]Address, []Skip) {
 	var out []Address
 	var skips []Skip
 	for _, t := range p.Managed {
@@ -126,14 +127,17 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 				switch {
 				case !ok || !src.IsValid():
 					skips = append(skips, Skip{Target: tgt, Reason: "no route"})
+					rec.reject(tgt, netip.Addr{}, "", errNoRoute)
 				default:
 					la, found := find(addrs, src)
 					if !found {
 						skips = append(skips, Skip{Target: tgt, Source: src, Reason: errNotLocal.Error()})
+						rec.reject(tgt, src, "", errNotLocal)
 						break
 					}
 					if prio, err := p.accept(tp, la, addrs); err != nil {
 						skips = append(skips, Skip{Target: tgt, Source: src, Reason: err.Error()})
+						rec.reject(tgt, src, la.Link, err)
 					} else {
 						cands = append(cands, candidate{la: la, route: true, prio: prio})
 					}
@@ -149,6 +153,7 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 					}
 					prio, err := p.accept(tp, la, addrs)
 					if err != nil {
+						rec.reject(Target{Type: t}, la.IP, la.Link, err)
 						if la.Scope == unix.RT_SCOPE_UNIVERSE { // link-local and loopback are noise
 							skips = append(skips, Skip{Target: Target{Type: t}, Source: la.IP,
 								Reason: "interface " + la.Link + ": " + err.Error()})
@@ -161,9 +166,11 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 			if tp.Sticky {
 				cands = p.adopt(tp, cands, prev, t, f, addrs)
 			}
-			if c, ok := pick(cands, prev, t, f); ok {
+			c, ok := pick(cands, prev, t, f)
+			if ok {
 				out = append(out, Address{Type: t, IP: c.la.IP, Interface: c.la.Link, PrefixLen: c.la.PrefixLen})
 			}
+			rec.picked(t, f, tgt, hasTarget || tp.enumerates(), cands, c, prev)
 		}
 	}
 	return out, skips
@@ -184,7 +191,7 @@ func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressTyp
 	if err != nil {
 		return cands
 	}
-	return append(cands, candidate{la: la, prio: prio})
+	return append(cands, candidate{la: la, prio: prio, prev: true})
 }
 
 // pick chooses among accepted candidates: best priority; the previous address stays among equals.
@@ -260,34 +267,6 @@ func cidrPriority(rules []CIDRRule, ip netip.Addr) (int, error) {
 	return len(rules), nil
 }
 
-// vipReason recognises the addresses keepalived, kube-vip and similar tools float between hosts:
-// a host prefix (/32, /128) on the loopback (kube-vip BGP mode, anycast), an IPv4 label other than
-// the interface name (`ip addr add ... label eth0:vip`, keepalived's `label`), and an IPv4 /32 on an
-// interface that also carries a wider IPv4 address (kube-vip ARP mode). A lone /32 (point-to-point
-// uplinks at some hosting providers) and IPv6 /128s (DHCPv6) stay usable.
-func vipReason(la LocalAddr, addrs []LocalAddr) error {
-	host := la.PrefixLen == la.IP.BitLen()
-	switch {
-	case host && la.Link == "lo":
-		return errVIPLoopback
-	case la.IP.Is4() && la.Label != "" && la.Link != "" && la.Label != la.Link:
-		return errVIPLabel
-	case host && la.IP.Is4() && slices.ContainsFunc(addrs, func(o LocalAddr) bool {
-		return o.LinkIndex == la.LinkIndex && o.IP.Is4() && o.PrefixLen > 0 && o.PrefixLen < 32 &&
-			o.Flags&unix.IFA_F_SECONDARY == 0
-	}):
-		return errVIPHost
-	}
-	return nil
-}
-
-func matchAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
-	if len(res) == 0 {
-		return emptyMatches
-	}
-	return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
-}
-
 // Excluding returns p with cidrs (the Node's pod CIDRs) excluded too.
 func (p Policy) Excluding(cidrs []netip.Prefix) Policy {
 	if len(cidrs) > 0 {
@@ -299,6 +278,10 @@ func (p Policy) Excluding(cidrs []netip.Prefix) Policy {
 // ResolvePolicy takes one snapshot of k and applies p; prev is the state published last (for
 // stickiness; the zero State for none). Addresses are listed only when something needs them.
 func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
+	return resolvePolicy(k, p, prev, nil)
+}
+
+func resolvePolicy(k Kernel, p Policy, prev State, rec *recorder) (State, []Skip, error) {
 	st := State{Managed: p.Managed}
 	sources := make(map[Target]netip.Addr, len(p.Targets))
 	need := p.ReportLocal
@@ -324,7 +307,7 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 		}
 	}
 	var skips []Skip
-	st.Addresses, skips = selectAddresses(p, sources, addrs, prev)
+	st.Addresses, skips = selectAddresses(p, sources, addrs, prev, rec)
 	if p.ReportLocal {
 		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodeaddr/nodeaddr/watcher/netnstest"
+	"github.com/nodeaddr/nodeaddr/internal/netnstest"
 )
 
 // policyKernel resolves InternalIP on the real kernel with p (Managed set here) and prev.

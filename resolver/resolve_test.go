@@ -98,7 +98,7 @@ func TestUsable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := usable(tt.addr); !errors.Is(got, tt.want) {
-				t.Errorf("Usable(%+v) = %v, want %v", tt.addr, got, tt.want)
+				t.Errorf("usable(%+v) = %v, want %v", tt.addr, got, tt.want)
 			}
 		})
 	}

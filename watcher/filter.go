@@ -5,12 +5,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Event kinds, used as the "kind" label of nodeaddr_netlink_events_total.
+// Event kinds, the "kind" label of nodeaddr_netlink_events_total. Each subscription is named after
+// the kind it delivers (the "subscription" label of nodeaddr_netlink_resubscriptions_total).
 const (
 	KindAddress = "address"
 	KindRoute   = "route"
 	KindLink    = "link"
+	KindRule    = "rule"
 )
+
+// Kinds lists every event kind, which is also every subscription's name.
+func Kinds() []string { return []string{KindAddress, KindRoute, KindLink, KindRule} }
 
 // Netlink messages are hints, not truth: the filters below only decide whether a message could change
 // the result of a resolution. They never compute addresses themselves. Each filter is owned by the
@@ -140,3 +145,26 @@ func (f *linkFilter) Ignore(u netlink.LinkUpdate) bool {
 
 // Reset forgets what the filter has seen.
 func (f *linkFilter) Reset() { clear(f.seen) }
+
+// ruleFilter drops rule notifications that cannot change a route lookup: families other than IPv4
+// and IPv6 and no-op rules. Any other rule added or deleted (policy routing on a multi-homed host)
+// can move a target's route, and so its source, to another table.
+type ruleFilter struct{}
+
+// Ignore reports whether u can be dropped.
+func (ruleFilter) Ignore(u ruleUpdate) bool {
+	if u.Family != unix.AF_INET && u.Family != unix.AF_INET6 {
+		return true
+	}
+	return u.Action == unix.FR_ACT_NOP
+}
+
+// lookupTable is the table a rule added by u sends lookups to, ok false when it sends them to
+// none (a deletion, another action, or a table the route filter always keeps).
+func (ruleFilter) lookupTable(u ruleUpdate) (table int, ok bool) {
+	if u.Type != unix.RTM_NEWRULE || u.Action != unix.FR_ACT_TO_TBL {
+		return 0, false
+	}
+	var always routeFilter
+	return u.Table, !always.tableUsable(u.Table)
+}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeaddr/nodeaddr/watcher/netnstest"
+	"github.com/nodeaddr/nodeaddr/internal/netnstest"
 )
 
 // TestMain runs the package's tests inside a throwaway network namespace (see netnstest); the kernel
@@ -189,6 +189,39 @@ func TestKernelRouteRaisesSignal(t *testing.T) {
 	wt.waitSignal()
 	if events, _ := wt.obs.snapshot(); !slices.Equal(events, []string{KindRoute, KindRoute, KindRoute}) {
 		t.Errorf("events = %v, want three route events (table 100 ignored, then watched)", events)
+	}
+}
+
+// Policy rules of both families raise the signal, and the table a new rule points at is watched
+// at once (before the resolver lists the rules again).
+func TestKernelRuleRaisesSignal(t *testing.T) {
+	netnstest.Require(t)
+	veth(t, "wu")
+	netnstest.IP(t, "addr", "add", "192.0.2.10/24", "dev", "wu")
+	// No IPv6 address: the kernel announces one (and its prefix route) from a work queue, after
+	// the watcher may have subscribed, and an IPv6 rule needs none.
+	wt := startWatcher(t, Config{})
+	wt.noSignalPending()
+
+	before := time.Now()
+	netnstest.IP(t, "rule", "add", "to", "198.51.100.0/24", "lookup", "100", "priority", "1000")
+	t.Cleanup(func() { _, _ = runIP("rule", "del", "priority", "1000") })
+	if first := wt.waitSignal(); first.Before(before) {
+		t.Errorf("signal's first event at %v, before the rule was added at %v", first, before)
+	}
+	netnstest.IP(t, "route", "add", "default", "via", "192.0.2.1", "table", "100")
+	wt.waitSignal()
+	netnstest.IP(t, "-6", "rule", "add", "to", "2001:db8:100::/48", "lookup", "200", "priority", "1000")
+	t.Cleanup(func() { _, _ = runIP("-6", "rule", "del", "priority", "1000") })
+	wt.waitSignal()
+	netnstest.IP(t, "rule", "del", "priority", "1000")
+	wt.waitSignal()
+	eventually(t, "the rule and route events are observed", func() bool {
+		events, _ := wt.obs.snapshot()
+		return len(events) == 4
+	})
+	if events, _ := wt.obs.snapshot(); !slices.Equal(events, []string{KindRule, KindRoute, KindRule, KindRule}) {
+		t.Errorf("events = %v, want rule, route (table 100, learnt from the rule), rule (IPv6), rule (deleted)", events)
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package watcher turns kernel netlink notifications (addresses, routes, links) into a coalesced
+// Package watcher turns kernel netlink notifications (addresses, routes, links, rules) into a coalesced
 // "something changed" signal. It never computes addresses: the resolver takes a fresh snapshot of
 // kernel state whenever the signal fires.
 package watcher
@@ -13,8 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// Observer receives counts for metrics. Implementations must be cheap: OnEvent runs in the receive
-// loop.
+// Observer receives counts for metrics. Implementations must be cheap: OnNetlinkEvent runs in the
+// receive loop.
 type Observer interface {
 	OnNetlinkEvent(kind string)
 	OnResubscribe(subscription string)
@@ -32,21 +32,27 @@ type Config struct {
 	Observer               Observer
 }
 
-// Watcher owns the three netlink subscriptions and raises Signal when a relevant message arrives or
+// Watcher owns the four netlink subscriptions and raises Signal when a relevant message arrives or
 // after a resubscription.
 type Watcher struct {
 	cfg    Config
 	signal *Signal
 	log    *slog.Logger
 	obs    Observer
-	// active counts the subscriptions currently delivering messages; healthy when all three are.
+	subs   subscriber
+	// active counts the subscriptions currently delivering messages; healthy when all are.
 	active atomic.Int32
 	routes routeFilter
-	mu     sync.Mutex // guards routes.Tables, replaced by SetRouteTables
+	mu     sync.Mutex // guards routes.Tables, replaced by SetRouteTables, extended by rule events
 }
 
 // New returns a watcher that raises sig.
 func New(cfg Config, sig *Signal) *Watcher {
+	return newWatcher(cfg, sig, netlinkSubscriber{rcvbuf: cfg.ReceiveBufferSize})
+}
+
+// newWatcher is New with the subscriptions opened through subs (a fake in unit tests).
+func newWatcher(cfg Config, sig *Signal, subs subscriber) *Watcher {
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = 100 * time.Millisecond
 	}
@@ -60,7 +66,7 @@ func New(cfg Config, sig *Signal) *Watcher {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Watcher{cfg: cfg, signal: sig, log: cfg.Logger, obs: obs}
+	return &Watcher{cfg: cfg, signal: sig, log: cfg.Logger, obs: obs, subs: subs}
 }
 
 type nopObserver struct{}
@@ -68,13 +74,15 @@ type nopObserver struct{}
 func (nopObserver) OnNetlinkEvent(string) {}
 func (nopObserver) OnResubscribe(string)  {}
 
-const subscriptions = 3
+const subscriptions = 4
 
 // Healthy reports whether all subscriptions are established.
 func (w *Watcher) Healthy() bool { return w.active.Load() == subscriptions }
 
 // SetRouteTables sets the policy-routing tables (beyond main, local and default) whose route changes
-// matter. The resolver refreshes it from the rule list on every full resolution.
+// matter. The resolver loop refreshes it from the rule list after every resolution; between two,
+// a rule event adds the table it points at (learnTable), so a route added to a new rule's table
+// right after the rule is not dropped.
 func (w *Watcher) SetRouteTables(tables []int) {
 	m := make(map[int]bool, len(tables))
 	for _, t := range tables {
@@ -85,43 +93,58 @@ func (w *Watcher) SetRouteTables(tables []int) {
 	w.mu.Unlock()
 }
 
+// learnTable adds table to the route filter's tables until the next SetRouteTables.
+func (w *Watcher) learnTable(table int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.routes.Tables[table] {
+		return
+	}
+	m := make(map[int]bool, len(w.routes.Tables)+1)
+	for t := range w.routes.Tables {
+		m[t] = true
+	}
+	m[table] = true
+	w.routes.Tables = m
+}
+
 // Run subscribes and delivers signals until ctx is cancelled. It returns only then, after every
 // subscription goroutine and socket is gone.
 func (w *Watcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(subscriptions)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		var f addrFilter
-		run(ctx, w, "address", func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
+		run(ctx, w, KindAddress, func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
 			f.Reset()
-			return netlink.AddrSubscribeWithOptions(ch, done, netlink.AddrSubscribeOptions{
-				ErrorCallback: cb, ReceiveBufferSize: w.cfg.ReceiveBufferSize})
-		}, func(u netlink.AddrUpdate) (string, bool) { return KindAddress, f.Ignore(u) })
-	}()
-	go func() {
-		defer wg.Done()
-		run(ctx, w, "route", func(ch chan netlink.RouteUpdate, done chan struct{}, cb func(error)) error {
-			// No ListExisting: on a host with a large table the dump itself would overflow the
-			// socket again. A resync needs only the address list and one RouteGet per target.
-			return netlink.RouteSubscribeWithOptions(ch, done, netlink.RouteSubscribeOptions{
-				ErrorCallback: cb, ReceiveBufferSize: w.cfg.ReceiveBufferSize})
-		}, func(u netlink.RouteUpdate) (string, bool) {
+			return w.subs.Addr(ch, done, cb)
+		}, f.Ignore)
+	})
+	wg.Go(func() {
+		run(ctx, w, KindRoute, w.subs.Route, func(u netlink.RouteUpdate) bool {
 			w.mu.Lock()
-			ignore := w.routes.Ignore(u)
-			w.mu.Unlock()
-			return KindRoute, ignore
+			defer w.mu.Unlock()
+			return w.routes.Ignore(u)
 		})
-	}()
-	go func() {
-		defer wg.Done()
+	})
+	wg.Go(func() {
 		var f linkFilter
-		run(ctx, w, "link", func(ch chan netlink.LinkUpdate, done chan struct{}, cb func(error)) error {
+		run(ctx, w, KindLink, func(ch chan netlink.LinkUpdate, done chan struct{}, cb func(error)) error {
 			f.Reset()
-			return netlink.LinkSubscribeWithOptions(ch, done, netlink.LinkSubscribeOptions{
-				ErrorCallback: cb, ReceiveBufferSize: w.cfg.ReceiveBufferSize})
-		}, func(u netlink.LinkUpdate) (string, bool) { return KindLink, f.Ignore(u) })
-	}()
+			return w.subs.Link(ch, done, cb)
+		}, f.Ignore)
+	})
+	wg.Go(func() {
+		var f ruleFilter
+		run(ctx, w, KindRule, w.subs.Rule, func(u ruleUpdate) bool {
+			if f.Ignore(u) {
+				return true
+			}
+			if t, ok := f.lookupTable(u); ok {
+				w.learnTable(t)
+			}
+			return false
+		})
+	})
 	wg.Wait()
 }
 
@@ -129,11 +152,11 @@ func (w *Watcher) Run(ctx context.Context) {
 // (ENOBUFS when the kernel dropped messages) but keeps the socket open until done is closed; so each
 // attempt gets a fresh done, the channel is drained until it closes, and a resubscription forces a
 // resync because messages were lost.
-func run[T any](ctx context.Context, w *Watcher, name string,
+func run[T any](ctx context.Context, w *Watcher, kind string,
 	subscribe func(ch chan T, done chan struct{}, cb func(error)) error,
-	classify func(T) (kind string, ignore bool),
+	ignore func(T) bool,
 ) {
-	log := w.log.With("subscription", name)
+	log := w.log.With("subscription", kind)
 	backoff := w.cfg.MinBackoff
 	first := true
 	for ctx.Err() == nil {
@@ -156,13 +179,13 @@ func run[T any](ctx context.Context, w *Watcher, name string,
 		}
 		w.active.Add(1)
 		if !first {
-			w.obs.OnResubscribe(name)
+			w.obs.OnResubscribe(kind)
 			log.Info("netlink resubscribed, forcing a resync", "reason", "resubscribed")
 			w.signal.Raise(time.Now())
 		}
 		first = false
 		healthySince := time.Now()
-		closed := receive(ctx, ch, w, classify)
+		closed := receive(ctx, ch, w, kind, ignore)
 		w.active.Add(-1)
 		stopped.Store(!closed)
 		close(done)
@@ -186,7 +209,7 @@ func run[T any](ctx context.Context, w *Watcher, name string,
 
 // receive is the hot loop: classify, count, raise. It returns true when the channel closed and false
 // when ctx was cancelled.
-func receive[T any](ctx context.Context, ch chan T, w *Watcher, classify func(T) (string, bool)) bool {
+func receive[T any](ctx context.Context, ch chan T, w *Watcher, kind string, ignore func(T) bool) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -195,8 +218,7 @@ func receive[T any](ctx context.Context, ch chan T, w *Watcher, classify func(T)
 			if !ok {
 				return true
 			}
-			kind, ignore := classify(u)
-			if ignore {
+			if ignore(u) {
 				continue
 			}
 			w.obs.OnNetlinkEvent(kind)

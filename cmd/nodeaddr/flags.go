@@ -28,9 +28,12 @@ type options struct {
 	publishRate      float64
 	publishBurst     int
 	removeTaint      bool
+	approveCSR       bool // --approve-kubelet-serving-csr
 	runOnce          bool
 	timeout          time.Duration
 	dryRun           bool
+	explain          bool   // --explain: why each address was chosen or dropped (dry run only)
+	output           string // -o/--output: the explanation's format, text or json
 	metricsAddr      string
 	probeAddr        string
 	logLevel         slog.Level
@@ -42,8 +45,9 @@ type options struct {
 	overwriteBackoff time.Duration
 	overwriteMax     time.Duration
 	deprecations     []string
+	warnings         []string // about a combination of flags that is valid but likely not meant
 
-	// Selection policy (README, "Selection policy").
+	// Selection policy (docs/configuration.md, "Selection policy").
 	typePolicy        map[resolver.AddressType]resolver.TypePolicy
 	allowSecondary    bool
 	defaultExclusions bool
@@ -55,6 +59,7 @@ type options struct {
 
 	listenerOptions
 	discovery discoveryOptions
+	check     checkOptions // --check-install
 }
 
 // usageError is a bad command line: exit code 2, one line on stderr.
@@ -87,6 +92,15 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	if o.version {
 		return o, nil
 	}
+	if o.check.enabled { // a mode of its own: no Node, no selection policy
+		if o.kubeconfig == "" {
+			o.kubeconfig = getenv("KUBECONFIG")
+		}
+		if o.timeout <= 0 {
+			return nil, usagef("--timeout must be positive")
+		}
+		return o, o.check.validate()
+	}
 	if err := o.buildPolicy(fs, r); err != nil {
 		return nil, err
 	}
@@ -99,6 +113,7 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	if err := o.applyEnv(getenv, hostname); err != nil {
 		return nil, err
 	}
+	o.applyDryRunListeners(fs)
 	return o, nil
 }
 

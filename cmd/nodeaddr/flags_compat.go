@@ -1,11 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/pflag"
 )
@@ -77,32 +74,4 @@ func verbosityLevel(v int) slog.Level {
 	default:
 		return -slog.Level(v)
 	}
-}
-
-// flagMessage rewrites pflag's errors into "--name: problem" lines, as they read with the flag
-// package before (the messages are part of the interface: scripts and docs quote them).
-func flagMessage(fs *pflag.FlagSet, err error) string {
-	var notExist *pflag.NotExistError
-	var invalid *pflag.InvalidValueError
-	var required *pflag.ValueRequiredError
-	switch {
-	case errors.As(err, &invalid):
-		reason := "parse error"
-		if errors.Is(invalid, strconv.ErrRange) {
-			reason = "value out of range"
-		}
-		return fmt.Sprintf("--%s: invalid value %q: %s", invalid.GetFlag().Name, invalid.GetValue(), reason)
-	case errors.As(err, &required):
-		return "--" + required.GetFlag().Name + " needs a value"
-	case errors.As(err, &notExist) && notExist.GetSpecifiedShortnames() == "":
-		return "unknown flag --" + notExist.GetSpecifiedName()
-	case errors.As(err, &notExist):
-		// -name: one dash, which the flag package accepted for long flags and pflag does not.
-		name, _, _ := strings.Cut(notExist.GetSpecifiedShortnames(), "=")
-		if fs.Lookup(name) != nil {
-			return fmt.Sprintf("-%s: long flags take two dashes: --%s", name, name)
-		}
-		return "unknown flag -" + name
-	}
-	return err.Error()
 }

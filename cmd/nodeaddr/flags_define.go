@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
@@ -25,8 +26,10 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs.StringVar(&o.nodeName, "node-name", env.nodeName, "name of the Node to manage (env NODE_NAME; required unless --dry-run)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (else $KUBECONFIG, else in-cluster config)")
 	fs.BoolVar(&o.runOnce, "run-once", false, "reconcile once and exit (0 on success, 1 on failure)")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry; with --check-install: how long the install may take to pass")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
+	fs.BoolVar(&o.explain, "explain", false, "with --dry-run: print why each address was chosen or dropped before each JSON line")
+	fs.StringVarP(&o.output, "output", "o", "text", "with --explain: the explanation's format, text or json")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 
 	o.defineSelectionFlags(g.flagSet("Address selection"), r)
@@ -43,6 +46,7 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs.Float64Var(&o.publishRate, "publish-rate", 1, "sustained Node writes per second")
 	fs.IntVar(&o.publishBurst, "publish-burst", 3, "Node writes allowed in a burst")
 	fs.BoolVar(&o.removeTaint, "remove-taint", true, "remove the node.cloudprovider.kubernetes.io/uninitialized taint once the addresses are set")
+	fs.BoolVar(&o.approveCSR, "approve-kubelet-serving-csr", false, "approve the kubelet-serving CSRs of this Node whose IP SANs are addresses nodeaddr publishes (needs the RBAC and policy of deploy/components/kubelet-serving-csr); never denies")
 	fs.StringVar(&r.annotations, "annotations", env.annotations, "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(publisher.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
 	fs.DurationVar(&o.overwriteBackoff, "overwrite-backoff", 10*time.Second, "first delay before rewriting addresses another writer (e.g. a kubelet without --cloud-provider=external) keeps reverting; doubles with each further revert")
 	fs.DurationVar(&o.overwriteMax, "overwrite-backoff-max", 10*time.Minute, "longest delay before rewriting reverted addresses")
@@ -58,12 +62,18 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	// -v=N and --v=N, as klog's flag in Kubernetes components (and local-ccm).
 	fs.IntVarP(&r.v, "v", "v", 0, "verbosity 0-10 (local-ccm's --v), used when --log-level is not set: 0 info, 1-4 debug, N above 4 also client-go's V(N) logs (6: each API request)")
 
+	fs = g.flagSet("Install check")
+	fs.BoolVar(&o.check.enabled, "check-install", false, "check the install and exit (the chart's helm test): every selected Node has a ready agent pod and an InternalIP; 0 when it does within --timeout, else 1 with a line per Node")
+	fs.StringVar(&o.check.namespace, "check-namespace", env.podNamespace, "with --check-install: the agent pods' namespace (env POD_NAMESPACE; empty: every namespace)")
+	fs.StringVar(&o.check.agentSelector, "check-agent-selector", inspect.AgentSelector, "with --check-install: label selector of the agent pods")
+	fs.StringVar(&o.check.nodeSelector, "check-node-selector", "kubernetes.io/os=linux", "with --check-install: label selector of the Nodes the DaemonSet runs on (its nodeSelector)")
+
 	fs = g.flagSet("Compatibility")
 	fs.DurationVar(&r.reconcile, "reconcile-interval", 0, "alias of --resync-interval (local-ccm)")
 	return g
 }
 
-// defineSelectionFlags declares the flags of the selection policy (README, "Selection policy").
+// defineSelectionFlags declares the flags of the selection policy (docs/configuration.md, "Selection policy").
 func (o *options) defineSelectionFlags(fs *pflag.FlagSet, r *rawFlags) {
 	fs.StringVar(&r.internal, "internal-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes InternalIP; empty or absent: "+defaultTargets+" (unless --internal-ip-interfaces or an accepting --internal-ip-cidrs is set); none: InternalIP not managed")
 	fs.StringVar(&r.external, "external-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes ExternalIP; empty or absent: "+defaultTargets+"; none: ExternalIP not managed")

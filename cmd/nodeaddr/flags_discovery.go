@@ -10,7 +10,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
-// discoveryOptions are the flags of external-address discovery (README, "ExternalIP behind NAT").
+// discoveryOptions are the flags of external-address discovery (docs/nat.md).
 type discoveryOptions struct {
 	raw        string
 	servers    []discovery.Server
@@ -53,8 +53,9 @@ func (d *discoveryOptions) config() discovery.Config {
 	return discovery.Config{Servers: d.servers, Interval: d.interval, StaleAfter: d.staleAfter}
 }
 
-// appConfig is the agent's discovery, nil when off; its probe series exist from the start.
-func (d *discoveryOptions) appConfig(log *slog.Logger, m *metrics.Metrics) *discovery.Config {
+// agentConfig is the agent's discovery (agent.Config.Discovery), nil when off; its probe series
+// exist from the start.
+func (d *discoveryOptions) agentConfig(log *slog.Logger, m *metrics.Metrics) *discovery.Config {
 	if !d.enabled() {
 		return nil
 	}

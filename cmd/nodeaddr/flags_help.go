@@ -54,4 +54,29 @@ func (g *namedFlagSets) printUsage(w io.Writer) {
 			fmt.Fprintf(w, "\n%s flags:\n\n%s", name, usage)
 		}
 	}
+	fmt.Fprint(w, helpExamples)
 }
+
+// helpExamples close --help: the common command lines, each one accepted as written (a test parses
+// them, shell quotes removed). docs/configuration.md has the scenarios in full.
+const helpExamples = `
+Examples:
+
+  # What nodeaddr would publish on this host, without a cluster: one JSON line, then exit.
+  nodeaddr --dry-run --run-once
+
+  # The same, with why each candidate address was chosen or dropped (-o json for JSON).
+  nodeaddr --dry-run --run-once --explain
+
+  # A DaemonSet's args: Kubernetes expands $(NODE_NAME), set from spec.nodeName.
+  nodeaddr --node-name=$(NODE_NAME) --log-format=json
+
+  # InternalIP from the route toward a private gateway, one target per family; ExternalIP unmanaged.
+  nodeaddr --node-name=node-1 --internal-ip-target=10.0.0.1,fd00::1 --external-ip-target=none
+
+  # InternalIP from the first matching subnet, on any interface; never from 10.9.0.0/16.
+  nodeaddr --node-name=node-1 --internal-ip-cidrs='!10.9.0.0/16,10.0.0.0/8'
+
+  # Reconcile the Node once with a kubeconfig's cluster and exit (0 on success, 1 on failure).
+  nodeaddr --node-name=node-1 --kubeconfig=$HOME/.kube/config --run-once
+`

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -25,6 +26,8 @@ func (o *options) buildPolicy(fs *pflag.FlagSet, r *rawFlags) error {
 	if o.externalTargets, err = o.parseTargets(resolver.ExternalIP, r.external, r.perType[resolver.ExternalIP].interfaces); err != nil {
 		return err
 	}
+	o.warnings = append(o.oneFamilyWarning(resolver.InternalIP, r.internal, o.internalTargets),
+		o.oneFamilyWarning(resolver.ExternalIP, r.external, o.externalTargets)...)
 	switch r.externalEqual {
 	case "drop":
 	case "keep":
@@ -153,11 +156,28 @@ func (o *options) targets() []resolver.Target {
 	return append(append([]resolver.Target(nil), o.internalTargets...), o.externalTargets...)
 }
 
-// nodeView is what the resolver takes from the Node: without --default-exclusions its pod CIDRs
-// are not excluded.
-func (o *options) nodeView(v resolver.NodeView) resolver.NodeView {
-	if !o.defaultExclusions {
-		v.PodCIDRs = nil
+// oneFamilyWarning warns when the user's --*-ip-target list for type t names one family only and
+// no interface source can add the other. nodeaddr keeps the list as given (a single-stack cluster
+// on a dual-stack host wants exactly that), but the type stays managed in both families: the other
+// family's address of that type is neither selected nor kept, so a dual-stack Node loses it (the
+// kubelet's IPv6 InternalIP, say) with no other word. The warning names the fix.
+func (o *options) oneFamilyWarning(t resolver.AddressType, value string, ts []resolver.Target) []string {
+	if strings.Trim(value, ", ") == "" || len(ts) == 0 || o.enumerates(t) {
+		return nil // the defaults cover both families; "none" leaves the type alone
 	}
-	return v
+	has := map[resolver.Family]bool{}
+	for _, tg := range ts {
+		has[resolver.FamilyOf(tg.IP)] = true
+	}
+	if len(has) != 1 {
+		return nil
+	}
+	named, other, otherDefault := resolver.IPv4, resolver.IPv6, "2001:4860:4860::8888"
+	if has[resolver.IPv6] {
+		named, other, otherDefault = resolver.IPv6, resolver.IPv4, "8.8.8.8"
+	}
+	pre := flagPrefix(t)
+	return []string{fmt.Sprintf("--%s-target names %s targets only: nodeaddr publishes no %s %s and removes one the Node has; "+
+		"for a dual-stack Node add a target of that family, e.g. --%s-target=%s,%s",
+		pre, named, other, t, pre, strings.Trim(value, ", "), otherDefault)}
 }

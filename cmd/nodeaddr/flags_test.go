@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -225,13 +226,16 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"unknown flag, one dash", []string{"-bogus"}, nil, nil, "unknown flag -bogus"},
 		{"long flag, one dash", []string{"-node-name=a"}, nil, nil, "-node-name: long flags take two dashes: --node-name"},
 		{"long boolean flag, one dash", []string{"--node-name=a", "-dry-run"}, nil, nil, "-dry-run: long flags take two dashes: --dry-run"},
-		{"bad --v shorthand", []string{"-v=x"}, nil, nil, `--v: invalid value "x": parse error`},
+		{"bad --v shorthand", []string{"-v=x"}, nil, nil, `--v: invalid value "x": not an integer, e.g. --v=1`},
 		{"integer out of range", []string{"--publish-burst=99999999999999999999"}, nil, nil, `--publish-burst: invalid value "99999999999999999999": value out of range`},
 		{"missing --v value", []string{"-v"}, nil, nil, "--v needs a value"},
 		{"bad flag syntax", []string{"---node-name=a"}, nil, nil, "bad flag syntax: ---node-name=a"},
-		{"bad duration", []string{"--debounce=soon"}, nil, nil, `--debounce: invalid value "soon": parse error`},
-		{"bad integer", []string{"--publish-burst=many"}, nil, nil, `--publish-burst: invalid value "many": parse error`},
-		{"bad boolean", []string{"--dry-run=maybe"}, nil, nil, `--dry-run: invalid value "maybe": parse error`},
+		{"bad duration", []string{"--debounce=fast"}, nil, nil, `--debounce: invalid value "fast": not a duration (a number with a unit: ms, s, m or h), e.g. --debounce=100ms`},
+		{"duration without a unit", []string{"--removal-grace=5"}, nil, nil, `--removal-grace: invalid value "5": not a duration (a number with a unit: ms, s, m or h), e.g. --removal-grace=5s`},
+		{"bad duration, zero default", []string{"--reconcile-interval=often"}, nil, nil, `--reconcile-interval: invalid value "often": not a duration (a number with a unit: ms, s, m or h), e.g. --reconcile-interval=10s`},
+		{"bad integer", []string{"--publish-burst=many"}, nil, nil, `--publish-burst: invalid value "many": not an integer, e.g. --publish-burst=3`},
+		{"bad number", []string{"--publish-rate=fast"}, nil, nil, `--publish-rate: invalid value "fast": not a number, e.g. --publish-rate=1`},
+		{"bad boolean", []string{"--dry-run=maybe"}, nil, nil, `--dry-run: invalid value "maybe": not true or false, e.g. --dry-run=true`},
 		{"missing value", []string{"--node-name"}, nil, nil, "--node-name needs a value"},
 		{"positional argument", []string{"--node-name=a", "extra"}, nil, nil, `unexpected argument "extra": nodeaddr takes only flags`},
 		{"bad internal target", []string{"--internal-ip-target=10.0.0.300"}, nil, nil, `--internal-ip-target: "10.0.0.300" is not an IP address`},
@@ -289,7 +293,7 @@ func TestParseFlagsErrors(t *testing.T) {
 			"--annotations: preset calico writes InternalIP, which is not managed"},
 		{"bad --annotations format", []string{"--node-name=a", "--annotations=x.io/ip=external"}, nil, nil,
 			`--annotations: x.io/ip: format "external" is not one of internal-ipv4, internal-ipv6, internal-ips, internal-ipv4-cidr, internal-ipv6-cidr (or external-…)`},
-		{"bad --allow-secondary", []string{"--allow-secondary=sometimes"}, nil, nil, `--allow-secondary: invalid value "sometimes": parse error`},
+		{"bad --allow-secondary", []string{"--allow-secondary=sometimes"}, nil, nil, `--allow-secondary: invalid value "sometimes": not true or false, e.g. --allow-secondary=true`},
 		{"exclusions for an unmanaged type", []string{"--node-name=a", "--internal-ip-target=none", "--internal-ip-exclude-interfaces=eth1"}, nil, nil,
 			"--internal-ip-exclude-interfaces: InternalIP is not managed (it has no --internal-ip-target, --internal-ip-interfaces or accepting --internal-ip-cidrs)"},
 		{"only ! CIDRs and nothing else", []string{"--node-name=a", "--external-ip-target=none", "--internal-ip-target=none", "--internal-ip-cidrs=!10.0.0.0/8"}, nil, nil,
@@ -350,25 +354,29 @@ func TestParseFlagsHelpSections(t *testing.T) {
 		}
 		// "      --name type   usage" or "  -x, --name type   usage"; continuations are indented deeper.
 		if rest, ok := strings.CutPrefix(line, "  "); ok && (strings.HasPrefix(rest, "    --") || strings.HasPrefix(rest, "-")) {
-			name := strings.Fields(strings.TrimPrefix(strings.TrimSpace(rest), "-v, "))[0]
+			name := strings.Fields(strings.TrimSpace(rest))[0]
+			if strings.HasSuffix(name, ",") { // "-v, --v", "-o, --output"
+				name = strings.Fields(strings.TrimSpace(rest))[1]
+			}
 			if prev, dup := flags[name]; dup {
 				t.Errorf("%s in sections %s and %s", name, prev, sections[len(sections)-1])
 			}
 			flags[name] = sections[len(sections)-1]
 		}
 	}
-	if want := []string{"Node", "Address selection", "External address discovery", "Resolution", "Publishing", "Listeners", "Logging"}; !slices.Equal(sections, want) {
+	if want := []string{"Node", "Address selection", "External address discovery", "Resolution", "Publishing", "Listeners", "Logging", "Install check"}; !slices.Equal(sections, want) {
 		t.Errorf("sections %q, want %q", sections, want)
 	}
 	for name, section := range map[string]string{"--node-name": "Node", "--internal-ip-target": "Address selection",
 		"--external-ip-discovery": "External address discovery", "--resync-interval": "Resolution",
-		"--publish-rate": "Publishing", "--metrics-secure": "Listeners", "--v": "Logging"} {
+		"--publish-rate": "Publishing", "--metrics-secure": "Listeners", "--v": "Logging",
+		"--explain": "Node", "--output": "Node", "--check-install": "Install check"} {
 		if flags[name] != section {
 			t.Errorf("%s in section %q, want %q", name, flags[name], section)
 		}
 	}
-	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 40 {
-		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 40 without it:\n%s", len(flags), shown, out.String())
+	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 49 {
+		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 49 without it:\n%s", len(flags), shown, out.String())
 	}
 	if !strings.Contains(out.String(), "  -v, --v int ") {
 		t.Errorf("no -v, --v line:\n%s", out.String())
@@ -400,6 +408,9 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--node-name=a", "--log-level=trace"}, "--log-level"},
 		{[]string{"--node-name=a", "--log-format=yaml"}, "--log-format"},
 		{[]string{"--run-once"}, "--node-name"},
+		{[]string{"--node-name=a", "--explain"}, "--dry-run"},
+		{[]string{"--dry-run", "--node-name=a", "--explain", "-o", "yaml"}, "--output"},
+		{[]string{"--dry-run", "--node-name=a", "-o", "json"}, "--explain"},
 		{[]string{"--node-name=a", "--internal-ip-interfaces=("}, "--internal-ip-interfaces"},
 		{[]string{"--node-name=a", "--external-ip-cidrs=!x"}, "--external-ip-cidrs"},
 		{[]string{"--node-name=a", "--service-cidr=10.96.0.0/40"}, "--service-cidr"},
@@ -489,24 +500,104 @@ func TestRunMissingKubeconfigJSON(t *testing.T) {
 	}
 }
 
-// The Node's pod CIDRs reach the resolver only with the default exclusions; its addresses always.
-func TestNodeViewFollowsDefaultExclusions(t *testing.T) {
-	view := resolver.NodeView{PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/24")},
-		Addresses: []resolver.Address{{Type: resolver.ExternalIP, IP: netip.MustParseAddr("192.0.2.10")}}}
+// Every flag local-ccm takes and nodeaddr does not gets one line that names it and says what to do,
+// in either spelling (klog's underscores, one or two dashes); the run exits 2.
+func TestLocalCCMFlagsGetAMigrationHint(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"--external-ip-subnet=203.0.113.0/24", `--external-ip-subnet: local-ccm's flag, not nodeaddr's: use --external-ip-cidrs=CIDR (the address in that subnet, on any interface) or an --external-ip-target routed through it (docs/install.md, "Migrating from local-ccm")`},
+		{"--logtostderr", `--logtostderr: local-ccm's flag, not nodeaddr's: nodeaddr always logs to stderr: drop it (--log-format=json for JSON) (docs/install.md, "Migrating from local-ccm")`},
+		{"-logtostderr=true", `-logtostderr: local-ccm's flag, not nodeaddr's: nodeaddr always logs to stderr: drop it (--log-format=json for JSON) (docs/install.md, "Migrating from local-ccm")`},
+		{"--log_dir=/var/log", `--log_dir: local-ccm's flag, not nodeaddr's: nodeaddr logs only to stderr: drop it (docs/install.md, "Migrating from local-ccm")`},
+		{"--log-file=/x.log", `--log-file: local-ccm's flag, not nodeaddr's: nodeaddr logs only to stderr: drop it (docs/install.md, "Migrating from local-ccm")`},
+		{"--vmodule=node*=4", `--vmodule: local-ccm's flag, not nodeaddr's: use --v=N or --log-level (one level for the whole program) (docs/install.md, "Migrating from local-ccm")`},
+		{"--bogus", "unknown flag --bogus"},
+	} {
+		code, stdout, stderr := runArgs(t, env(), "--node-name=n", tc.arg)
+		if want := "nodeaddr: " + tc.want + " (see --help)\n"; code != 2 || stdout != "" || stderr != want {
+			t.Errorf("%s: exit %d, stdout %q, stderr\n  %q\nwant exit 2 and\n  %q", tc.arg, code, stdout, stderr, want)
+		}
+	}
+	// Every hint is reachable: each listed name is refused with its own hint.
+	for name, hint := range localCCMHints {
+		_, err := parse([]string{"--" + name}, env())
+		if err == nil || !strings.Contains(err.Error(), hint) {
+			t.Errorf("--%s: error %v, want the hint %q", name, err, hint)
+		}
+		if fsHas(name) {
+			t.Errorf("--%s is a nodeaddr flag: it needs no migration hint", name)
+		}
+	}
+}
+
+// fsHas reports whether nodeaddr defines the flag name.
+func fsHas(name string) bool {
+	o, r := &options{}, &rawFlags{}
+	return o.defineFlags(r, envFlags{}).all().Lookup(name) != nil
+}
+
+// Plain --dry-run asks for no /metrics and gets none, silently; a metrics flag given explicitly
+// keeps the listener (or main's warning that --dry-run cannot serve it securely).
+func TestDryRunMetricsOnlyWhenAsked(t *testing.T) {
 	for _, tc := range []struct {
-		args     []string
-		podCIDRs int
+		args    []string
+		metrics string
 	}{
-		{[]string{"--node-name=n"}, 1},
-		{[]string{"--node-name=n", "--default-exclusions=false"}, 0},
+		{[]string{"--dry-run"}, "0"},
+		{[]string{"--node-name=n"}, ":9810"},
+		{[]string{"--dry-run", "--metrics-bind-address=:9810"}, ":9810"},
+		{[]string{"--dry-run", "--metrics-secure=true"}, ":9810"},
+		{[]string{"--dry-run", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:9900"}, "127.0.0.1:9900"},
 	} {
 		o, err := parse(tc.args, env())
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%q: %v", tc.args, err)
 		}
-		got := o.nodeView(view)
-		if len(got.PodCIDRs) != tc.podCIDRs || len(got.Addresses) != 1 {
-			t.Errorf("%v: nodeView = %+v, want %d pod CIDRs and the address", tc.args, got, tc.podCIDRs)
+		if o.metricsAddr != tc.metrics {
+			t.Errorf("%q: metrics address %q, want %q", tc.args, o.metricsAddr, tc.metrics)
 		}
+	}
+	// The agent itself, stopped before it starts (a cancelled context): the warning about /metrics
+	// comes only with the explicit flag.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--dry-run"}, false},
+		{[]string{"--dry-run", "--metrics-bind-address=:9810"}, true},
+	} {
+		var stdout, stderr bytes.Buffer
+		run(ctx, append(tc.args, "--health-probe-bind-address=0"), env(), &stdout, &stderr)
+		if warned := strings.Contains(stderr.String(), `level=WARN msg="/metrics disabled`); warned != tc.warn {
+			t.Errorf("%q: warned about /metrics %v, want %v; stderr:\n%s", tc.args, warned, tc.warn, stderr.String())
+		}
+	}
+}
+
+// --help ends with examples, and each example is a command line nodeaddr accepts.
+func TestHelpExamplesParse(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, env(), host("h"), &out); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatal(err)
+	}
+	_, examples, ok := strings.Cut(out.String(), "\nExamples:\n")
+	if !ok {
+		t.Fatalf("--help has no Examples section:\n%s", out.String())
+	}
+	n := 0
+	for line := range strings.Lines(examples) {
+		cmd, ok := strings.CutPrefix(strings.TrimSpace(line), "nodeaddr ")
+		if !ok {
+			continue
+		}
+		n++
+		args := strings.Fields(strings.NewReplacer("$(NODE_NAME)", "node-1", "'", "").Replace(cmd))
+		if _, err := parse(args, env()); err != nil {
+			t.Errorf("example %q: %v", strings.TrimSpace(line), err)
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d examples, want at least 4:\n%s", n, examples)
 	}
 }

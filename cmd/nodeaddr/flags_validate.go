@@ -40,6 +40,9 @@ func (o *options) validateFlags(fs *pflag.FlagSet, r *rawFlags) error {
 	if o.netlinkRcvBuf < 0 {
 		return usagef("--netlink-receive-buffer: %d is negative", o.netlinkRcvBuf)
 	}
+	if err := o.validateExplain(fs); err != nil {
+		return err
+	}
 	if err := o.setLogLevel(fs, r); err != nil {
 		return err
 	}
@@ -55,4 +58,18 @@ func (o *options) validateFlags(fs *pflag.FlagSet, r *rawFlags) error {
 		return err
 	}
 	return o.validate(o.metricsAddr) // listenerOptions.validate
+}
+
+// validateExplain: --explain explains a dry run's output, and -o formats only the explanation.
+func (o *options) validateExplain(fs *pflag.FlagSet) error {
+	if o.explain && !o.dryRun {
+		return usagef("--explain needs --dry-run (it explains the addresses a dry run prints)")
+	}
+	if o.output != "text" && o.output != "json" {
+		return usagef("--output: %q is not text or json", o.output)
+	}
+	if fs.Changed("output") && !o.explain {
+		return usagef("--output formats --explain's output: add --explain (and --dry-run)")
+	}
+	return nil
 }

@@ -17,7 +17,8 @@ func FuzzParseFlags(f *testing.F) {
 		"--dry-run=maybe", "--reconcile-interval=5s", "extra", "--timeout=0", "--metrics-bind-address=x"} {
 		f.Add(s, "--node-name=n")
 	}
-	for _, s := range []string{"-v=3", "-v", "-node-name=a", "---x", "--", "-", "-vh", "--v 6"} {
+	for _, s := range []string{"-v=3", "-v", "-node-name=a", "---x", "--", "-", "-vh", "--v 6",
+		"--external-ip-subnet=192.0.2.0/24", "-logtostderr", "--log_dir=/x", "--debounce=fast"} {
 		f.Add(s, "--node-name=n")
 	}
 	for _, s := range []string{"--a\nb", "--debounce=1\ns"} {

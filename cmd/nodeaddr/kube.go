@@ -19,12 +19,13 @@ import (
 // start, which costs binary pages and heap for nothing; this is the same REST client the generated
 // typed clients use, over a scheme that knows only what the agent sends and receives.
 
-// kubeScheme holds core/v1 Node and Event (and their lists), the option types the requests carry,
-// and WatchEvent/Status. The event recorder also uses it to turn a Node into an object reference.
+// kubeScheme holds core/v1 Node and Event (and their lists), PodList for --check-install, the
+// option types the requests carry, and WatchEvent/Status. The event recorder also uses it to turn a
+// Node into an object reference.
 func kubeScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	s.AddKnownTypes(corev1.SchemeGroupVersion,
-		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{}, &corev1.EventList{})
+		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{}, &corev1.EventList{}, &corev1.Pod{}, &corev1.PodList{})
 	metav1.AddToGroupVersion(s, corev1.SchemeGroupVersion)
 	return s
 }

@@ -9,21 +9,38 @@ import (
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
-// listenerOptions are the flags of the metrics and probe listeners (README, "Listeners").
+// listenerOptions are the flags of the metrics and probe listeners (docs/metrics.md, "Listeners").
 type listenerOptions struct {
 	metricsSecure bool
 	tlsCertFile   string
 	tlsKeyFile    string
+	tokenAudience string
+	// scrapers is --metrics-allowed-scrapers, checked by validate (parseScrapers).
+	scrapers []string
 }
 
 func (l *listenerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to scrapers whose bearer token the API server authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview); false: plain HTTP for anyone, allowed only on a loopback --metrics-bind-address")
 	fs.StringVar(&l.tlsCertFile, "tls-cert-file", "", "PEM serving certificate for /metrics with --metrics-secure (empty: a self-signed one generated at start)")
 	fs.StringVar(&l.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&l.tokenAudience, "metrics-token-audience", "nodeaddr", "audience a scraper's bearer token must be issued for (the TokenReview's spec.audiences): a projected ServiceAccount token with this audience, which the API server itself refuses; empty: the API server's own audiences (a token a compromised agent could replay against the API server)")
+	fs.StringSliceVar(&l.scrapers, "metrics-allowed-scrapers", nil, "comma-separated usernames allowed to scrape /metrics, e.g. system:serviceaccount:monitoring:prometheus-k8s: the agent authorizes them itself and sends no SubjectAccessReview (its RBAC can then drop subjectaccessreviews); empty: a SubjectAccessReview for get on /metrics decides")
+}
+
+// audiences is the TokenReview's spec.audiences.
+func (l *listenerOptions) audiences() []string {
+	if l.tokenAudience == "" {
+		return nil
+	}
+	return []string{l.tokenAudience}
 }
 
 // validate checks the listener flags once the addresses are known.
 func (l *listenerOptions) validate(metricsAddr string) error {
+	var err error
+	if l.scrapers, err = parseScrapers(l.scrapers); err != nil {
+		return err
+	}
 	if (l.tlsCertFile == "") != (l.tlsKeyFile == "") {
 		return usagef("--tls-cert-file and --tls-private-key-file go together")
 	}
@@ -33,6 +50,9 @@ func (l *listenerOptions) validate(metricsAddr string) error {
 	if !l.metricsSecure {
 		if l.tlsCertFile != "" {
 			return usagef("--tls-cert-file: needs --metrics-secure")
+		}
+		if len(l.scrapers) > 0 {
+			return usagef("--metrics-allowed-scrapers: needs --metrics-secure (without it /metrics has no scraper check)")
 		}
 		if !loopbackAddr(metricsAddr) {
 			return usagef("--metrics-secure=false serves /metrics to anyone: --metrics-bind-address %q must be a loopback address (127.0.0.1:PORT or [::1]:PORT)", metricsAddr)

@@ -14,6 +14,14 @@ func TestListenerFlags(t *testing.T) {
 	if !o.metricsSecure || o.tlsCertFile != "" || o.tlsKeyFile != "" || o.probeAddr != "127.0.0.1:9811" {
 		t.Errorf("defaults: secure %v cert %q key %q probes %q", o.metricsSecure, o.tlsCertFile, o.tlsKeyFile, o.probeAddr)
 	}
+	// Scrapers' tokens are audience-bound by default (issue 31, finding 7); empty restores the API
+	// server's own audiences.
+	if got := o.audiences(); len(got) != 1 || got[0] != "nodeaddr" {
+		t.Errorf("default audiences %q, want [nodeaddr]", got)
+	}
+	if o, err := parse([]string{"--node-name=a", "--metrics-token-audience="}, env()); err != nil || o.audiences() != nil {
+		t.Errorf("--metrics-token-audience=: audiences %q, %v; want none", o.audiences(), err)
+	}
 	for _, tc := range []struct {
 		args []string
 		err  string // "" accepted

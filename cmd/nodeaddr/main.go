@@ -22,9 +22,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodeaddr/nodeaddr/cmd/nodeaddr/app"
+	"github.com/nodeaddr/nodeaddr/internal/agent"
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/watcher"
 )
@@ -48,28 +50,39 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 0
 	}
 	log := newLogger(o, stderr)
-	for _, d := range o.deprecations {
+	for _, d := range append(o.deprecations, o.warnings...) {
 		log.Warn(d)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := (&agent{opts: o, log: log, stdout: stdout}).run(ctx); err != nil {
+	if o.check.enabled {
+		if err := (&command{opts: o, log: log, stdout: stdout}).runCheck(ctx); err != nil {
+			log.Error("nodeaddr --check-install failed", "err", err)
+			return 1
+		}
+		return 0
+	}
+	if err := (&command{opts: o, log: log, stdout: stdout}).run(ctx); err != nil {
 		log.Error("nodeaddr failed", "err", err)
 		return 1
 	}
 	return 0
 }
 
-type agent struct {
+// command is one run of the nodeaddr command: the parsed flags and where it writes.
+type command struct {
 	opts   *options
 	log    *slog.Logger
 	stdout io.Writer
 }
 
-func (a *agent) run(ctx context.Context) error {
+// run builds the clients and the agent from the flags and runs it: once (--run-once), or with
+// the metrics and probe listeners until ctx ends.
+func (a *command) run(ctx context.Context) error {
 	o := a.opts
 	var client *kubeClient
 	var reviewer metrics.Reviewer
+	var csrs *csrClient
 	scheme := kubeScheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
@@ -80,8 +93,15 @@ func (a *agent) run(ctx context.Context) error {
 		if client, err = newKubeClient(cfg, scheme); err != nil {
 			return err
 		}
-		if reviewer, err = newReviewClient(cfg); err != nil {
+		rc, err := newReviewClient(cfg, o.audiences()...)
+		if err != nil {
 			return err
+		}
+		reviewer = withScrapers(rc, o.scrapers)
+		if o.approveCSR && !o.runOnce {
+			if csrs, err = newCSRClient(cfg, client); err != nil {
+				return err
+			}
 		}
 	}
 	m := metrics.New(version, revision)
@@ -92,18 +112,34 @@ func (a *agent) run(ctx context.Context) error {
 		b.StartRecordingToSink(events{client})
 		defer b.Shutdown()
 		cfg.Publisher.Nodes = client
-		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: "nodeaddr", Host: o.nodeName})
+		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})
+		if csrs != nil {
+			cfg.CSRApproval = &csrapproval.Config{CSRs: csrs, Cluster: csrs, Recorder: cfg.Publisher.Recorder,
+				Observer: m.RegisterCSRApproval(), Logger: a.log}
+		}
 	}
 	if !o.runOnce {
 		cfg.Watcher = &watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Observer: m}
 	}
-	agent := app.New(cfg)
-	if o.runOnce {
-		return a.runOnce(ctx, agent)
+	ag, err := agent.New(cfg)
+	if err != nil {
+		return err
 	}
+	if s := ag.NodeState(); s != nil {
+		m.ReadNodeState(s)
+	}
+	if o.runOnce {
+		return a.runOnce(ctx, ag)
+	}
+	return a.serve(ctx, ag, m, reviewer)
+}
+
+// serve runs the agent beside the metrics and probe listeners until ctx ends or either fails.
+func (a *command) serve(ctx context.Context, ag *agent.Agent, m *metrics.Metrics, reviewer metrics.Reviewer) error {
+	o := a.opts
 	srv := &metrics.Server{
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Metrics: m, Logger: a.log,
-		Healthz: agent.Healthz, Readyz: agent.Readyz,
+		Healthz: ag.Healthz, Readyz: ag.Readyz,
 	}
 	if o.dryRun && o.metricsSecure && enabledAddr(o.metricsAddr) {
 		a.log.Warn("/metrics disabled: --dry-run has no API server to check scrapers' tokens; use --metrics-secure=false with a loopback --metrics-bind-address")
@@ -123,11 +159,12 @@ func (a *agent) run(ctx context.Context) error {
 		"allow_secondary", o.allowSecondary, "default_exclusions", o.defaultExclusions,
 		"service_cidrs", fmt.Sprint(o.serviceCIDRs), "metrics", srv.MetricsAddr, "metrics_secure", srv.MetricsAuth != nil,
 		"probes", srv.ProbeAddr, "external_ip_discovery", o.discovery.raw)
+	o.logEffectiveConfig(a.log)
 	var agentErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if agentErr = agent.Run(ctx); agentErr != nil {
+		if agentErr = ag.Run(ctx); agentErr != nil {
 			cancel()
 		}
 	}()
@@ -138,42 +175,44 @@ func (a *agent) run(ctx context.Context) error {
 }
 
 // config is the agent's assembly from the flags; the caller adds the clients.
-func (a *agent) config(m *metrics.Metrics) app.Config {
+func (a *command) config(m *metrics.Metrics) agent.Config {
 	o := a.opts
 	policy := o.policy()
 	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
 	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
-	return app.Config{
+	return agent.Config{
 		NodeName: o.nodeName,
 		Publisher: publisher.Config{
-			Managed: o.managed(), RemoveTaint: o.removeTaint,
+			RemoveTaint: o.removeTaint,
 			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
 			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 		},
 		Loop: resolver.LoopConfig{
-			Kernel: resolver.Netlink{}, Managed: o.managed(), Targets: o.targets(), Policy: policy,
+			Kernel: resolver.Netlink{}, Policy: policy,
 			Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
 			ResyncInterval: o.resyncInterval, Logger: a.log, Observer: m,
 		},
-		View:      o.nodeView,
-		DryRun:    a.stdout,
-		Discovery: o.discovery.appConfig(a.log, m),
+		AllowPodCIDRs: !o.defaultExclusions,
+		DryRun:        a.stdout,
+		Explain:       o.explain, ExplainJSON: o.output == "json",
+		Discovery: o.discovery.agentConfig(a.log, m),
 	}
 }
 
 // runOnce resolves once and prints the result (--dry-run) or reconciles the Node with it, retrying
 // until --timeout.
-func (a *agent) runOnce(ctx context.Context, agent *app.Agent) error {
+func (a *command) runOnce(ctx context.Context, ag *agent.Agent) error {
 	o := a.opts
+	o.logEffectiveConfig(a.log)
 	if o.dryRun {
-		_, err := agent.RunOnce(ctx)
+		_, err := ag.RunOnce(ctx)
 		return err
 	}
 	tctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("--timeout %s elapsed", o.timeout))
 	defer cancel()
-	st, err := agent.RunOnce(tctx)
+	st, err := ag.RunOnce(tctx)
 	if err != nil {
 		return fmt.Errorf("reconcile node %q: %w", o.nodeName, err)
 	}

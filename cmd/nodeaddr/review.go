@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -21,9 +22,12 @@ import (
 // REST clients that know only these two types (see kube.go for why no clientset).
 type reviewClient struct {
 	authn, authz rest.Interface
+	// audiences are the TokenReview's spec.audiences (--metrics-token-audience); empty: the API
+	// server's own, so that a token Prometheus sends could be replayed against the API server.
+	audiences []string
 }
 
-func newReviewClient(cfg *rest.Config) (*reviewClient, error) {
+func newReviewClient(cfg *rest.Config, audiences ...string) (*reviewClient, error) {
 	s := runtime.NewScheme()
 	s.AddKnownTypes(authnv1.SchemeGroupVersion, &authnv1.TokenReview{})
 	s.AddKnownTypes(authzv1.SchemeGroupVersion, &authzv1.SubjectAccessReview{})
@@ -53,18 +57,24 @@ func newReviewClient(cfg *rest.Config) (*reviewClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &reviewClient{authn: authn, authz: authz}, nil
+	return &reviewClient{authn: authn, authz: authz, audiences: audiences}, nil
 }
 
-// Authenticate sends a TokenReview with the API server's default audiences (those of a
-// ServiceAccount token Prometheus has mounted).
+// Authenticate sends a TokenReview for c.audiences: the API server authenticates only a token
+// issued for one of them (a projected ServiceAccount token with `audience: nodeaddr`), which it
+// refuses in turn when the token is replayed against itself. A token is accepted only if the
+// answer names one of the audiences asked for, as client-go's webhook authenticator requires (an
+// authenticator that ignores audiences answers none).
 func (c *reviewClient) Authenticate(ctx context.Context, token string) (metrics.User, bool, error) {
-	in := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}
+	in := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: c.audiences}}
 	out := &authnv1.TokenReview{}
 	if err := c.authn.Post().Resource("tokenreviews").Body(in).Do(ctx).Into(out); err != nil {
 		return metrics.User{}, false, fmt.Errorf("tokenreview: %w", err)
 	}
 	if !out.Status.Authenticated {
+		return metrics.User{}, false, nil
+	}
+	if len(c.audiences) > 0 && !slices.ContainsFunc(out.Status.Audiences, func(a string) bool { return slices.Contains(c.audiences, a) }) {
 		return metrics.User{}, false, nil
 	}
 	u := out.Status.User

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -18,6 +20,7 @@ import (
 // SubjectAccessReview for the non-resource get /metrics with the reviewed user's identity.
 func TestReviewClientRequests(t *testing.T) {
 	var sar authzv1.SubjectAccessReview
+	var wantAudiences atomic.Value // read by the handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
@@ -26,7 +29,13 @@ func TestReviewClientRequests(t *testing.T) {
 			if err := json.NewDecoder(r.Body).Decode(&tr); err != nil || r.Method != "POST" {
 				t.Errorf("tokenreview: %s %v", r.Method, err)
 			}
-			tr.Status.Authenticated = tr.Spec.Token == "good"
+			tr.Status.Authenticated = tr.Spec.Token == "good" || tr.Spec.Token == "no-audience"
+			if tr.Spec.Token == "good" {
+				tr.Status.Audiences = tr.Spec.Audiences
+			}
+			if got, want := fmt.Sprint(tr.Spec.Audiences), wantAudiences.Load(); got != want {
+				t.Errorf("TokenReview audiences %s, want %s", got, want)
+			}
 			if tr.Status.Authenticated {
 				tr.Status.User = authnv1.UserInfo{Username: "system:serviceaccount:monitoring:prometheus", UID: "u1",
 					Groups: []string{"system:serviceaccounts"}, Extra: map[string]authnv1.ExtraValue{"k": {"v"}}}
@@ -46,13 +55,26 @@ func TestReviewClientRequests(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c, err := newReviewClient(&rest.Config{Host: srv.URL})
+	wantAudiences.Store("[]")
+	noAudience, err := newReviewClient(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	if _, ok, err := noAudience.Authenticate(ctx, "no-audience"); !ok || err != nil {
+		t.Fatalf("without an audience: ok %v err %v", ok, err)
+	}
+	wantAudiences.Store("[nodeaddr]")
+	c, err := newReviewClient(&rest.Config{Host: srv.URL}, "nodeaddr")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok, err := c.Authenticate(ctx, "bad"); ok || err != nil {
 		t.Fatalf("bad token: ok %v err %v", ok, err)
+	}
+	// An authenticator that ignores the audiences asked for answers none: refused.
+	if _, ok, err := c.Authenticate(ctx, "no-audience"); ok || err != nil {
+		t.Fatalf("authenticated without the audience: ok %v err %v", ok, err)
 	}
 	u, ok, err := c.Authenticate(ctx, "good")
 	if !ok || err != nil || u.Name != "system:serviceaccount:monitoring:prometheus" || u.UID != "u1" || u.Extra["k"][0] != "v" {

@@ -27,9 +27,19 @@ const (
 	DefaultFirstRetry = 5 * time.Second
 )
 
+// Results of one STUN Binding request, the "result" label of nodeaddr_discovery_probes_total.
+const (
+	ProbeSuccess = "success"
+	ProbeTimeout = "timeout"
+	ProbeError   = "error"
+)
+
+// ProbeResults lists every probe result, for metrics to create each series up front.
+func ProbeResults() []string { return []string{ProbeSuccess, ProbeTimeout, ProbeError} }
+
 // Observer receives discovery's figures for metrics.
 type Observer interface {
-	// OnProbe counts one Binding request: result success, timeout or error, after d.
+	// OnProbe counts one Binding request: result ProbeSuccess, ProbeTimeout or ProbeError, after d.
 	OnProbe(server, result string, d time.Duration)
 	// OnRound counts one round of probes for family f and its outcome.
 	OnRound(f resolver.Family, o Outcome, at time.Time)

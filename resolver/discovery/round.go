@@ -131,12 +131,12 @@ func (d *Discoverer) probe(ctx context.Context, f resolver.Family, src netip.Add
 	if errors.Is(err, errNoFamily) {
 		return Reply{Server: s.String(), Err: err}
 	}
-	result := "success"
+	result := ProbeSuccess
 	switch {
 	case err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		result = "timeout"
+		result = ProbeTimeout
 	case err != nil:
-		result = "error"
+		result = ProbeError
 	}
 	if d.cfg.Observer != nil && ctx.Err() == nil {
 		d.cfg.Observer.OnProbe(s.String(), result, took)

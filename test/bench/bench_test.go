@@ -234,6 +234,9 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 
 // runs reports whether a section is selected by $NODEADDR_BENCH_ONLY, a comma-separated list of
 // latency, api, flap, churn, footprint (empty: every section).
+// ruleRow names the policy-rule reaction in the latency table (ruleReaction).
+const ruleRow = "`ip rule add`/`del` moving the target's route (default)"
+
 func runs(name string) bool {
 	only := os.Getenv("NODEADDR_BENCH_ONLY")
 	return only == "" || slices.Contains(strings.Split(only, ","), name)
@@ -242,8 +245,8 @@ func runs(name string) bool {
 func TestReport(t *testing.T) {
 	if only := os.Getenv("NODEADDR_BENCH_ONLY"); only != "" {
 		for _, n := range strings.Split(only, ",") {
-			if !slices.Contains([]string{"latency", "api", "flap", "churn", "footprint"}, n) {
-				t.Fatalf("NODEADDR_BENCH_ONLY: unknown section %q (latency, api, flap, churn, footprint)", n)
+			if !slices.Contains([]string{"latency", "rule", "api", "flap", "churn", "footprint"}, n) {
+				t.Fatalf("NODEADDR_BENCH_ONLY: unknown section %q (latency, rule, api, flap, churn, footprint)", n)
 			}
 		}
 	}
@@ -269,16 +272,24 @@ func TestReport(t *testing.T) {
 	if runs("latency") {
 		def := reactionLatency(t, "default", samples)
 		zero := reactionLatency(t, "debounce=0", samples, "--debounce=0")
+		rule := ruleReaction(t, samples)
 		start := startToTaintRemoved(t, 10)
 		section("## 1. Reaction latency\n\nTime from the `ip addr del` that renumbers the uplink returning to a client-go watch seeing the Node's new ExternalIP; %d changes per setting at random phase (1.0–1.4 s apart, so the default 1 write/s limiter is not the bottleneck). Target: p99 within the debounce plus 25 ms.\n\n", samples)
 		section("| setting | n | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|\n")
 		for _, r := range []struct {
 			name string
 			q    quantiles
-		}{{"default (`--debounce=100ms`)", def}, {"`--debounce=0`", zero}, {"process start → taint removed", start}} {
+		}{{"default (`--debounce=100ms`)", def}, {"`--debounce=0`", zero}, {ruleRow, rule}, {"process start → taint removed", start}} {
 			section("| %s | %d | %s | %s | %s | %s |\n", r.name, r.q.n, ms(r.q.p50), ms(r.q.p95), ms(r.q.p99), ms(r.q.max))
 		}
 		section("\nlocal-ccm polls every 10 s: its reaction is uniformly 0–10 s (p50 5 s, p99 9.9 s).\n\n")
+	}
+
+	// The policy-rule row alone (NODEADDR_BENCH_ONLY=rule; the latency section includes it).
+	if runs("rule") && !runs("latency") {
+		r := ruleReaction(t, samples)
+		section("| setting | n | p50 | p95 | p99 | max |\n|---|---|---|---|---|---|\n| %s | %d | %s | %s | %s | %s |\n\n",
+			ruleRow, r.n, ms(r.p50), ms(r.p95), ms(r.p99), ms(r.max))
 	}
 
 	// 2. API cost while idle, beside a 10 s polling agent.

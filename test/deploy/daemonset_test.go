@@ -267,7 +267,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 		t.Fatalf("taints = %s", keys)
 	}
 	// On a single-address host the external keys are absent: k3s and flannel then use the internal
-	// address, which is the same one (README, "Annotations for consumers").
+	// address, which is the same one (docs/annotations.md).
 	for k, v := range map[string]string{
 		"nodeaddr.io/internal-ipv4": "192.0.2.10", "nodeaddr.io/internal-ipv6": "2001:db8::10",
 		"k3s.io/internal-ip":        "192.0.2.10,2001:db8::10",

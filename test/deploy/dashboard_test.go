@@ -93,7 +93,8 @@ func dashboardQueries(t *testing.T) map[string]string {
 // and Service, as the Prometheus Operator would, for one agent reached at target: the job name from
 // jobLabel, the path, the scheme, TLS settings and bearer token file (tokenFile stands for the
 // ServiceAccount token file the ServiceMonitor names, which Prometheus's pod would have mounted),
-// and the relabelings (fed by the meta label Kubernetes discovery would set).
+// and the relabelings (fed by the meta label Kubernetes discovery would set). tokenFile holds a
+// token for the audience nodeaddr, as the projected volume of docs/metrics.md does.
 func servicemonitorScrapeConfig(t *testing.T, target, node, tokenFile string) string {
 	t.Helper()
 	var sm struct {
@@ -166,8 +167,8 @@ func servicemonitorScrapeConfig(t *testing.T, target, node, tokenFile string) st
 		scrapeCfg["tls_config"] = map[string]any{"insecure_skip_verify": ep.TLSConfig.InsecureSkipVerify}
 	}
 	if ep.BearerTokenFile != "" {
-		if ep.BearerTokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
-			t.Errorf("ServiceMonitor bearerTokenFile %q is not the ServiceAccount token Prometheus has mounted", ep.BearerTokenFile)
+		if ep.BearerTokenFile != "/var/run/secrets/nodeaddr/token" {
+			t.Errorf("ServiceMonitor bearerTokenFile %q is not the projected nodeaddr token of docs/metrics.md", ep.BearerTokenFile)
 		}
 		// What the operator generates for bearerTokenFile.
 		scrapeCfg["authorization"] = map[string]any{"type": "Bearer", "credentials_file": tokenFile}
@@ -243,7 +244,7 @@ func promQuery(base, q string) (promResponse, error) {
 }
 
 // Debian's Prometheus (2.42) scrapes a running agent with a scrape job derived from the
-// ServiceMonitor (HTTPS, a ServiceAccount token bound to nodeaddr-metrics-reader), and every query
+// ServiceMonitor (HTTPS, the token of a ServiceAccount the agent allows), and every query
 // of the dashboard parses there and returns data, as does every metric the alert rules use.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	harness.RequireE2E(t)
@@ -256,8 +257,10 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
 	h.Uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	h.Uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
-	// Secure metrics, as the DaemonSet serves them: Prometheus scrapes with its ServiceAccount token.
-	a := h.Start("--internal-ip-target=192.0.2.1", "--resync-interval=2s", "--metrics-secure=true")
+	// Secure metrics, as the DaemonSet serves them: Prometheus scrapes with its ServiceAccount token,
+	// which the ConfigMap's metrics-allowed-scrapers lists.
+	a := h.Start("--internal-ip-target=192.0.2.1", "--resync-interval=2s", "--metrics-secure=true",
+		"--metrics-allowed-scrapers=system:serviceaccount:monitoring:"+scraperSA)
 	token := scraperToken(t, h.CP)
 	agentMetrics := fmt.Sprintf("127.0.0.1:%d", a.MetricsPort)
 	h.CP.WaitNode(t, node, 30*time.Second, "published", func(n *corev1.Node) bool { return len(n.Status.Addresses) >= 3 })

@@ -45,7 +45,8 @@ func helmTemplate(t *testing.T, extra ...string) string {
 // helmTemplateErr is helmTemplate returning Helm's failure (with its stderr) instead of failing.
 func helmTemplateErr(t *testing.T, extra ...string) (string, error) {
 	t.Helper()
-	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, extra...)
+	// --skip-tests: what `helm install` creates (the test hook is checked by helm_check_test.go).
+	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--skip-tests"}, extra...)
 	out, stderr, err := helmRun(t, args...)
 	if err != nil {
 		return "", fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
@@ -353,7 +354,7 @@ func TestHelmValues(t *testing.T) {
 		"--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false",
 		"--set", "apiServer.host=10.0.0.10", "--set", "apiServer.port=6443",
 		"--set", "image.repository=mirror/nodeaddr", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
-		"--set", "config.reconcileInterval=10s", "--set", "config.v=2", "--set", "config.logLevel=",
+		"--set", "config.reconcileInterval=10s", "--set", "config.v=2",
 		"--set", "config.internalIPTarget=10.0.0.1", "--set", "config.publishRate=0.5", "--set", "config.netlinkReceiveBuffer=16777216",
 		"--set", "tolerations=null", "--set", "priorityClassName=",
 		"--set", "config.metricsBindAddress=:19810", "--set", "config.annotations=k3s\\,calico"))
@@ -395,8 +396,10 @@ func TestHelmValues(t *testing.T) {
 		}
 	}
 	for _, a := range args {
+		// --resync-interval: the binary refuses it beside its alias. --log-level: config.v alone
+		// must set the level (the chart's default logLevel is empty), as --log-level would win.
 		if strings.HasPrefix(a, "--resync-interval=") || strings.HasPrefix(a, "--log-level=") {
-			t.Errorf("%s rendered although its alternative is set (the binary refuses both)", a)
+			t.Errorf("%s rendered beside config.v or its alias", a)
 		}
 	}
 	if ports := fmt.Sprint(c["ports"]); !strings.Contains(ports, "containerPort:19810") {
@@ -425,7 +428,7 @@ func checkArgsParse(t *testing.T, args []string) {
 }
 
 // Every flag of the binary has a value in the chart, is passed by the DaemonSet template, and is
-// documented in README.md's flags table and in docs/install.md's Helm values table.
+// documented in docs/configuration.md's flags table and in docs/install.md's Helm values table.
 func TestEveryFlagInChartAndDocs(t *testing.T) {
 	harness.RequireE2E(t)
 	flags := binaryFlags(t)
@@ -447,7 +450,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(harness.RepoDir(), "README.md"))
+	configDoc, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +458,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, flagsSection, _ := strings.Cut(string(readme), "\n## Flags\n")
+	_, flagsSection, _ := strings.Cut(string(configDoc), "\n## Flags\n")
 	flagsSection, _, _ = strings.Cut(flagsSection, "\n## ")
 	var tableRows []string
 	for _, l := range strings.Split(flagsSection, "\n") {
@@ -464,9 +467,11 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		}
 	}
 	rendered := defaultArgs(t)
-	// Flags rendered only when their value is set: the aliases, and the targets, whose empty value
-	// means the binary's default anyway.
+	// Flags rendered only when their value is set: the aliases, the log level (empty, so that
+	// config.v alone sets it: --log-level would win), and the targets, whose empty value means the
+	// binary's default anyway.
 	conditional := map[string]string{"reconcile-interval": "config.reconcileInterval=10s", "v": "config.v=1",
+		"log-level":          "config.logLevel=debug",
 		"internal-ip-target": "config.internalIPTarget=none", "external-ip-target": "config.externalIPTarget=192.0.2.1"}
 	for _, name := range slices.Sorted(maps.Keys(flags)) {
 		key := valueKey(name)
@@ -479,16 +484,16 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 				t.Errorf("--%s is a one-shot flag: the chart must not render it", name)
 			}
 			if !slices.ContainsFunc(tableRows, func(r string) bool { return strings.Contains(r, "`--"+name+"`") }) {
-				t.Errorf("--%s: not in README.md's flags table", name)
+				t.Errorf("--%s: not in docs/configuration.md's flags table", name)
 			}
 			continue
 		}
 		if _, ok := values.Config[key]; !ok {
 			t.Errorf("--%s: no config.%s in deploy/helm/nodeaddr/values.yaml", name, key)
 		}
-		if name == "annotations" {
-			// Through the ConfigMap the admission policy reads too.
-			if !bytes.Contains(tmpl, []byte(`"--annotations=$(NODEADDR_ANNOTATIONS)"`)) || !bytes.Contains(configMapTmpl, []byte("$c."+key)) {
+		if env, ok := configMapFlags[name]; ok {
+			// Through the ConfigMap (annotations: which the admission policy reads too).
+			if !bytes.Contains(tmpl, []byte(`"--`+name+`=$(`+env+`)"`)) || !bytes.Contains(configMapTmpl, []byte("$c."+key)) {
 				t.Errorf("--%s: not rendered from config.%s through templates/configmap.yaml", name, key)
 			}
 		} else if !bytes.Contains(tmpl, []byte(`"--`+name+`=`)) || !bytes.Contains(tmpl, []byte("$c."+key)) {
@@ -502,7 +507,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 			t.Errorf("--%s: not in the default render's args", name)
 		}
 		if !slices.ContainsFunc(tableRows, func(r string) bool { return strings.Contains(r, "`--"+name+"`") }) {
-			t.Errorf("--%s: not in README.md's flags table", name)
+			t.Errorf("--%s: not in docs/configuration.md's flags table", name)
 		}
 		if !strings.Contains(string(install), "`config."+key+"`") {
 			t.Errorf("--%s: docs/install.md's Helm values table lacks `config.%s`", name, key)
@@ -516,8 +521,13 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	checkArgsParse(t, rendered)
 }
 
+// configMapFlags reach the agent through the ConfigMap, as $(ENV) in its args.
+var configMapFlags = map[string]string{"annotations": "NODEADDR_ANNOTATIONS", "metrics-allowed-scrapers": "NODEADDR_METRICS_ALLOWED_SCRAPERS"}
+
 // oneShotFlags make the agent exit (or only matter when it does): the chart has no value for them.
-var oneShotFlags = map[string]bool{"run-once": true, "dry-run": true, "version": true, "timeout": true}
+var oneShotFlags = map[string]bool{"run-once": true, "dry-run": true, "version": true, "timeout": true,
+	"check-install": true, "check-namespace": true, "check-agent-selector": true, "check-node-selector": true,
+	"explain": true, "output": true}
 
 // valueKey is the chart's name for a flag: camelCase, with IP and CIDR in capitals
 // (--internal-ip-cidrs: internalIPCIDRs).
@@ -619,18 +629,12 @@ func TestHelmRefusesWideningValues(t *testing.T) {
 	}
 }
 
-// config.annotations renders into the chart's ConfigMap and policy what an overlay that patches the
-// ConfigMap (and repeats the replacements block) renders with kustomize.
+// config.annotations renders into the chart's ConfigMap and policy what docs/install.md's overlay
+// that patches the ConfigMap renders with kustomize.
 func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
 	harness.RequireE2E(t)
 	const spec = "k3s,calico,example.com/node-ip=internal-ipv4"
-	overlay := renderOverlay(t, `patches:
-  - target: {kind: ConfigMap, name: nodeaddr}
-    patch: |-
-      - op: replace
-        path: /data/annotations
-        value: "`+spec+`"
-`+replacementsBlock(t))
+	overlay := renderKustomization(t, annotationsOverlay(t, spec))
 	compareRenders(t, helmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
 }
 

@@ -25,20 +25,30 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
+// scraperAudience is the audience of the token Prometheus' projected volume holds
+// (--metrics-token-audience's default; docs/metrics.md, "Scraper tokens").
+const scraperAudience = "nodeaddr"
+
+// scraperSA is kube-prometheus' Prometheus ServiceAccount in `monitoring`, which the shipped
+// ConfigMap's metrics-allowed-scrapers lists.
+const scraperSA = "prometheus-k8s"
+
 // scraperToken applies deploy/monitoring/rbac.yaml (the nodeaddr-metrics-reader ClusterRole),
-// binds it to the ServiceAccount monitoring/prometheus, as an operator does for their Prometheus,
-// and returns a token of that ServiceAccount.
+// binds it to the ServiceAccount monitoring/prometheus-k8s (listed in the ConfigMap), as an operator does for their Prometheus,
+// and returns a token of that ServiceAccount for the audience nodeaddr, as the projected volume in
+// Prometheus' pod holds.
 func scraperToken(t *testing.T, cp *harness.ControlPlane) string {
 	t.Helper()
 	ctx := context.Background()
 	if err := cp.ApplyManifest(ctx, deployFile("monitoring", "rbac.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	return serviceAccountToken(t, cp, "monitoring", "prometheus", "nodeaddr-metrics-reader")
+	return serviceAccountToken(t, cp, "monitoring", scraperSA, "nodeaddr-metrics-reader", scraperAudience)
 }
 
-// serviceAccountToken creates namespace/name (bound to clusterRole unless empty) and returns a token.
-func serviceAccountToken(t *testing.T, cp *harness.ControlPlane, namespace, name, clusterRole string) string {
+// serviceAccountToken creates namespace/name (bound to clusterRole unless empty) and returns a token
+// for audiences (none: the API server's own).
+func serviceAccountToken(t *testing.T, cp *harness.ControlPlane, namespace, name, clusterRole string, audiences ...string) string {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -52,11 +62,12 @@ func serviceAccountToken(t *testing.T, cp *harness.ControlPlane, namespace, name
 			ObjectMeta: metav1.ObjectMeta{Name: namespace + "-" + name + "-" + clusterRole},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
-		}, metav1.CreateOptions{}); err != nil {
+		}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
-	tr, err := cp.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	tr, err := cp.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +183,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 	cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
 	promToken := scraperToken(t, cp)
-	otherToken := serviceAccountToken(t, cp, "default", "app", "")
+	otherToken := serviceAccountToken(t, cp, "default", "app", "", scraperAudience)
 	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -229,16 +240,16 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 		}
 	}
 
-	// Prometheus's token: the first scrape costs one TokenReview and one SubjectAccessReview, the
-	// following ones none.
+	// Prometheus's token: the first scrape costs one TokenReview and no SubjectAccessReview (the
+	// ConfigMap's metrics-allowed-scrapers decides), the following ones none.
 	tr0, sar0 := reviews(t, cp)
 	code, body, err := scrape(router, remoteMetrics, promToken)
 	if err != nil || code != 200 || !strings.Contains(body, "nodeaddr_build_info") {
 		t.Fatalf("Prometheus's token: %d %v\n%.300s", code, err, body)
 	}
 	tr1, sar1 := reviews(t, cp)
-	if tr1-tr0 != 1 || sar1-sar0 != 1 {
-		t.Errorf("first scrape: %d TokenReviews, %d SubjectAccessReviews, want 1 and 1", tr1-tr0, sar1-sar0)
+	if tr1-tr0 != 1 || sar1-sar0 != 0 {
+		t.Errorf("first scrape: %d TokenReviews, %d SubjectAccessReviews, want 1 and 0", tr1-tr0, sar1-sar0)
 	}
 	for i := 0; i < 5; i++ {
 		if code, _, err := scrape(router, remoteMetrics, promToken); err != nil || code != 200 {
@@ -312,7 +323,7 @@ func TestHelmMetricsReaderAndScheme(t *testing.T) {
 		sm := objs["ServiceMonitor/kube-system/nodeaddr"]
 		return sm["spec"].(object)["endpoints"].([]any)[0].(object)
 	}
-	if e := ep(objs); e["scheme"] != "https" || e["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+	if e := ep(objs); e["scheme"] != "https" || e["bearerTokenFile"] != "/var/run/secrets/nodeaddr/token" {
 		t.Errorf("secure metrics: endpoint %v", e)
 	}
 	plain := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true",

@@ -242,8 +242,8 @@ func withoutTaint(key string) func([]corev1.Taint) []corev1.Taint {
 // --annotations value of the nodeaddr ConfigMap (the string the DaemonSet passes), which kustomize's
 // replacements render into the policy: each preset's keys as publisher.Preset defines them (so the
 // policy's copy of the presets is checked against the agent's) and the keys of KEY=FORMAT items.
-// Each configuration is an overlay that patches the ConfigMap and repeats the replacements block,
-// applied with kubectl as an operator would.
+// Each configuration is docs/install.md's overlay that patches the ConfigMap (deploy/wiring its
+// transformer), applied with kubectl as an operator would.
 func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
@@ -252,7 +252,6 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 		return harness.NodeSpec{Name: n, Annotations: map[string]string{"example.com/owner": "ops"}}
 	})
 	kubectl := kubectlFor(t, cp)
-	replacements := replacementsBlock(t)
 
 	presetKeys := func(names ...string) []string {
 		var keys []string
@@ -286,14 +285,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 		{"nodeaddr,k3s,flannel,calico", presetKeys("nodeaddr", "k3s", "flannel", "calico")},
 		{"", nil},
 	} {
-		value, _ := json.Marshal(c.spec)
-		rendered := renderOverlay(t, fmt.Sprintf(`patches:
-  - target: {kind: ConfigMap, name: nodeaddr}
-    patch: |-
-      - op: replace
-        path: /data/annotations
-        value: %s
-%s`, value, replacements))
+		rendered := renderKustomization(t, annotationsOverlay(t, c.spec))
 		policy := decodeDocs(t, rendered)["ValidatingAdmissionPolicy/<nil>/"+policyName]
 		if got := fmt.Sprint(policy["spec"]); !strings.Contains(got, "name:annotationSpec") ||
 			!strings.Contains(got, fmt.Sprintf("expression:'%s' name:annotationSpec", c.spec)) {

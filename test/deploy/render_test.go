@@ -43,31 +43,45 @@ func deniedByRBAC(err error) bool {
 		strings.Contains(err.Error(), "cannot")
 }
 
-// replacementsBlock is the `replacements:` block of deploy/kustomization.yaml, which an overlay
-// changing the namespace, the names or the ConfigMap must repeat (docs/install.md).
-func replacementsBlock(t *testing.T) string {
+// documentedOverlay is the kustomization docs/install.md shows under the comment "# overlay: NAME",
+// as an operator copies it (its checkout paths, ../nodeaddr/deploy, are resolved by
+// renderKustomization).
+func documentedOverlay(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(deployFile("kustomization.yaml"))
+	b, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(b), "\nreplacements:\n")
-	if !ok || !strings.Contains(block, "# END nodeaddr replacements") {
-		t.Fatal("deploy/kustomization.yaml has no replacements block")
+	_, rest, ok := strings.Cut(string(b), "```yaml\n# overlay: "+name+"\n")
+	block, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed || !strings.Contains(block, "transformers:\n  - ../nodeaddr/deploy/wiring") {
+		t.Fatalf("docs/install.md has no overlay %q that lists deploy/wiring under transformers", name)
 	}
-	return "replacements:\n" + block
+	return block
 }
 
-// renderOverlay writes an overlay of deploy/ (kustomization.yaml = "resources: [deploy/]" + body)
-// and returns `kubectl kustomize` of it.
-func renderOverlay(t *testing.T, body string) string {
+// annotationsOverlay is docs/install.md's annotations overlay with value in place of its example.
+func annotationsOverlay(t *testing.T, value string) string {
+	t.Helper()
+	const example = `value: "nodeaddr,calico"`
+	o := documentedOverlay(t, "annotations")
+	if !strings.Contains(o, example) {
+		t.Fatalf("docs/install.md's annotations overlay lacks %s", example)
+	}
+	v, _ := json.Marshal(value)
+	return strings.Replace(o, example, "value: "+string(v), 1)
+}
+
+// renderKustomization writes kustomization (naming this repository's deploy/ ../nodeaddr/deploy,
+// as docs/install.md does) into a temporary directory and returns `kubectl kustomize` of it.
+func renderKustomization(t *testing.T, kustomization string) string {
 	t.Helper()
 	dir := t.TempDir()
 	rel, err := filepath.Rel(dir, deployFile())
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\n%s", rel, body)
+	k := strings.ReplaceAll(kustomization, "../nodeaddr/deploy", rel)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -151,19 +165,11 @@ func otherWritersWork(t *testing.T, cp *harness.ControlPlane, node, when string)
 	}
 }
 
-// applyAnnotationsConfig sets --annotations as an operator does: an overlay of deploy/ that patches
-// the ConfigMap and repeats the replacements block, applied with kubectl (ConfigMap and policy
-// together).
+// applyAnnotationsConfig sets --annotations as an operator does: docs/install.md's overlay that
+// patches the ConfigMap, applied with kubectl (ConfigMap and policy together).
 func applyAnnotationsConfig(t *testing.T, cp *harness.ControlPlane, spec string) string {
 	t.Helper()
-	value, _ := json.Marshal(spec)
-	rendered := renderOverlay(t, fmt.Sprintf(`patches:
-  - target: {kind: ConfigMap, name: nodeaddr}
-    patch: |-
-      - op: replace
-        path: /data/annotations
-        value: %s
-%s`, value, replacementsBlock(t)))
+	rendered := renderKustomization(t, annotationsOverlay(t, spec))
 	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--force-conflicts", "--field-manager=nodeaddr-install", "-f", "-")
 	return rendered
 }

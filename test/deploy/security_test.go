@@ -111,9 +111,9 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 	}
 }
 
-// Item 2: an overlay into another namespace with a name prefix, repeating the replacements block,
-// confines the agent there; the same overlay without the block (half-configured) fails closed for
-// the agent only.
+// Item 2: docs/install.md's overlay into another namespace with a name prefix (deploy/wiring its
+// transformer) confines the agent there; the same overlay without the transformer (half-configured)
+// fails closed for the agent only.
 func TestOverlayIntoAnotherNamespace(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
@@ -121,16 +121,16 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		replacements bool
-	}{{"with the replacements", true}, {"half-configured, without them", false}} {
+	}{{"with the wiring", true}, {"half-configured, without it", false}} {
 		t.Run(c.name, func(t *testing.T) {
-			body := "namespace: other\nnamePrefix: x-\n"
-			if c.replacements {
-				body += replacementsBlock(t)
+			overlay := documentedOverlay(t, "another namespace and names")
+			if !c.replacements {
+				overlay, _, _ = strings.Cut(overlay, "transformers:")
 			}
-			rendered := renderOverlay(t, body)
+			rendered := renderKustomization(t, overlay)
 			objs := decodeDocs(t, rendered)
-			for _, key := range []string{"ServiceAccount/other/x-nodeaddr", "DaemonSet/other/x-nodeaddr", "ValidatingAdmissionPolicy/<nil>/x-nodeaddr-own-node",
-				"ValidatingAdmissionPolicyBinding/<nil>/x-nodeaddr-own-node", "ValidatingAdmissionPolicyBinding/<nil>/x-nodeaddr-events"} {
+			for _, key := range []string{"ServiceAccount/node-agents/site-nodeaddr", "DaemonSet/node-agents/site-nodeaddr", "ValidatingAdmissionPolicy/<nil>/site-nodeaddr-own-node",
+				"ValidatingAdmissionPolicyBinding/<nil>/site-nodeaddr-own-node", "ValidatingAdmissionPolicyBinding/<nil>/site-nodeaddr-events"} {
 				if objs[key] == nil {
 					t.Errorf("overlay lacks %s: %v", key, slices.Sorted(func(yield func(string) bool) {
 						for k := range objs {
@@ -142,14 +142,14 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 				}
 			}
 			if c.replacements {
-				for _, key := range []string{"Role/default/x-nodeaddr-events", "RoleBinding/default/x-nodeaddr-events"} {
+				for _, key := range []string{"Role/default/site-nodeaddr-events", "RoleBinding/default/site-nodeaddr-events"} {
 					if objs[key] == nil {
-						t.Errorf("the replacements keep %s in default", key)
+						t.Errorf("the wiring keeps %s in default", key)
 					}
 				}
 			}
 			cp := harness.StartControlPlane(t)
-			for _, ns := range []string{"other"} {
+			for _, ns := range []string{"node-agents"} {
 				if _, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 					t.Fatal(err)
 				}
@@ -158,24 +158,24 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 				cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 			}
 			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
-			agent := tokenClient(t, cp, podToken(t, cp, "other", "x-nodeaddr", a))
+			agent := tokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr", a))
 			otherNode := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
 			// The policy takes a moment to be enforced; an unconfined agent's write keeps succeeding
 			// (the wait then fails saying so).
-			pollWrite(t, agent, otherNode, func(err error) bool { return namesPolicy(err, "x-nodeaddr-own-node") }, "denied by x-nodeaddr-own-node")
-			if err := otherNode.do(ctx, agent); !deniedBy(err, "x-nodeaddr-own-node") {
-				t.Errorf("agent in other: write to another Node: %v, want a denial by x-nodeaddr-own-node", err)
+			pollWrite(t, agent, otherNode, func(err error) bool { return namesPolicy(err, "site-nodeaddr-own-node") }, "denied by site-nodeaddr-own-node")
+			if err := otherNode.do(ctx, agent); !deniedBy(err, "site-nodeaddr-own-node") {
+				t.Errorf("agent in node-agents: write to another Node: %v, want a denial by site-nodeaddr-own-node", err)
 			}
 			own := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`)
 			err := own.do(ctx, agent)
 			if c.replacements {
 				if err != nil {
-					t.Errorf("agent in other: own addresses: %v", err)
+					t.Errorf("agent in node-agents: own addresses: %v", err)
 				}
 				if err := createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")); err != nil {
-					t.Errorf("agent in other: Event about its Node in default: %v", err)
+					t.Errorf("agent in node-agents: Event about its Node in default: %v", err)
 				}
-			} else if !deniedBy(err, "x-nodeaddr-own-node") || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr") {
+			} else if !deniedBy(err, "site-nodeaddr-own-node") || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr") {
 				t.Errorf("half-configured: agent's own addresses: %v, want a denial naming the identity the policy was rendered for", err)
 			}
 			otherWritersWork(t, cp, a, c.name)

@@ -27,26 +27,13 @@ func TestAdmissionPolicyTypeChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := &validating.TypeChecker{
-		SchemaResolver: resolver.NewDefinitionsSchemaResolver(openapi.GetOpenAPIDefinitions, scheme.Scheme),
-		RestMapper:     testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme),
-	}
+	tc := policyTypeChecker()
 	var policies, bindings []string
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *admissionv1.ValidatingAdmissionPolicy:
 			policies = append(policies, o.Name)
-			if o.Spec.ParamKind != nil {
-				t.Errorf("policy %s has a paramKind: a missing parameter would block every Node writer or unconfine the agent", o.Name)
-			}
-			for _, v := range o.Spec.Validations {
-				if v.Reason == nil || *v.Reason != "Forbidden" {
-					t.Errorf("policy %s: validation %q lacks reason: Forbidden (a 422 would look like a failed JSON-patch test)", o.Name, v.Expression)
-				}
-			}
-			for _, w := range tc.Check(o) {
-				t.Errorf("%s: %s: %s", o.Name, w.FieldRef, w.Warning)
-			}
+			checkPolicyShape(t, tc, o)
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
 			bindings = append(bindings, o.Spec.PolicyName)
 			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil {
@@ -57,5 +44,32 @@ func TestAdmissionPolicyTypeChecks(t *testing.T) {
 	want := []string{policyName, eventsPolicyName}
 	if !slices.Equal(policies, want) || !slices.Equal(bindings, want) {
 		t.Fatalf("admission-policy.yaml: policies %v and bindings %v, want %v", policies, bindings, want)
+	}
+}
+
+// policyTypeChecker type-checks policies against the schemas of the pinned release, as
+// kube-controller-manager's policy status controller does.
+func policyTypeChecker() *validating.TypeChecker {
+	return &validating.TypeChecker{
+		SchemaResolver: resolver.NewDefinitionsSchemaResolver(openapi.GetOpenAPIDefinitions, scheme.Scheme),
+		RestMapper:     testrestmapper.TestOnlyStaticRESTMapper(scheme.Scheme),
+	}
+}
+
+// checkPolicyShape fails t for a policy with a parameter (a missing one would block every writer
+// or unconfine the agent), a validation without reason Forbidden (a 422 would look like a failed
+// JSON-patch test), or an expression that does not type-check.
+func checkPolicyShape(t *testing.T, tc *validating.TypeChecker, p *admissionv1.ValidatingAdmissionPolicy) {
+	t.Helper()
+	if p.Spec.ParamKind != nil {
+		t.Errorf("policy %s has a paramKind", p.Name)
+	}
+	for _, v := range p.Spec.Validations {
+		if v.Reason == nil || *v.Reason != "Forbidden" {
+			t.Errorf("policy %s: validation %q lacks reason: Forbidden", p.Name, v.Expression)
+		}
+	}
+	for _, w := range tc.Check(p) {
+		t.Errorf("%s: %s: %s", p.Name, w.FieldRef, w.Warning)
 	}
 }

@@ -44,11 +44,12 @@ type Binaries struct {
 	Kubectl string
 }
 
-var (
-	buildOnce sync.Once
-	built     Binaries
-	buildErr  error
-)
+// builds memoizes Build (index 1) and BuildControlPlane (index 0) per process.
+var builds [2]struct {
+	once sync.Once
+	bins Binaries
+	err  error
+}
 
 // TestModuleDir is the directory of the test module (where go.mod of the suite lives).
 func TestModuleDir() string {
@@ -69,32 +70,52 @@ func CacheDir() string {
 // from the main module (cheap, and a stale agent binary would test old code). Progress goes to
 // progress; a cold kube-apiserver build takes about 4 minutes on 2 cores.
 func Build(progress io.Writer) (Binaries, error) {
-	buildOnce.Do(func() {
-		dir := k8sBinDir()
-		built = Binaries{
-			APIServer: filepath.Join(dir, "kube-apiserver"),
-			Etcd:      filepath.Join(dir, "etcd"),
-			// One agent binary per checkout: worktrees sharing a cache never test each other's code.
-			Nodeaddr: filepath.Join(CacheDir(), "bin", fmt.Sprintf("checkout-%08x", crc32.ChecksumIEEE([]byte(RepoDir()))), "nodeaddr"),
-			Kubectl:  filepath.Join(dir, "kubectl"),
+	return build(progress, true)
+}
+
+// BuildControlPlane is Build without kubectl: only what `make run` runs (kube-apiserver, etcd and
+// nodeaddr), so a newcomer's first run compiles nothing it does not start. Its Kubectl is empty.
+func BuildControlPlane(progress io.Writer) (Binaries, error) {
+	return build(progress, false)
+}
+
+func build(progress io.Writer, withKubectl bool) (Binaries, error) {
+	b := &builds[0]
+	if withKubectl {
+		b = &builds[1]
+	}
+	b.once.Do(func() { b.bins, b.err = buildBinaries(progress, withKubectl) })
+	return b.bins, b.err
+}
+
+func buildBinaries(progress io.Writer, withKubectl bool) (built Binaries, err error) {
+	dir := k8sBinDir()
+	built = Binaries{
+		APIServer: filepath.Join(dir, "kube-apiserver"),
+		Etcd:      filepath.Join(dir, "etcd"),
+		// One agent binary per checkout: worktrees sharing a cache never test each other's code.
+		Nodeaddr: filepath.Join(CacheDir(), "bin", fmt.Sprintf("checkout-%08x", crc32.ChecksumIEEE([]byte(RepoDir()))), "nodeaddr"),
+	}
+	k8s := []struct{ out, pkg string }{
+		{built.APIServer, "./cmd/kube-apiserver"},
+		{built.Etcd, "./cmd/etcd"},
+	}
+	if withKubectl {
+		built.Kubectl = filepath.Join(dir, "kubectl")
+		k8s = append(k8s, struct{ out, pkg string }{built.Kubectl, "./cmd/kubectl"})
+	}
+	for _, b := range k8s {
+		if _, err := os.Stat(b.out); err == nil {
+			continue
 		}
-		for _, b := range []struct{ out, pkg, dir string }{
-			{built.APIServer, "./cmd/kube-apiserver", TestModuleDir()},
-			{built.Etcd, "./cmd/etcd", TestModuleDir()},
-			{built.Kubectl, "./cmd/kubectl", TestModuleDir()},
-		} {
-			if _, err := os.Stat(b.out); err == nil {
-				continue
-			}
-			if buildErr = goBuild(progress, b.dir, b.pkg, b.out, nil, k8sVersionFlags(KubernetesVersion)...); buildErr != nil {
-				return
-			}
+		if err := goBuild(progress, TestModuleDir(), b.pkg, b.out, nil, k8sVersionFlags(KubernetesVersion)...); err != nil {
+			return built, err
 		}
-		// The agent is built exactly as the Dockerfile and `make build` build it: static.
-		buildErr = goBuild(progress, filepath.Dir(TestModuleDir()), "./cmd/nodeaddr", built.Nodeaddr,
-			[]string{"CGO_ENABLED=0"})
-	})
-	return built, buildErr
+	}
+	// The agent is built exactly as the Dockerfile and `make build` build it: static.
+	err = goBuild(progress, filepath.Dir(TestModuleDir()), "./cmd/nodeaddr", built.Nodeaddr,
+		[]string{"CGO_ENABLED=0"})
+	return built, err
 }
 
 func goBuild(progress io.Writer, dir, pkg, out string, env []string, flags ...string) error {

@@ -31,6 +31,7 @@ type RealNode struct {
 
 	id                  string
 	containerd, kubelet *proc
+	registryConfigPath  string
 }
 
 // NodeOptions shape the kubelet.
@@ -43,6 +44,9 @@ type NodeOptions struct {
 	Images []string
 	// ServerTLSBootstrap makes the kubelet request its serving certificate with a CSR.
 	ServerTLSBootstrap bool
+	// RegistryConfigPath, if set, is containerd's CRI registry config_path: a certs.d directory of
+	// HOST:PORT/hosts.toml files (a private registry's CA), for images the node pulls.
+	RegistryConfigPath string
 }
 
 // PauseImage is the sandbox image containerd is pinned to (built locally, test/cmd/pause).
@@ -62,13 +66,16 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir)}
+	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath}
 	n.Socket = filepath.Join(dir, "c.sock")
 	t.Cleanup(n.teardown)
 	n.RecordNetns(ns.Name)
 	// The API server is on the host's loopback: relay its port into the namespace's loopback, so
 	// the kubelet and the pods reach it at 127.0.0.1:Port as on a control-plane node.
 	ns.Relay(c.CP.Port, fmt.Sprintf("127.0.0.1:%d", c.CP.Port))
+	if c.egress != nil {
+		c.egress.setNode(ns)
+	}
 	n.startContainerd()
 	pause := filepath.Join(dir, "pause.tar")
 	if err := WriteImage(pause, PauseImage, c.Bins.Pause, "/pause", PauseUser, []string{"/pause"}); err != nil {
@@ -167,7 +174,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %[6]q
-[plugins.'io.containerd.cri.v1.runtime']
+%[11]s[plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
   cdi_spec_dirs = []
@@ -185,7 +192,16 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.bt
   stream_server_address = "127.0.0.1"
 `, filepath.Join(n.Dir, "root"), filepath.Join(n.Dir, "st"), n.Socket, n.Socket+".ttrpc",
 		filepath.Join(n.Dir, "opt"), NormalizeImage(PauseImage), n.C.Bins.Runc, n.runcRoot(),
-		n.C.Bins.CNIDir, filepath.Join(n.Dir, "net.d"))
+		n.C.Bins.CNIDir, filepath.Join(n.Dir, "net.d"), n.registryConfig())
+}
+
+// registryConfig is the CRI images plugin's registry section when the node has a certs.d
+// directory (NodeOptions.RegistryConfigPath), else nothing.
+func (n *RealNode) registryConfig() string {
+	if n.registryConfigPath == "" {
+		return ""
+	}
+	return fmt.Sprintf("  [plugins.'io.containerd.cri.v1.images'.registry]\n    config_path = %q\n", n.registryConfigPath)
 }
 
 func (n *RealNode) runcRoot() string { return filepath.Join(n.Dir, "runc") }
@@ -210,7 +226,7 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	root := filepath.Join(n.Dir, "kubelet")
 	cfg := filepath.Join(n.Dir, "kubelet.yaml")
 	config := n.kubeletConfig()
-	if o.ServerTLSBootstrap {
+	if o.ServerTLSBootstrap || n.C.Options.Hardened {
 		config += "serverTLSBootstrap: true\n"
 	}
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
@@ -242,6 +258,11 @@ func (n *RealNode) kubeletConfig() string {
 	if Minor(n.C.Version) >= 31 {
 		failCgroupV1 = "failCgroupV1: false\n"
 	}
+	// A hardened cluster's API server authenticates to the kubelet with a client certificate.
+	clientCA := ""
+	if n.C.Options.Hardened {
+		clientCA = fmt.Sprintf(", x509: {clientCAFile: %q}", n.C.SignerFile)
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 %[4]scgroupDriver: cgroupfs
@@ -253,13 +274,13 @@ containerRuntimeEndpoint: unix://%[2]s
 podLogsDir: %[3]q
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-authentication: {anonymous: {enabled: false}, webhook: {enabled: false}}
+authentication: {anonymous: {enabled: false}, webhook: {enabled: false}%[5]s}
 authorization: {mode: AlwaysAllow}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {"memory.available": "0%%", "nodefs.available": "0%%", "imagefs.available": "0%%", "nodefs.inodesFree": "0%%"}
 resolvConf: /etc/resolv.conf
-`, n.id, n.Socket, filepath.Join(n.Dir, "pods"), failCgroupV1)
+`, n.id, n.Socket, filepath.Join(n.Dir, "pods"), failCgroupV1, clientCA)
 }
 
 // lenientDecoding is what the kubelet logs when its --config has a field its release does not

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -22,10 +23,13 @@ const (
 // cluster node, the container runtime, and the CNI plugins (in CNIDir, as containerd expects).
 type NodeBinaries struct {
 	Kubelet, ControllerManager, Scheduler string
-	Containerd, Shim, Ctr, Runc           string
-	CNIDir                                string
-	// Pause is the sandbox image's static binary (test/cmd/pause).
-	Pause string
+	// KubeProxy runs as a host process in the node's namespace (the NodePort scenario).
+	KubeProxy                   string
+	Containerd, Shim, Ctr, Runc string
+	CNIDir                      string
+	// Pause is the sandbox image's static binary (test/cmd/pause); Webpod the ordinary pod's
+	// (test/cmd/webpod: logs, exec, HTTP).
+	Pause, Webpod string
 }
 
 var (
@@ -58,28 +62,38 @@ func buildNode(progress io.Writer) (NodeBinaries, error) {
 		Kubelet:           filepath.Join(k8s, "kubelet"),
 		ControllerManager: filepath.Join(k8s, "kube-controller-manager"),
 		Scheduler:         filepath.Join(k8s, "kube-scheduler"),
+		KubeProxy:         filepath.Join(k8s, "kube-proxy"),
 		Containerd:        filepath.Join(ctrd, "containerd"),
 		Shim:              filepath.Join(ctrd, "containerd-shim-runc-v2"),
 		Ctr:               filepath.Join(ctrd, "ctr"),
 		Runc:              filepath.Join(bin, "runc-"+RuncVersion, "runc"),
 		CNIDir:            filepath.Join(bin, "cni-"+CNIPluginsVersion),
 		Pause:             filepath.Join(bin, "pause"),
+		Webpod:            filepath.Join(bin, "webpod"),
 	}
-	// The three Kubernetes components share most packages: one `go build` compiles them once.
-	if missing(nb.Kubelet, nb.ControllerManager, nb.Scheduler) {
-		fmt.Fprintf(progress, "harness: building kubelet, kube-controller-manager, kube-scheduler %s (cold: ~6 min on 2 cores)\n", KubernetesVersion)
+	// The Kubernetes components share most packages: one `go build` compiles the missing ones once
+	// (kube-proxy arrived later: a cache with the other three builds only it).
+	var names []string
+	for _, n := range []string{"kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy"} {
+		if missing(filepath.Join(k8s, n)) {
+			names = append(names, n)
+		}
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(progress, "harness: building %s %s (cold: ~6 min on 2 cores)\n", strings.Join(names, ", "), KubernetesVersion)
 		tmp := filepath.Join(k8s, fmt.Sprintf(".tmp%d", os.Getpid()))
 		if err := os.MkdirAll(tmp, 0o755); err != nil {
 			return nb, err
 		}
 		defer os.RemoveAll(tmp)
-		args := append(append([]string{"build", "-v"}, k8sVersionFlags(KubernetesVersion)...), "-o", tmp+"/",
-			"./cmd/kubelet", "./cmd/kube-controller-manager", "./cmd/kube-scheduler")
-		err := runGo(progress, TestModuleDir(), "kubernetes node components", nil, args...)
-		if err != nil {
+		args := append(append([]string{"build", "-v"}, k8sVersionFlags(KubernetesVersion)...), "-o", tmp+"/")
+		for _, n := range names {
+			args = append(args, "./cmd/"+n)
+		}
+		if err := runGo(progress, TestModuleDir(), "kubernetes node components", nil, args...); err != nil {
 			return nb, err
 		}
-		if err := moveAll(tmp, k8s, "kubelet", "kube-controller-manager", "kube-scheduler"); err != nil {
+		if err := moveAll(tmp, k8s, names...); err != nil {
 			return nb, err
 		}
 	}
@@ -96,8 +110,11 @@ func buildNode(progress io.Writer) (NodeBinaries, error) {
 			return nb, err
 		}
 	}
-	// The pause binary is tiny: always rebuilt, static.
-	return nb, goBuild(progress, TestModuleDir(), "./cmd/pause", nb.Pause, []string{"CGO_ENABLED=0"})
+	// The pause and webpod binaries are tiny: always rebuilt, static.
+	if err := goBuild(progress, TestModuleDir(), "./cmd/pause", nb.Pause, []string{"CGO_ENABLED=0"}); err != nil {
+		return nb, err
+	}
+	return nb, goBuild(progress, TestModuleDir(), "./cmd/webpod", nb.Webpod, []string{"CGO_ENABLED=0"})
 }
 
 func (g goInstall) run(progress io.Writer) error {

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -30,10 +31,16 @@ type NodeCluster struct {
 	// Version is the release of every Kubernetes component: kube-apiserver, kube-controller-manager,
 	// kube-scheduler and the kubelet (KubernetesVersion, or an older one of NodeVersions).
 	Version string
-	// Name is the Node's name; KubeletToken authenticates its kubelet.
-	Name, KubeletToken string
+	// Name is the Node's name; KubeletToken authenticates its kubelet, KubeProxyToken kube-proxy
+	// (system:kube-proxy, bound to system:node-proxier by the default RBAC).
+	Name, KubeletToken, KubeProxyToken string
+	Options                            ClusterOptions
+	// SignerFile is the CA kube-controller-manager signs CSRs with.
+	SignerFile string
 
 	kcm, scheduler *proc
+	signer         tls.Certificate
+	egress         *egressProxy
 }
 
 // NodeControllers are the kube-controller-manager controllers a one-node cluster needs: the
@@ -46,6 +53,8 @@ var NodeControllers = []string{
 	// Signs approved CSRs (the kubelet's serving certificate with serverTLSBootstrap); the tests
 	// approve them, as an operator's approver would.
 	"certificatesigningrequest-signing-controller",
+	// A Service's EndpointSlices, which kube-proxy programs (the NodePort scenario).
+	"endpointslice-controller",
 }
 
 // StartNodeCluster starts the control plane for Node name. Everything stops when t ends.
@@ -57,6 +66,12 @@ func StartNodeCluster(t testing.TB, name string) *NodeCluster {
 // StartNodeClusterVersion is StartNodeCluster with every Kubernetes component of release version
 // (built on first use; etcd, containerd, runc and the CNI plugins are the same for every release).
 func StartNodeClusterVersion(t testing.TB, name, version string) *NodeCluster {
+	t.Helper()
+	return StartNodeClusterWith(t, name, version, ClusterOptions{})
+}
+
+// StartNodeClusterWith is StartNodeClusterVersion shaped by o.
+func StartNodeClusterWith(t testing.TB, name, version string, o ClusterOptions) *NodeCluster {
 	t.Helper()
 	RequireNode(t)
 	bins := MustBuild(t)
@@ -70,12 +85,13 @@ func StartNodeClusterVersion(t testing.TB, name, version string) *NodeCluster {
 		t.Fatal(err)
 	}
 	cp.ExtraArgs = []string{"--enable-admission-plugins=NodeRestriction"}
-	c := &NodeCluster{T: t, CP: cp, Bins: nb, Version: version, Name: name}
+	c := &NodeCluster{T: t, CP: cp, Bins: nb, Version: version, Name: name, Options: o}
 	tokens := map[string]string{}
 	for user, group := range map[string]string{
 		"system:node:" + name:            "system:nodes",
 		"system:kube-controller-manager": "",
 		"system:kube-scheduler":          "",
+		"system:kube-proxy":              "",
 	} {
 		var groups []string
 		if group != "" {
@@ -86,6 +102,15 @@ func StartNodeClusterVersion(t testing.TB, name, version string) *NodeCluster {
 		}
 	}
 	c.KubeletToken = tokens["system:node:"+name]
+	c.KubeProxyToken = tokens["system:kube-proxy"]
+	signer, signerKey, err := writeSigningCA(cp.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SignerFile = signer
+	if o.Hardened {
+		c.harden(signer, signerKey)
+	}
 	t.Cleanup(func() {
 		c.kcm.stop()
 		c.scheduler.stop()
@@ -100,10 +125,6 @@ func StartNodeClusterVersion(t testing.TB, name, version string) *NodeCluster {
 		t.Fatal(err)
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", cp.Port)
-	signer, signerKey, err := writeSigningCA(cp.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	kcmConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "kcm.kubeconfig"), server, tokens["system:kube-controller-manager"], cp.CAFile)
 	c.kcm = c.start("kube-controller-manager", exec.Command(nb.ControllerManager,
 		"--kubeconfig="+kcmConfig, "--secure-port=0", "--leader-elect=false",

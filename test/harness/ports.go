@@ -36,8 +36,11 @@ func FreePort() (int, error) {
 	defer ports.mu.Unlock()
 	if ports.held == nil {
 		ports.held = map[int]*os.File{}
-		ports.lockD = filepath.Join(os.TempDir(), "nodeaddr-test-ports")
-		if err := os.MkdirAll(ports.lockD, 0o1777); err != nil {
+		// One directory per user: a directory another user created (mode 0755 after their umask)
+		// would refuse this user's lock files, as a root run followed by a non-root `make test`
+		// showed. Two users running the suite at once may still pick one port; a bind then fails.
+		ports.lockD = filepath.Join(os.TempDir(), fmt.Sprintf("nodeaddr-test-ports-%d", os.Getuid()))
+		if err := os.MkdirAll(ports.lockD, 0o700); err != nil {
 			return 0, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
@@ -15,10 +16,13 @@ import (
 // defaults' addresses, the taint removed, the agent Ready through the real probes); `helm
 // uninstall` then leaves the addresses and the kubelet's writes keep succeeding.
 func TestHelmChart(t *testing.T) {
+	// Built before the node registers: the figures time the install, not Helm's own build.
+	harness.MustBuildHelm(t)
 	w := newWorld(t, harness.NodeOptions{}, nil)
 	if !t.Run("7-helm-install", w.helmInstall) {
 		return
 	}
+	t.Run("7b-helm-test", w.helmTest)
 	t.Run("8-helm-uninstall", w.helmUninstall)
 }
 
@@ -42,8 +46,8 @@ func (w *world) helmInstall(t *testing.T) {
 	if got := w.node.Node(w.t).Status.Addresses; !reflect.DeepEqual(got, expectedAddresses(w.node.Name)) {
 		t.Errorf("addresses after the taint was removed %v, want %v", got, expectedAddresses(w.node.Name))
 	}
-	report(t, "register→taint removed %s (install→taint removed %s), addresses as the kustomize base",
-		removed.Sub(w.registeredAt()).Round(time.Millisecond), removed.Sub(start).Round(time.Millisecond))
+	report(t, "install→taint removed %s (register→taint removed %s, Helm built before), addresses as the kustomize base",
+		removed.Sub(start).Round(time.Millisecond), removed.Sub(w.registeredAt()).Round(time.Millisecond))
 }
 
 func (w *world) helmUninstall(t *testing.T) {
@@ -63,4 +67,18 @@ func (w *world) helmUninstall(t *testing.T) {
 		t.Errorf("kubelet writes failed during/after the uninstall: %v", kw.failed)
 	}
 	report(t, "addresses kept (%d), kubelet writes since uninstall: %v ok, %d failed", len(before), kw.ok, len(kw.failed))
+}
+
+// helmTest runs the chart's `helm test` hook on the real node: nodeaddr --check-install in a Pod
+// of its own (host network, its read-only ServiceAccount) passes for the node the agent
+// initialized. (Without --logs: this world's API server does not reach the kubelet's port; the
+// hardened world of TestRenumberingDay does.)
+func (w *world) helmTest(t *testing.T) {
+	w.t = t
+	start := time.Now()
+	out := w.helm("test", "nodeaddr", "--namespace", "kube-system", "--timeout", "3m")
+	if !regexp.MustCompile(`Phase:\s+Succeeded`).MatchString(out) {
+		t.Errorf("helm test did not succeed:\n%s", out)
+	}
+	report(t, "helm test (nodeaddr --check-install in the hook pod) passed in %s", time.Since(start).Round(100*time.Millisecond))
 }

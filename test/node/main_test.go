@@ -66,7 +66,7 @@ func printTable() {
 	var b strings.Builder
 	b.WriteString("\nreal node scenarios:\n")
 	for _, r := range table {
-		fmt.Fprintf(&b, "  %-4s %-42s %s\n", r.result, r.name, r.figures)
+		fmt.Fprintf(&b, "  %-4s %-48s %s\n", r.result, r.name, r.figures)
 	}
 	fmt.Print(b.String())
 }

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -82,20 +85,44 @@ func (w *world) kubeletNodeIP(t *testing.T) {
 		return warning != ""
 	})
 	var missing float64
+	token := w.scraperToken()
 	w.waitFor("nodeaddr_provided_node_ip_missing 1", time.Minute, func() bool {
-		missing = w.agentMetrics()["nodeaddr_provided_node_ip_missing"]
+		missing = w.agentMetrics(token)["nodeaddr_provided_node_ip_missing"]
 		return missing == 1
 	})
 	report(t, "annotation %s honoured over route source %s; after removal InternalIP %s, Warning %q, nodeaddr_provided_node_ip_missing %v",
 		providedIP, routeIP, routeIP, warning, missing)
 }
 
+// scraperToken is a token for the audience nodeaddr (the shipped --metrics-token-audience) of
+// kube-prometheus' Prometheus ServiceAccount, monitoring/prometheus-k8s, which the shipped
+// ConfigMap's metrics-allowed-scrapers lists, as Prometheus' projected token is: the agent refuses
+// a token for the API server's own audience, such as the admin's, and any other ServiceAccount's.
+func (w *world) scraperToken() string {
+	w.t.Helper()
+	ctx := context.Background()
+	admin := w.c.CP.Admin
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		w.t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-k8s", Namespace: "monitoring"}}
+	if _, err := admin.CoreV1().ServiceAccounts("monitoring").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		w.t.Fatal(err)
+	}
+	tr, err := admin.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, "prometheus-k8s",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: []string{"nodeaddr"}}}, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
 // agentMetrics scrapes the agent's /metrics on the node (host network) as the shipped DaemonSet
-// serves it: HTTPS with a self-signed certificate, for a token the API server authorizes for
-// get /metrics (the admin's).
-func (w *world) agentMetrics() map[string]float64 {
+// serves it: HTTPS with a self-signed certificate, for token (scraperToken).
+func (w *world) agentMetrics(token string) map[string]float64 {
 	req, _ := http.NewRequestWithContext(context.Background(), "GET", "https://127.0.0.1:9810/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+w.c.CP.AdminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	c := w.ns.HTTPClient()
 	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{InsecureSkipVerify: true}
 	resp, err := c.Do(req)

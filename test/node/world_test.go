@@ -59,10 +59,12 @@ func expectedAddressesOn(version, node string) []corev1.NodeAddress {
 
 // world is one real cluster with one real node.
 type world struct {
-	t       *testing.T
-	c       *harness.NodeCluster
-	node    *harness.RealNode
-	ns      *harness.Netns
+	t    *testing.T
+	c    *harness.NodeCluster
+	node *harness.RealNode
+	ns   *harness.Netns
+	// router is the namespace at the other end of eth0 (the gateways' addresses).
+	router  *harness.Netns
 	kubectl string
 	// admin is a kubeconfig with system:masters rights, for kubectl.
 	admin string
@@ -87,8 +89,14 @@ func newWorld(t *testing.T, o harness.NodeOptions, uplink func(*harness.Netns)) 
 // newWorldVersion is newWorld with every Kubernetes component of release version.
 func newWorldVersion(t *testing.T, version string, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
 	t.Helper()
+	return newWorldWith(t, version, harness.ClusterOptions{}, o, uplink)
+}
+
+// newWorldWith is newWorldVersion with the control plane shaped by co (a hardened one).
+func newWorldWith(t *testing.T, version string, co harness.ClusterOptions, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
+	t.Helper()
 	name := "rn-" + randHex(3)
-	c := harness.StartNodeClusterVersion(t, name, version)
+	c := harness.StartNodeClusterWith(t, name, version, co)
 	ns := harness.NewNetns(t, "node")
 	router := harness.NewNetns(t, "rtr")
 	ns.Link("eth0", router, "r-eth0")
@@ -96,7 +104,7 @@ func newWorldVersion(t *testing.T, version string, o harness.NodeOptions, uplink
 		uplink = defaultUplink
 	}
 	uplink(ns)
-	w := &world{t: t, c: c, ns: ns, kubectl: harness.MustBuild(t).Kubectl}
+	w := &world{t: t, c: c, ns: ns, router: router, kubectl: harness.MustBuild(t).Kubectl}
 	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
 	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -173,6 +181,12 @@ func (w *world) baseImage() string {
 // kubernetes Service VIP here), plus args appended to the agent's.
 func (w *world) overlay(args ...string) string {
 	w.t.Helper()
+	return w.overlayWith(nil, args...)
+}
+
+// overlayWith is overlay with the shipped components named (directories under deploy/components).
+func (w *world) overlayWith(components []string, args ...string) string {
+	w.t.Helper()
 	dir := filepath.Join(w.c.CP.Dir, "overlay")
 	os.MkdirAll(dir, 0o755)
 	base, err := filepath.Rel(dir, filepath.Join(harness.RepoDir(), "deploy"))
@@ -194,8 +208,21 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
-`, base, w.baseImage(), agentImageTag, w.c.CP.Port)+argPatches(args))
+`, base, w.baseImage(), agentImageTag, w.c.CP.Port)+argPatches(args)+componentList(dir, components))
 	return dir
+}
+
+// componentList is the overlay's components: line for the shipped components named.
+func componentList(dir string, components []string) string {
+	if len(components) == 0 {
+		return ""
+	}
+	var paths []string
+	for _, c := range components {
+		p, _ := filepath.Rel(dir, filepath.Join(harness.RepoDir(), "deploy", "components", c))
+		paths = append(paths, fmt.Sprintf("%q", p))
+	}
+	return "components: [" + strings.Join(paths, ", ") + "]\n"
 }
 
 func argPatches(args []string) string {
@@ -235,10 +262,10 @@ func (w *world) waitFor(what string, timeout time.Duration, cond func() bool) {
 	}
 }
 
-// agentPod returns the DaemonSet's pod, or nil.
+// agentPod returns the DaemonSet's pod on the real node (a test's API-only Node gets one too), or nil.
 func (w *world) agentPod() *corev1.Pod {
 	pods, err := w.c.CP.Admin.CoreV1().Pods("kube-system").List(context.Background(),
-		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeaddr"})
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=nodeaddr", FieldSelector: "spec.nodeName=" + w.node.Name})
 	if err != nil || len(pods.Items) == 0 {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,6 +126,25 @@ func TestDockerfileBuildsAsMakeBuild(t *testing.T) {
 	for _, want := range []string{"-X main.version=$VERSION", "-X main.revision=$REVISION"} {
 		if !strings.Contains(mk, want) {
 			t.Errorf("GO_BUILD lacks %s: %s", want, mk)
+		}
+	}
+	// The build context holds every directory the binary's packages come from (no container
+	// engine runs here, so a missing COPY would first fail in the release workflow).
+	list := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./cmd/nodeaddr")
+	list.Dir = filepath.Dir(repoFile("go.mod"))
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dockerfile := read("Dockerfile")
+	for _, pkg := range strings.Fields(string(out)) {
+		rel, ok := strings.CutPrefix(pkg, "github.com/nodeaddr/nodeaddr/")
+		if !ok || strings.HasPrefix(pkg, "github.com/nodeaddr/nodeaddr/test") {
+			continue
+		}
+		top, _, _ := strings.Cut(rel, "/")
+		if !strings.Contains(dockerfile, "COPY "+top+"/ "+top+"/") {
+			t.Errorf("Dockerfile copies no %s/, which ./cmd/nodeaddr imports (%s)", top, pkg)
 		}
 	}
 }
@@ -250,24 +270,139 @@ func buildInfoLabels(t *testing.T, body string) map[string]string {
 	return found[0]
 }
 
-// README.md and docs/install.md install the release VERSION names: the kustomize base at the tag and
-// the chart from the OCI registry.
+// README.md and docs/install.md install what VERSION describes. A release (no pre-release part):
+// the kustomize base at its tag and its chart from the OCI registry. A development version (-dev,
+// on main): from a checkout, since no published image or chart carries main's code
+// (TestDocumentedVersionsAreReleased keeps the dev version itself out of the docs).
 func TestDocsInstallTheRelease(t *testing.T) {
 	v := fileVersion(t)
+	want := []string{
+		"kubectl apply -k 'github.com/nodeaddr/nodeaddr/deploy?ref=v" + v + "'",
+		"helm install nodeaddr oci://ghcr.io/nodeaddr/charts/nodeaddr --version " + v + " -n kube-system",
+	}
+	if isDev(v) {
+		want = []string{"helm install nodeaddr deploy/helm/nodeaddr"}
+	}
+	want = append(want, "kubectl apply -k deploy/") // the local-source instructions stay
 	for _, doc := range []string{"README.md", filepath.Join("docs", "install.md")} {
 		b, err := os.ReadFile(repoFile(doc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{
-			"kubectl apply -k 'github.com/nodeaddr/nodeaddr/deploy?ref=v" + v + "'",
-			"helm install nodeaddr oci://ghcr.io/nodeaddr/charts/nodeaddr --version " + v + " -n kube-system",
-			"kubectl apply -k deploy/", // the local-source instructions stay
-		} {
-			if !strings.Contains(string(b), want) {
-				t.Errorf("%s lacks %s", doc, want)
+		for _, w := range want {
+			if !strings.Contains(string(b), w) {
+				t.Errorf("%s lacks %s", doc, w)
 			}
 		}
+	}
+}
+
+// isDev reports whether v is a development version (main's: the next release plus -dev), which the
+// release workflow refuses to publish.
+func isDev(v string) bool { return strings.HasSuffix(v, "-dev") }
+
+// main's VERSION is a development version, distinct from every released one; a release's VERSION
+// has its CHANGELOG section. The release workflow refuses to publish a -dev version.
+func TestVersionIsDevOrReleased(t *testing.T) {
+	v := fileVersion(t)
+	released := releasedVersions(t, repoFile("CHANGELOG.md"))
+	switch {
+	case isDev(v) && released[strings.TrimSuffix(v, "-dev")]:
+		t.Errorf("VERSION %s: %s is already released; main carries the next version", v, strings.TrimSuffix(v, "-dev"))
+	case !isDev(v) && !released[v]:
+		t.Errorf("VERSION %s is neither a development version (-dev) nor a CHANGELOG.md section", v)
+	}
+	wf, err := os.ReadFile(repoFile(".github", "workflows", "release.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(wf), "*-dev)") {
+		t.Errorf("release.yml does not refuse a -dev VERSION")
+	}
+}
+
+// releasedVersions are CHANGELOG.md's "## [X]" sections other than Unreleased.
+func releasedVersions(t *testing.T, changelog string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^## \[([^\]]+)\]`).FindAllStringSubmatch(string(b), -1) {
+		if m[1] != "Unreleased" {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
+
+// noArtifacts are released versions that published no image and no chart: v0.1.0 predates the
+// release workflow (CHANGELOG.md lists the workflow and the image name under a later version).
+var noArtifacts = map[string]bool{"0.1.0": true}
+
+// documentedVersionRE finds the versions an install command or manifest names: a kustomize ref, a
+// chart version, an image tag (with the registry's repository, or image.tag / newTag).
+var documentedVersionRE = regexp.MustCompile(`(\?ref=v|--version[= ]|` + regexp.QuoteMeta(Image) +
+	`:|image\.tag=|newTag: )(\d+\.\d+\.\d+[0-9A-Za-z.+-]*)`)
+
+// documentedVersions are the versions README.md-style text names, with what named them.
+func documentedVersions(text string) (versions []string, contexts []string) {
+	for _, m := range documentedVersionRE.FindAllStringSubmatch(text, -1) {
+		versions = append(versions, m[2])
+		contexts = append(contexts, m[0])
+	}
+	return versions, contexts
+}
+
+// The docs install only what was released: every version README.md and docs/*.md name in a `?ref=`,
+// a chart `--version` or an image tag is a released CHANGELOG.md section; an image tag or chart
+// version also one that published them.
+func TestDocumentedVersionsAreReleased(t *testing.T) {
+	released := releasedVersions(t, repoFile("CHANGELOG.md"))
+	if len(released) == 0 {
+		t.Fatal("CHANGELOG.md has no released section")
+	}
+	docs, err := filepath.Glob(repoFile("docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range append([]string{repoFile("README.md")}, docs...) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(harness.RepoDir(), doc)
+		versions, contexts := documentedVersions(string(b))
+		for i, v := range versions {
+			switch {
+			case !released[v]:
+				t.Errorf("%s: %q names %s, which CHANGELOG.md has not released", name, contexts[i], v)
+			case noArtifacts[v] && !strings.HasPrefix(contexts[i], "?ref="):
+				t.Errorf("%s: %q names %s, which published no image or chart", name, contexts[i], v)
+			}
+		}
+	}
+}
+
+// The finder of TestDocumentedVersionsAreReleased sees each form an install command takes, and not
+// placeholders or other numbers.
+func TestDocumentedVersionsFinder(t *testing.T) {
+	text := "kubectl apply -k 'github.com/nodeaddr/nodeaddr/deploy?ref=v0.3.0'\n" +
+		"helm install nodeaddr oci://ghcr.io/nodeaddr/charts/nodeaddr --version 0.4.0-rc.1 -n kube-system\n" +
+		"cosign verify ghcr.io/nodeaddr/nodeaddr:0.5.0 \\\n" +
+		"--set image.tag=0.6.0@sha256:<digest>\n    newTag: 0.7.0-dev\n" +
+		"?ref=vX.Y.Z --version X.Y.Z nodeaddr:v0.1.0 10.1.0.0/16 --version NEW"
+	got, _ := documentedVersions(text)
+	if want := []string{"0.3.0", "0.4.0-rc.1", "0.5.0", "0.6.0", "0.7.0-dev"}; !slices.Equal(got, want) {
+		t.Errorf("found %q, want %q", got, want)
+	}
+	fixture := filepath.Join(t.TempDir(), "CHANGELOG.md")
+	if err := os.WriteFile(fixture, []byte("# Changelog\n\n## [Unreleased]\n\n## [1.2.0] - 2026-01-02\n\n## [1.1.0]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := releasedVersions(t, fixture); len(got) != 2 || !got["1.2.0"] || !got["1.1.0"] {
+		t.Errorf("released versions %v, want 1.1.0 and 1.2.0", got)
 	}
 }
 
@@ -288,6 +423,22 @@ func TestChangelogSectionForVersion(t *testing.T) {
 		return string(out), nil
 	}
 	changelog := repoFile("CHANGELOG.md")
+	if isDev(v) {
+		// main: no notes for a development version (the release would stop there); the notes of
+		// the last release are still found.
+		if notes, err := section("v"+v, changelog); err == nil {
+			t.Errorf("notes for the development version v%s: %q; want a failure", v, notes)
+		}
+		b, err := os.ReadFile(changelog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := regexp.MustCompile(`(?m)^## \[(\d[^\]]*)\]`).FindSubmatch(b)
+		if last == nil {
+			t.Fatal("CHANGELOG.md has no released section")
+		}
+		v = string(last[1])
+	}
 	notes, err := section("v"+v, changelog)
 	if err != nil || strings.TrimSpace(notes) == "" {
 		t.Fatalf("no notes for v%s: %v", v, err)
@@ -334,8 +485,9 @@ func TestChangelogSectionForVersion(t *testing.T) {
 	}
 }
 
-// The release workflow pushes the image the manifests name, builds it with the VERSION and
-// REVISION build arguments, signs by digest with an OIDC token, and pushes the chart.
+// The release workflow publishes through `make release` (what test/release/rehearsal rehearses)
+// and nothing else: no image build, signature or chart push of its own; the registry comes from a
+// repository variable, checked against the manifests' image, and cosign signs with the OIDC token.
 func TestReleaseWorkflowPublishesTheShippedImage(t *testing.T) {
 	b, err := os.ReadFile(repoFile(".github", "workflows", "release.yml"))
 	if err != nil {
@@ -343,13 +495,19 @@ func TestReleaseWorkflowPublishesTheShippedImage(t *testing.T) {
 	}
 	wf := string(b)
 	for _, want := range []string{
-		"IMAGE: " + Image, "CHARTS: oci://ghcr.io/nodeaddr/charts", `tags: ["v*"]`,
-		"platforms: linux/amd64,linux/arm64", "VERSION=${{ env.VERSION }}", "REVISION=${{ github.sha }}",
-		"id-token: write", `cosign sign --yes "${IMAGE}@${DIGEST}"`, "helm push", "changelog-section",
-		"uses: ./.github/workflows/ci.yml",
+		`tags: ["v*"]`, "uses: ./.github/workflows/ci.yml", "id-token: write",
+		"REGISTRY: ${{ vars.REGISTRY }}", `repository: ${REGISTRY}/nodeaddr" deploy/helm/nodeaddr/values.yaml`,
+		`make release REGISTRY="$REGISTRY"`, "--notes-file dist/notes.md",
 	} {
 		if !strings.Contains(wf, want) {
 			t.Errorf("release.yml lacks %s", want)
+		}
+	}
+	// The steps, without the comments that describe what make release does.
+	steps := regexp.MustCompile(`(?m)(^|\s)#.*$`).ReplaceAllString(wf, "")
+	for _, other := range []string{"buildx", "build-push-action", "cosign sign", "cosign attest", "helm push", "sbom-action"} {
+		if strings.Contains(steps, other) {
+			t.Errorf("release.yml runs %s itself: every release step belongs in make release", other)
 		}
 	}
 	// Every action is pinned to a full version.

@@ -53,7 +53,7 @@ func TestScaleOutage(t *testing.T) {
 type fleet struct {
 	cp      *harness.ControlPlane
 	names   []string
-	agents  []*agent
+	agents  []*fleetAgent
 	tr      *tracker
 	started time.Time // when the agents were started with their first addresses
 }
@@ -101,7 +101,7 @@ func startFleet(t *testing.T, n int) *fleet {
 		t.Fatal("admin node informer did not sync")
 	}
 
-	f.agents = make([]*agent, n)
+	f.agents = make([]*fleetAgent, n)
 	for i := range f.agents {
 		if f.agents[i], err = newAgent(runCtx, f.cp.Config.Host, f.names[i], tokens[i]); err != nil {
 			t.Fatal(err)

@@ -27,7 +27,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodeaddr/nodeaddr/cmd/nodeaddr/app"
+	"github.com/nodeaddr/nodeaddr/internal/agent"
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -106,7 +107,7 @@ func TestScale500(t *testing.T) {
 	}
 	r.apiRSSBefore = api.rssMiB()
 
-	agents := make([]*agent, n)
+	agents := make([]*fleetAgent, n)
 	for i := range agents {
 		if agents[i], err = newAgent(runCtx, cp.Config.Host, names[i], tokens[i]); err != nil {
 			t.Fatal(err)
@@ -238,13 +239,13 @@ func parallel(n, workers int, f func(i int) error) error {
 	return first
 }
 
-// agent is one in-process nodeaddr: its own client (own transport, so its own TLS connection, as a
+// fleetAgent is one in-process nodeaddr: its own client (own transport, so its own TLS connection, as a
 // separate process has), event recorder and publisher.
-// agent is one nodeaddr agent as cmd/nodeaddr assembles it (app.Agent: the Node informer, the
+// agent is one nodeaddr agent as cmd/nodeaddr assembles it (agent.Agent: the Node informer, the
 // resolver loop, the publisher), over a kernel of one address instead of netlink.
-type agent struct {
+type fleetAgent struct {
 	node   string
-	agent  *app.Agent
+	agent  *agent.Agent
 	kernel *oneAddressKernel
 	sig    *watcher.Signal
 	obs    *writeCounter
@@ -253,7 +254,7 @@ type agent struct {
 
 // set gives the agent's kernel a new address (or the same one) and signals the change, as the
 // netlink watcher would, at the time at.
-func (a *agent) set(ip netip.Addr, at time.Time) {
+func (a *fleetAgent) set(ip netip.Addr, at time.Time) {
 	a.kernel.set(ip)
 	a.sig.Raise(at)
 }
@@ -282,7 +283,15 @@ func (k *oneAddressKernel) Addresses() ([]resolver.LocalAddr, error) {
 	return []resolver.LocalAddr{{IP: k.ip, LinkIndex: 2, Link: "eth0", PrefixLen: 16, PreferredLft: 0xFFFFFFFF}}, nil
 }
 
-func newAgent(ctx context.Context, host, node, token string) (*agent, error) {
+func newAgent(ctx context.Context, host, node, token string) (*fleetAgent, error) {
+	return newAgentWith(ctx, host, node, token, nil)
+}
+
+// approvalFor returns an agent's --approve-kubelet-serving-csr configuration on its client and
+// recorder (nil: off).
+type approvalFor func(cs kubernetes.Interface, rec record.EventRecorder) *csrapproval.Config
+
+func newAgentWith(ctx context.Context, host, node, token string, approval approvalFor) (*fleetAgent, error) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	cfg := &rest.Config{
 		Host:            host,
@@ -301,21 +310,31 @@ func newAgent(ctx context.Context, host, node, token string) (*agent, error) {
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	a := &agent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: &writeCounter{}, events: b}
-	managed := []resolver.AddressType{resolver.ExternalIP}
-	a.agent = app.New(app.Config{
+	a := &fleetAgent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: &writeCounter{}, events: b}
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node})
+	var csr *csrapproval.Config
+	if approval != nil {
+		csr = approval(cs, rec)
+	}
+	ag, err := agent.New(agent.Config{
 		NodeName: node,
 		Publisher: publisher.Config{
-			Nodes: cs.CoreV1().Nodes(), Managed: managed, RemoveTaint: true,
-			Rate: publishRate, Burst: publishBurst, Observer: a.obs,
-			Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node}),
+			Nodes: cs.CoreV1().Nodes(), RemoveTaint: true,
+			Rate: publishRate, Burst: publishBurst, Observer: a.obs, Recorder: rec,
 		},
+		CSRApproval: csr,
 		Loop: resolver.LoopConfig{
-			Kernel: a.kernel, Managed: managed, Targets: []resolver.Target{{Type: resolver.ExternalIP, IP: routeTarget}},
+			Kernel: a.kernel,
+			Policy: resolver.Policy{Managed: []resolver.AddressType{resolver.ExternalIP},
+				Targets: []resolver.Target{{Type: resolver.ExternalIP, IP: routeTarget}}},
 			Debounce: debounce, MaxDelay: 4 * debounce,
 		},
 		Trigger: a.sig,
 	})
+	if err != nil {
+		return nil, err
+	}
+	a.agent = ag
 	return a, nil
 }
 
@@ -330,7 +349,7 @@ func (c counters) String() string {
 	return fmt.Sprintf("%d / %d / %d", c.conflicts, c.errors, c.overwrites)
 }
 
-func sumCounters(agents []*agent) counters {
+func sumCounters(agents []*fleetAgent) counters {
 	var c counters
 	for _, a := range agents {
 		c.conflicts += a.obs.conflicts.Load()
@@ -354,8 +373,6 @@ func (w *writeCounter) OnWrite(_, result string) {
 	}
 }
 func (w *writeCounter) OnReaction(time.Duration)         {}
-func (w *writeCounter) OnAddresses([]resolver.Address)   {}
-func (w *writeCounter) OnTaint(bool)                     {}
 func (w *writeCounter) OnOverwrite()                     { w.overwrites.Add(1) }
 func (w *writeCounter) OnOverwriteBackoff(time.Duration) {}
 func (w *writeCounter) OnProvidedNodeIP(bool)            {}
@@ -369,6 +386,8 @@ type tracker struct {
 	done      chan struct{}
 	untainted map[string]time.Time
 	taintDone chan struct{}
+	// converged, if set, is called (with tr.mu held) when a Node first shows what the phase wants.
+	converged func(node string)
 }
 
 func newTracker(n int) *tracker {
@@ -389,6 +408,9 @@ func (tr *tracker) observe(n *corev1.Node) {
 	if w, ok := tr.want[n.Name]; ok {
 		if _, seen := tr.at[n.Name]; !seen && hasExternal(n, w) {
 			tr.at[n.Name] = now
+			if tr.converged != nil {
+				tr.converged(n.Name)
+			}
 			if len(tr.at) == len(tr.want) {
 				close(tr.done)
 			}

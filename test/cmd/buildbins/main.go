@@ -2,8 +2,9 @@
 // end-to-end suite runs, printing progress: kube-apiserver and etcd, nodeaddr itself, and the real
 // node's components (kubelet, kube-controller-manager, kube-scheduler, containerd, runc, CNI
 // plugins, the pause binary). Cold, the Kubernetes builds take about 4 minutes each on 2 cores.
-// -node=false skips the real node's components. With -matrix it builds the older kube-apiservers
-// and each release's policy type checker for the version matrix (harness.MatrixVersions,
+// -node=false skips the real node's components; -release first builds the release rehearsal's
+// tools (cosign, cyclonedx-gomod, the registry, helm). With -matrix it builds the older
+// kube-apiservers and each release's policy type checker for the version matrix (harness.MatrixVersions,
 // test/matrix), and what the real node's fresh-node scenario on a whole older cluster needs
 // (harness.NodeVersions, test/node): that release's kube-apiserver, kubelet,
 // kube-controller-manager and kube-scheduler. -older-node builds only the latter.
@@ -22,7 +23,15 @@ func main() {
 	node := flag.Bool("node", true, "also build the real node's components (test/node)")
 	matrix := flag.Bool("matrix", false, "build the older kube-apiservers and policy type checkers of harness.MatrixVersions and the older releases' node components of harness.NodeVersions (instead of the newest node's components)")
 	olderNode := flag.Bool("older-node", false, "build only the older releases' kube-apiserver and node components of harness.NodeVersions (instead of the newest node's components)")
+	release := flag.Bool("release", false, "first build what the release rehearsal (test/release/rehearsal) needs: cosign, cyclonedx-gomod, the registry and helm")
 	flag.Parse()
+	if *release {
+		r, err := harness.BuildReleaseTools(os.Stderr)
+		check(err)
+		helm, err := harness.BuildHelm(os.Stderr)
+		check(err)
+		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s\n", r.Cosign, r.CycloneDX, r.Registry, helm)
+	}
 	b, err := harness.Build(os.Stderr)
 	check(err)
 	fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s\n", b.APIServer, b.Etcd, b.Nodeaddr)

@@ -32,7 +32,7 @@ func main() {
 func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	bins, err := harness.Build(os.Stderr)
+	bins, err := harness.BuildControlPlane(os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ var panels = []panel{
 	{kind: "stat", title: "Last periodic resync", description: "When each agent last ran its periodic resync (--resync-interval); 1970 until the first one.", x: 12, y: 44, w: 12, h: 8, unit: "dateTimeFromNow", targets: []target{
 		{"max by (node) (nodeaddr_last_resync_timestamp_seconds{$sel}) * 1000", "{{node}}", false},
 	}},
-	{kind: "timeseries", title: "API requests by code", description: "Requests to the API server by HTTP status code. code=\"<error>\": no response at all (API server or network down, TLS failure); 403: refused by RBAC; 422: refused by the admission policy or a failed patch precondition (retried); 409: conflict (retried); 429/5xx: API server overloaded. docs/runbooks.md \"API requests failing\".", x: 0, y: 52, w: 12, h: 8, unit: "reqps", targets: []target{
+	{kind: "timeseries", title: "API requests by code", description: "Requests to the API server by HTTP status code. code=\"<error>\": no response at all (API server or network down, TLS failure); 403: refused by RBAC or by nodeaddr's admission policies (reason: Forbidden); 422: a failed patch precondition (retried) or another admission policy without reason: Forbidden; 409: conflict (retried); 429/5xx: API server overloaded. docs/runbooks.md \"API requests failing\".", x: 0, y: 52, w: 12, h: 8, unit: "reqps", targets: []target{
 		{"sum by (node, code) (rate(rest_client_requests_total{$sel}[$__rate_interval]))", "{{node}} {{code}}", false},
 	}},
 	{kind: "timeseries", title: "API request latency", description: "Latency of requests to the API server (watches: until the response headers), p50 and p99 over the selected nodes.", x: 12, y: 52, w: 12, h: 8, unit: "s", targets: []target{

@@ -72,3 +72,11 @@ checks of types and ranges are in values.schema.json).
 {{- fail "config.annotations: only presets and KEY=FORMAT items (letters, digits, . / _ = , - and spaces); it is rendered into the admission policy" }}
 {{- end }}
 {{- end }}
+
+{{/* The image reference: REPOSITORY:TAG, or REPOSITORY:TAG@DIGEST with image.digest (pinned: the
+container runtime pulls by digest, the tag only names it). */}}
+{{- define "nodeaddr.image" -}}
+{{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
+{{- $ref -}}
+{{- end -}}

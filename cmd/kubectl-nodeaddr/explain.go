@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
+)
+
+const explainExample = `  # Why node-a has its addresses: every candidate and the rule that chose or dropped it
+  kubectl nodeaddr explain node-a
+
+  # As JSON
+  kubectl nodeaddr explain node-a -o json`
+
+func newExplain(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain NODE",
+		Short: "Show why a Node has its addresses, as its agent explained them at the last change",
+		Long: `Show, for each address type and family, every candidate address and the rule that chose or
+dropped it (route source, interface rule, CIDR priority or ! rule, default exclusion, VIP, secondary,
+pod or service CIDR, equal to an InternalIP, held during removal grace, STUN), as
+'nodeaddr --dry-run --explain' prints it.
+
+The agent logs this explanation on each change of the addresses it publishes; the command reads the
+newest one from the log of the agent pod on the Node (pods/log, with your credentials). After the log
+rotated, or when the agent restarted without a change, there may be none: a restart of the agent pod
+logs one at once.`,
+		Example: explainExample,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("explain takes one Node name, got %d arguments", len(args)), cmd}
+			}
+			return nil
+		},
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return o.validateOutput(cmd) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs, ns, err := o.clients()
+			if err != nil {
+				return err
+			}
+			e, err := explanation(cmd.Context(), cs, ns, o.selector, args[0])
+			if err != nil {
+				return err
+			}
+			if o.output == "json" || o.output == "yaml" {
+				return printObject(o.stdout, o.output, e)
+			}
+			fmt.Fprintf(o.stdout, "Node %s, agent %s, explained at %s (addresses %s):\n", e.Node, e.Pod, e.Time, e.State)
+			for _, l := range e.Lines {
+				fmt.Fprintln(o.stdout, l)
+			}
+			return nil
+		},
+	}
+}
+
+// explanation finds the agent pod on node and reads the newest explanation from its log.
+func explanation(ctx context.Context, cs kubernetes.Interface, ns, selector, node string) (inspect.Explanation, error) {
+	if _, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+		return inspect.Explanation{}, err
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return inspect.Explanation{}, fmt.Errorf("list agent pods: %w", err)
+	}
+	a, container := inspect.AgentFor(node, pods.Items)
+	if a == nil {
+		return inspect.Explanation{}, fmt.Errorf("no nodeaddr agent pod on Node %s (selector %s)", node, selector)
+	}
+	log, err := cs.CoreV1().Pods(a.Namespace).GetLogs(a.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	if err != nil {
+		return inspect.Explanation{}, fmt.Errorf("read the log of %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	e, ok, err := inspect.LastExplanation(log)
+	if err != nil {
+		return inspect.Explanation{}, fmt.Errorf("log of %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	if !ok {
+		return inspect.Explanation{}, fmt.Errorf("no explanation in the log of %s/%s: the agent logs one at each change of the addresses "+
+			"(an agent older than 0.2.0 logs none); `kubectl -n %s delete pod %s` restarts it, and it logs one at once", a.Namespace, a.Name, a.Namespace, a.Name)
+	}
+	e.Node, e.Pod = node, a.Namespace+"/"+a.Name
+	return e, nil
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
+)
+
+const staleExample = `  # Everything that still names an address a Node no longer has; exit 1 if anything does
+  kubectl nodeaddr stale
+
+  # Only what concerns node-a, as JSON
+  kubectl nodeaddr stale node-a -o json
+
+  # Gate a script: wait until nothing is stale
+  until kubectl nodeaddr stale >/dev/null; do sleep 10; done
+
+  # Follow changes until interrupted
+  kubectl nodeaddr stale --watch`
+
+// staleOptions are stale's own flags.
+type staleOptions struct {
+	*options
+	watch        bool
+	pendingAfter time.Duration
+	timeout      time.Duration
+	probe        bool
+}
+
+func newStale(o *options) *cobra.Command {
+	s := &staleOptions{options: o}
+	cmd := &cobra.Command{
+		Use:   "stale [NODE...]",
+		Short: "List what still names an address a Node no longer has, and the command that fixes it",
+		Long: `List everything that still names an address of a Node's past, that is an address the Node no
+longer has in status.addresses, one line each, ending with the command that fixes it:
+
+ - hostNetwork pods whose status.podIPs is not one of their Node's addresses (a hostNetwork pod keeps
+   the address its Node had when it started);
+ - EndpointSlice endpoints that carry such a pod's old address;
+ - the kubelet serving certificate each Node presents on its kubelet port (status.daemonEndpoints, at
+   its InternalIP) when its IP SANs lack one of the Node's addresses. It is read with a TLS handshake
+   that sends no credentials; a port this machine cannot reach is shown as unknown, which is not
+   stale;
+ - kubelet-serving CSRs pending for longer than --pending-after.
+
+Exit status: 0 when nothing is stale, 1 when something is (or the cluster could not be read), 2 on
+a usage error.`,
+		Example: staleExample,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if s.pendingAfter < 0 || s.timeout <= 0 {
+				return usageError{fmt.Errorf("--pending-after must not be negative and --kubelet-timeout must be positive"), cmd}
+			}
+			return o.validateOutput(cmd)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs, _, err := o.clients()
+			if err != nil {
+				return err
+			}
+			if s.watch {
+				return s.watchStale(cmd.Context(), cs, args)
+			}
+			snap, err := s.gather(cmd.Context(), cs, args)
+			if err != nil {
+				return err
+			}
+			found := inspect.Stale(snap)
+			if err := s.print(o.stdout, found); err != nil {
+				return err
+			}
+			return staleExit(found)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVarP(&s.watch, "watch", "w", false, "After listing, re-evaluate on every change (watches, no polling) until interrupted.")
+	f.DurationVar(&s.pendingAfter, "pending-after", 5*time.Minute, "List a kubelet-serving CSR once it has been pending for longer than this.")
+	f.DurationVar(&s.timeout, "kubelet-timeout", 3*time.Second, "How long to wait for each kubelet's TLS handshake before showing its certificate as unknown.")
+	f.BoolVar(&s.probe, "kubelet-certs", true, "Read each kubelet's serving certificate (false: skip the TLS handshakes).")
+	return cmd
+}
+
+// staleExit is stale's contract with scripts: exit 1 when something is stale, else 0.
+func staleExit(found []inspect.Finding) error {
+	if inspect.AnyStale(found) {
+		return exitCode(exitFound)
+	}
+	return nil
+}
+
+// gather reads what the rules need: the Nodes (the named ones, else all), the pods on them, every
+// EndpointSlice, the kubelet-serving CSRs and each Node's kubelet serving certificate.
+func (s *staleOptions) gather(ctx context.Context, cs kubernetes.Interface, names []string) (inspect.Snapshot, error) {
+	snap := inspect.Snapshot{AllNodes: len(names) == 0, Now: time.Now(), PendingAfter: s.pendingAfter}
+	var err error
+	if snap.Nodes, err = getNodes(ctx, cs, names); err != nil {
+		return snap, err
+	}
+	// With named Nodes, list only their pods (a field selector per Node), not the cluster's.
+	selectors := []string{""}
+	if len(names) > 0 {
+		selectors = selectors[:0]
+		for _, n := range names {
+			selectors = append(selectors, fields.OneTermEqualSelector("spec.nodeName", n).String())
+		}
+	}
+	for _, sel := range selectors {
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return snap, fmt.Errorf("list pods: %w", err)
+		}
+		snap.Pods = append(snap.Pods, pods.Items...)
+	}
+	eps, err := cs.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return snap, fmt.Errorf("list endpointslices: %w", err)
+	}
+	snap.Slices = eps.Items
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{FieldSelector: servingSigner})
+	if err != nil {
+		return snap, fmt.Errorf("list certificatesigningrequests: %w", err)
+	}
+	snap.CSRs = csrs.Items
+	if s.probe {
+		snap.Certs = probeCerts(ctx, snap.Nodes, s.timeout)
+	}
+	return snap, nil
+}
+
+// servingSigner selects kubelet-serving CSRs (the only field selector CSRs support).
+var servingSigner = fields.OneTermEqualSelector("spec.signerName", certificatesv1.KubeletServingSignerName).String()
+
+// print writes the findings as a table (NODE, NAMESPACE, OBJECT, WHERE, ADDRESS, FIX) or as a list.
+func (s *staleOptions) print(w io.Writer, found []inspect.Finding) error {
+	if s.output == "json" || s.output == "yaml" {
+		if found == nil {
+			found = []inspect.Finding{}
+		}
+		return printObject(w, s.output, list[inspect.Finding]{Kind: "StaleList", Items: found})
+	}
+	if len(found) == 0 {
+		fmt.Fprintln(s.stderr, "Nothing names an old address.")
+		return nil
+	}
+	table := [][]string{{"NODE", "NAMESPACE", "OBJECT", "WHERE", "ADDRESS", "FIX"}}
+	for _, f := range found {
+		ns := f.Namespace
+		if ns == "" {
+			ns = "-"
+		}
+		table = append(table, []string{f.Node, ns, f.Kind + "/" + f.Name, f.Where, f.Address, f.Fix})
+	}
+	return printTable(w, table, s.noHeaders)
+}
+
+// nodeNames is the set of named Nodes (nil: every Node).
+func nodeNames(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// selected filters nodes to the named ones.
+func selected(nodes []*corev1.Node, names map[string]bool) []corev1.Node {
+	out := make([]corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if names == nil || names[n.Name] {
+			out = append(out, *n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,229 @@
+// Package agent assembles one nodeaddr agent and owns its Node. It builds the one Node informer,
+// registers every handler on it when it is built, and hands the one read-only view of the Node
+// (publisher.NodeView) to the publisher, the resolver loop and discovery's Events. The netlink
+// watcher signals the loop, and the loop publishes to the publisher (or, in a dry run, to a
+// printer). --run-once takes the same path once: read the Node, resolve, one reconcile.
+// cmd/nodeaddr builds an agent from flags; test/scale builds hundreds in one process.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/metrics"
+	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/resolver/discovery"
+	"github.com/nodeaddr/nodeaddr/watcher"
+)
+
+// Config configures an Agent.
+type Config struct {
+	// NodeName is the Node the agent manages.
+	NodeName string
+	// Publisher configures the writes; New sets its NodeName, Node and Managed (from
+	// Loop.Policy). Publisher.Nodes nil means no cluster (--dry-run): resolved states are printed
+	// to DryRun instead.
+	Publisher publisher.Config
+	// Loop configures the resolver loop; New sets its Node, RouteTables and Discovery.
+	Loop resolver.LoopConfig
+	// Watcher, if set, turns kernel netlink notifications into the loop's trigger. Without it the
+	// loop is triggered by Trigger alone (test/scale).
+	Watcher *watcher.Config
+	// Trigger is the loop's trigger when Watcher is nil.
+	Trigger resolver.Trigger
+	// AllowPodCIDRs keeps the Node's pod CIDRs selectable (--default-exclusions=false); by default
+	// they are excluded.
+	AllowPodCIDRs bool
+	// DryRun receives one JSON line per change of the previewed Node when Publisher.Nodes is nil.
+	DryRun io.Writer
+	// Explain prints, before each of DryRun's lines, why each address was chosen or dropped
+	// (--explain); ExplainJSON prints it as one JSON line (-o json).
+	Explain, ExplainJSON bool
+	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
+	Discovery *discovery.Config
+	// CSRApproval, if set, approves the kubelet-serving CSRs of the Node
+	// (--approve-kubelet-serving-csr); New sets its Node and Own (csr.go). Ignored in a dry run.
+	CSRApproval *csrapproval.Config
+}
+
+// Agent is one assembled agent.
+type Agent struct {
+	cfg      Config
+	informer cache.SharedIndexInformer // nil in a dry run
+	node     publisher.NodeView        // the informer's Node; nil in a dry run
+	synced   cache.InformerSynced      // the handler has seen the informer's initial list
+	pub      *publisher.Publisher      // nil in a dry run
+	printer  *printer                  // nil unless a dry run
+	csr      *csrapproval.Approver     // nil without Config.CSRApproval
+	watcher  *watcher.Watcher          // nil without Config.Watcher
+	discover *discovery.Discoverer     // nil without Config.Discovery
+	loop     *resolver.Loop
+	api      *apiState   // the Node informer's list/watch failures; nil in a dry run
+	explain  *explainLog // logs each change's explanation; nil in a dry run
+}
+
+// New assembles an agent: it builds the Node informer and registers its handler, so every reader
+// of the Node is wired before anything runs. Nothing runs until Run or RunOnce.
+func New(cfg Config) (*Agent, error) {
+	a := &Agent{cfg: cfg}
+	a.cfg.Publisher.Managed = cfg.Loop.Policy.Managed
+	var sink resolver.Sink
+	if nodes := cfg.Publisher.Nodes; nodes != nil {
+		a.api = &apiState{log: a.cfg.Publisher.Logger, now: time.Now}
+		if a.api.log == nil {
+			a.api.log = slog.New(slog.DiscardHandler)
+		}
+		a.informer = publisher.NewNodeInformer(nodes, cfg.NodeName, a.api.observe)
+		a.node = publisher.NewNodeView(a.informer.GetStore(), cfg.NodeName)
+		pc := a.cfg.Publisher
+		pc.NodeName, pc.Node = cfg.NodeName, a.node
+		a.pub = publisher.New(pc)
+		a.explain = &explainLog{explainer: explainer{kernel: cfg.Loop.Kernel, policy: cfg.Loop.Policy,
+			discovery: cfg.Discovery != nil}, keepEqual: pc.KeepExternalEqualInternal,
+			nodeName: cfg.NodeName, node: a.resolverInput, log: a.api.log}
+		sink = explainedSink{Sink: a.pub, x: a.explain}
+		a.cfg.Loop.Node = a.resolverInput
+	} else {
+		a.printer = &printer{w: cfg.DryRun, annotations: cfg.Publisher.Annotations,
+			keepExternalEqualInternal: cfg.Publisher.KeepExternalEqualInternal}
+		if cfg.Explain {
+			a.printer.explain = &explainer{kernel: cfg.Loop.Kernel, policy: cfg.Loop.Policy,
+				discovery: cfg.Discovery != nil, json: cfg.ExplainJSON}
+		}
+		sink = a.printer
+	}
+	trigger := cfg.Trigger
+	if cfg.Watcher != nil {
+		sig := watcher.NewSignal()
+		a.watcher = watcher.New(*cfg.Watcher, sig)
+		a.cfg.Loop.RouteTables = a.watcher
+		trigger = sig
+	}
+	if cfg.Discovery != nil {
+		a.discover = a.newDiscovery(*cfg.Discovery)
+		a.cfg.Loop.Discovery = a.discover
+	}
+	if err := a.newCSRApproval(); err != nil {
+		return nil, err
+	}
+	if a.csr != nil {
+		sink = csrSink{Sink: sink, approver: a.csr}
+	}
+	a.loop = resolver.NewLoop(a.cfg.Loop, trigger, sink)
+	if a.informer != nil {
+		reg, err := a.informer.AddEventHandler(a.nodeEvents())
+		if err != nil {
+			return nil, fmt.Errorf("add node event handler: %w", err)
+		}
+		a.synced = reg.HasSynced
+	}
+	return a, nil
+}
+
+// nodeEvents is the informer's one handler: the publisher takes each event (it enqueues the Node
+// and detects overwrites) and the loop looks at the Node again (pod CIDRs).
+func (a *Agent) nodeEvents() cache.ResourceEventHandlerFuncs {
+	pub := a.pub.NodeEvents()
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { pub.OnAdd(o, false); a.loop.NodeChanged() },
+		UpdateFunc: func(old, o any) { pub.OnUpdate(old, o); a.loop.NodeChanged() },
+		DeleteFunc: func(o any) { pub.OnDelete(o); a.loop.NodeChanged() },
+	}
+}
+
+// resolverInput is what the resolver takes from the Node (LoopConfig.Node), false while there is
+// none.
+func (a *Agent) resolverInput() (resolver.NodeInput, bool) {
+	n := a.node.Node()
+	if n == nil {
+		return resolver.NodeInput{}, false
+	}
+	in := publisher.ResolverInput(n, a.cfg.Loop.Policy.Managed)
+	if a.cfg.AllowPodCIDRs {
+		in.PodCIDRs = nil
+	}
+	return in, true
+}
+
+// Run runs the agent until ctx ends; it returns the publisher's error, if it stopped with one.
+func (a *Agent) Run(ctx context.Context) error {
+	// Deferred calls run last-in first-out: cancel first, then wait. The other order would wait
+	// forever for the watcher and the loop when Run returns with an error while ctx is alive.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.watcher != nil {
+		wg.Go(func() { a.watcher.Run(ctx) })
+	}
+	if a.informer != nil {
+		wg.Go(func() { a.informer.RunWithContext(ctx) })
+	}
+	if a.discover != nil {
+		wg.Go(func() { a.discover.Run(ctx) })
+	}
+	if a.csr != nil {
+		wg.Go(func() { a.csr.Run(ctx) })
+	}
+	wg.Go(func() { a.loop.Run(ctx) })
+	if a.pub == nil {
+		<-ctx.Done()
+		return nil
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), a.synced) {
+		return nil // ctx ended
+	}
+	if err := a.pub.Run(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// NodeState is what the node gauges read at scrape time (metrics.Metrics.ReadNodeState): the
+// publisher's desired addresses and taint; nil in a dry run, which has neither.
+func (a *Agent) NodeState() metrics.NodeState {
+	if a.pub == nil {
+		return nil
+	}
+	return a.pub
+}
+
+// Healthz reports whether the netlink subscriptions are up and the loop is not stuck (it turns at
+// least once per resync interval).
+func (a *Agent) Healthz() error {
+	if a.watcher != nil && !a.watcher.Healthy() {
+		return errors.New("netlink subscriptions not established")
+	}
+	if iv := a.cfg.Loop.ResyncInterval; iv > 0 {
+		if idle := time.Since(a.loop.LastTurn()); idle > 3*iv+10*time.Second {
+			return fmt.Errorf("resolver loop idle for %s", idle.Round(time.Second))
+		}
+	}
+	return nil
+}
+
+// Readyz reports whether the Node is reconciled (a dry run: whether something was resolved).
+func (a *Agent) Readyz() error {
+	if a.pub == nil {
+		if !a.printer.Resolved() {
+			return errors.New("no resolution yet")
+		}
+		return nil
+	}
+	if !a.pub.Ready() {
+		if err := a.api.why(); err != nil {
+			return fmt.Errorf("node not reconciled: %w", err)
+		}
+		return errors.New("node not reconciled")
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// apiWarnEvery bounds how often a failing list/watch of the Node is logged at WARN: client-go
+// retries with a backoff from 800 ms, which would otherwise print a line a second.
+const apiWarnEvery = 30 * time.Second
+
+// apiState follows the outcome of the Node informer's list and watch requests, so that an
+// unreachable or refusing API server is visible at the default log level and in /readyz's answer.
+// client-go logs these failures through klog at verbosity 2 and above only ("watch-list failed -
+// backing off"), so an agent pointed at the wrong API server looked idle, not broken.
+type apiState struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	err      error     // the last request's failure; nil once a request succeeds
+	at       time.Time // of err
+	loggedAt time.Time // of the last WARN; zero: none since the last success
+	failures int       // since the last WARN
+}
+
+// observe takes the outcome of one list or watch request of the Node (publisher.NewNodeInformer).
+func (s *apiState) observe(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		if s.err != nil && !s.loggedAt.IsZero() {
+			s.log.Info("the API server answers again", "reason", "api-available")
+		}
+		s.err, s.loggedAt, s.failures = nil, time.Time{}, 0
+		return
+	}
+	now := s.now()
+	s.err, s.at = err, now
+	s.failures++
+	if !s.loggedAt.IsZero() && now.Sub(s.loggedAt) < apiWarnEvery {
+		return
+	}
+	s.log.Warn("cannot list or watch the Node: the API server is unreachable or refuses the agent; retrying",
+		"reason", "api-unavailable", "error", err.Error(), "failures", s.failures)
+	s.loggedAt, s.failures = now, 0
+}
+
+// why explains a not-ready agent whose Node the informer cannot read, or returns nil.
+func (s *apiState) why() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		return nil
+	}
+	return fmt.Errorf("cannot list or watch the Node (%s ago): %w", s.now().Sub(s.at).Round(time.Second), s.err)
+}

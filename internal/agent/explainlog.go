@@ -1,0 +1,65 @@
+package agent
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// explainLog logs, on each change of the addresses the agent publishes, the explanation
+// --dry-run --explain prints: one INFO record (identity.ExplainMessage) whose attribute
+// identity.ExplainKey is the JSON array of its lines. One record per change, at the rate of the
+// "desired addresses changed" record, so it is in the log at the default level, where kubectl
+// nodeaddr explain reads it (pods/log, the operator's rights): the agent needs no new right and
+// the Node carries no explanation.
+type explainLog struct {
+	explainer
+	keepEqual bool
+	nodeName  string
+	node      func() (resolver.NodeInput, bool) // the Node's pod CIDRs and addresses
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	last *resolver.State
+}
+
+// observe logs the explanation of s if it differs from the last state observed.
+func (x *explainLog) observe(s resolver.State) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !resolver.Changed(x.last, s) {
+		return
+	}
+	e := x.explainer
+	prev := x.last
+	if in, ok := x.node(); ok {
+		// As the loop resolves: pod CIDRs excluded, and before the first publication the Node's
+		// addresses are the reference for stickiness.
+		e.policy = e.policy.Excluding(in.PodCIDRs)
+		if prev == nil {
+			prev = &resolver.State{Managed: e.policy.Managed, Addresses: in.Addresses}
+		}
+	}
+	lines := e.explain(s, prev, x.keepEqual)
+	x.last = &s
+	b, err := json.Marshal(lines)
+	if err != nil {
+		return // Explained has only strings and bools
+	}
+	x.log.Info(identity.ExplainMessage, "node", x.nodeName, "state", s.String(), identity.ExplainKey, string(b))
+}
+
+// explainedSink is the agent's sink with each change explained in the log first.
+type explainedSink struct {
+	resolver.Sink
+	x *explainLog
+}
+
+func (s explainedSink) Publish(st resolver.State, since time.Time) {
+	s.x.observe(st)
+	s.Sink.Publish(st, since)
+}

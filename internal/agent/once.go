@@ -1,0 +1,105 @@
+package agent
+
+// --run-once: the long-running agent's path taken once. The agent reads the Node (a GET, into the
+// informer's store, which is the view the publisher reads), resolves with it, publishes the state
+// and calls the publisher's one reconcile, retrying on the publisher's schedule.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/resolver/discovery"
+)
+
+// RunOnce resolves once and reconciles the Node with the result (or prints it in a dry run),
+// retrying until ctx ends (--timeout). It returns the state reconciled. The Node is read with GET
+// instead of a watch; a missing Node is waited for; authorization and resolution errors are
+// returned at once.
+func (a *Agent) RunOnce(ctx context.Context) (resolver.State, error) {
+	if a.pub == nil {
+		st, err := a.resolve(ctx, resolver.NodeInput{})
+		if err == nil {
+			a.printer.Publish(st, time.Time{})
+		}
+		return st, err
+	}
+	for {
+		st, err := a.once(ctx)
+		if err == nil {
+			return st, nil
+		}
+		var rerr resolveError
+		if errors.As(err, &rerr) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return resolver.State{}, err
+		}
+		if ctx.Err() != nil {
+			return resolver.State{}, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+		}
+		t := time.NewTimer(a.pub.RetryIn(err))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return resolver.State{}, fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// resolveError is a failed resolution: retrying cannot help, the kernel answered.
+type resolveError struct{ error }
+
+func (e resolveError) Unwrap() error { return e.error }
+
+// once makes one attempt: read the Node into the view, resolve with it, reconcile.
+func (a *Agent) once(ctx context.Context) (resolver.State, error) {
+	name := a.cfg.NodeName
+	n, err := a.cfg.Publisher.Nodes.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return resolver.State{}, fmt.Errorf("node %q not found: %w", name, err)
+	}
+	if err != nil {
+		return resolver.State{}, fmt.Errorf("read node %q: %w", name, err)
+	}
+	if err := a.informer.GetStore().Replace([]any{n}, n.ResourceVersion); err != nil {
+		return resolver.State{}, fmt.Errorf("store node %q: %w", name, err)
+	}
+	in, _ := a.resolverInput()
+	st, err := a.resolve(ctx, in)
+	if err != nil {
+		return resolver.State{}, resolveError{err}
+	}
+	a.explain.observe(st)
+	a.pub.Publish(st, time.Time{})
+	return st, a.pub.Reconcile(ctx)
+}
+
+// resolve is one resolution as the loop makes its first: pod CIDRs excluded, the Node's addresses
+// kept among equal candidates, discovery's answers in place of the ExternalIP route sources.
+func (a *Agent) resolve(ctx context.Context, in resolver.NodeInput) (resolver.State, error) {
+	p := a.cfg.Loop.Policy
+	st, _, err := resolver.ResolvePolicy(a.cfg.Loop.Kernel, p.Excluding(in.PodCIDRs),
+		resolver.State{Managed: p.Managed, Addresses: in.Addresses})
+	if err == nil && a.discover != nil {
+		st = resolver.WithDiscovery(onceDiscovery{ctx, a.discover}, st)
+	}
+	return st, err
+}
+
+// onceDiscovery is discovery for RunOnce: Update runs the rounds before it returns (no Run
+// goroutine exists), so the state resolved next carries their answers.
+type onceDiscovery struct {
+	ctx context.Context
+	d   *discovery.Discoverer
+}
+
+func (o onceDiscovery) Update(sources map[resolver.Family]netip.Addr) { o.d.Once(o.ctx, sources) }
+func (o onceDiscovery) Mapped(f resolver.Family) (netip.Addr, bool)   { return o.d.Mapped(f) }
+func (o onceDiscovery) C() <-chan struct{}                            { return o.d.C() }
+func (o onceDiscovery) Covers(f resolver.Family) bool                 { return o.d.Covers(f) }

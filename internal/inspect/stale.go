@@ -1,0 +1,184 @@
+package inspect
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// Finding states: a stale finding makes `kubectl nodeaddr stale` exit 1; an unknown one (a kubelet
+// port the operator's machine cannot reach) is shown and changes nothing.
+const (
+	StateStale   = "stale"
+	StateUnknown = "unknown"
+)
+
+// Kinds of object a finding names, in the order findings are listed for a Node.
+const (
+	KindPod           = "pod"
+	KindEndpointSlice = "endpointslice"
+	KindServingCert   = "node" // the kubelet's serving certificate, which belongs to no API object but its Node
+	KindCSR           = "csr"
+)
+
+// Finding is one thing that still names an address of a Node's past: one line of `kubectl nodeaddr
+// stale`, and its JSON form.
+type Finding struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Node      string `json:"node"`
+	// Where says where the object names the address.
+	Where string `json:"where"`
+	// Address is the address the object names that its Node no longer has ("-" when there is none
+	// to name: an unreachable kubelet port).
+	Address string `json:"address"`
+	State   string `json:"state"`
+	// Fix is the command (or, when none exists, the action) that makes the finding go away.
+	Fix string `json:"fix"`
+}
+
+// Snapshot is what the stale rules read.
+type Snapshot struct {
+	// Nodes are the Nodes to check ([NODE…] on the command line, else every Node).
+	Nodes  []corev1.Node
+	Pods   []corev1.Pod
+	Slices []discoveryv1.EndpointSlice
+	CSRs   []certificatesv1.CertificateSigningRequest
+	// Certs is each Node's kubelet serving certificate as its kubelet port presented it.
+	Certs map[string]CertProbe
+	// AllNodes: no Node was named, so a pending CSR of a Node that no longer exists is listed too.
+	AllNodes     bool
+	Now          time.Time
+	PendingAfter time.Duration
+}
+
+// Stale applies every rule to s, in a stable order: by Node, then kind, then object and address.
+func Stale(s Snapshot) []Finding {
+	addrs := nodeAddresses(s.Nodes)
+	pods := StalePods(s.Pods, addrs)
+	out := slices.Concat(pods, StaleEndpoints(s.Slices, pods), PendingCSRs(s.CSRs, addrs, s.AllNodes, s.Now, s.PendingAfter))
+	out = append(out, StaleCerts(s.Nodes, s.Certs, s.CSRs)...)
+	order := map[string]int{KindPod: 0, KindEndpointSlice: 1, KindServingCert: 2, KindCSR: 3}
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(order[a.Kind], order[b.Kind]),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Where, b.Where),
+			cmp.Compare(a.Address, b.Address))
+	})
+	return out
+}
+
+// AnyStale says whether a finding is stale (the exit code of `kubectl nodeaddr stale`).
+func AnyStale(fs []Finding) bool {
+	return slices.ContainsFunc(fs, func(f Finding) bool { return f.State == StateStale })
+}
+
+// nodeAddresses maps each Node to its current IP addresses (every type; a Hostname is no IP).
+func nodeAddresses(nodes []corev1.Node) map[string][]netip.Addr {
+	m := make(map[string][]netip.Addr, len(nodes))
+	for _, n := range nodes {
+		ips := []netip.Addr{}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				ips = append(ips, ip.Unmap())
+			}
+		}
+		m[n.Name] = ips
+	}
+	return m
+}
+
+// has says whether ip (text) is one of addrs.
+func has(addrs []netip.Addr, ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && slices.Contains(addrs, a.Unmap())
+}
+
+// StalePods lists the addresses of hostNetwork pods that their Node no longer has. A hostNetwork
+// pod's IP is its Node's address when the pod started and never changes for that pod: only a new pod
+// takes the new address. A Node with no IP address at all is skipped (nothing to compare with), as
+// are finished pods and pods of Nodes not checked.
+func StalePods(pods []corev1.Pod, addrs map[string][]netip.Addr) []Finding {
+	var out []Finding
+	for _, p := range pods {
+		node, checked := addrs[p.Spec.NodeName]
+		if !p.Spec.HostNetwork || !checked || len(node) == 0 ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, ip := range podIPs(&p) {
+			if has(node, ip) {
+				continue
+			}
+			out = append(out, Finding{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName,
+				Where: "status.podIPs", Address: ip, State: StateStale, Fix: podFix(&p)})
+		}
+	}
+	return out
+}
+
+func podIPs(p *corev1.Pod) []string {
+	var ips []string
+	for _, ip := range p.Status.PodIPs {
+		ips = append(ips, ip.IP)
+	}
+	if len(ips) == 0 && p.Status.PodIP != "" {
+		ips = append(ips, p.Status.PodIP)
+	}
+	return ips
+}
+
+// podFix deletes the pod so that its controller creates one with the new address. A static pod's
+// mirror cannot be fixed through the API: its kubelet must restart it.
+func podFix(p *corev1.Pod) string {
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return fmt.Sprintf("on node %s: restart the static pod (move its manifest out of the kubelet's manifest directory and back)", p.Spec.NodeName)
+	}
+	return fmt.Sprintf("kubectl -n %s delete pod %s", p.Namespace, p.Name)
+}
+
+// StaleEndpoints lists the EndpointSlice endpoints whose target pod is one of stalePods and that
+// carry that pod's stale address: traffic for the Service still goes to the old address until the
+// pod is replaced, which is also the fix.
+func StaleEndpoints(eps []discoveryv1.EndpointSlice, stalePods []Finding) []Finding {
+	type key struct{ ns, name, ip string }
+	stale := map[key]Finding{}
+	for _, f := range stalePods {
+		stale[key{f.Namespace, f.Name, f.Address}] = f
+	}
+	var out []Finding
+	for _, s := range eps {
+		for i, ep := range s.Endpoints {
+			ref := ep.TargetRef
+			if ref == nil || (ref.Kind != "" && ref.Kind != "Pod") {
+				continue
+			}
+			ns := cmp.Or(ref.Namespace, s.Namespace)
+			for _, ip := range ep.Addresses {
+				pod, ok := stale[key{ns, ref.Name, ip}]
+				if !ok {
+					continue
+				}
+				out = append(out, Finding{Kind: KindEndpointSlice, Namespace: s.Namespace, Name: s.Name, Node: pod.Node,
+					Where: fmt.Sprintf("endpoints[%d].addresses (pod %s)", i, ref.Name), Address: ip, State: StateStale,
+					Fix: pod.Fix})
+			}
+		}
+	}
+	return out
+}
+
+func joinAddrs(ips []netip.Addr) string {
+	s := make([]string, len(ips))
+	for i, ip := range ips {
+		s[i] = ip.String()
+	}
+	return strings.Join(s, ",")
+}

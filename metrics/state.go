@@ -1,0 +1,65 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// NodeState is the state the node gauges mirror, read at scrape time (the agent's publisher):
+// the desired addresses and whether the Node carries the uninitialized taint.
+type NodeState interface {
+	DesiredAddresses() []resolver.Address
+	Tainted() bool
+}
+
+// stateCollector reads nodeaddr_address_info and nodeaddr_uninitialized_taint from a NodeState
+// when scraped, as node_exporter's collectors read the system: no copy of the state to keep in
+// step, no series left behind by a missed update. Without a NodeState (--dry-run, or before the
+// agent is built) there is no address and no taint.
+type stateCollector struct {
+	addressInfo, taint *prometheus.Desc
+
+	mu    sync.Mutex
+	state NodeState
+}
+
+func newStateCollector() *stateCollector {
+	return &stateCollector{
+		addressInfo: prometheus.NewDesc("nodeaddr_address_info",
+			"Desired node addresses (value 1), by type, family and address.", []string{"type", "family", "address"}, nil),
+		taint: prometheus.NewDesc("nodeaddr_uninitialized_taint",
+			"1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.", nil, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.addressInfo
+	ch <- c.taint
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	s := c.state
+	c.mu.Unlock()
+	tainted := 0.0
+	if s != nil {
+		for _, a := range s.DesiredAddresses() {
+			ch <- prometheus.MustNewConstMetric(c.addressInfo, prometheus.GaugeValue, 1,
+				string(a.Type), resolver.FamilyOf(a.IP).String(), a.IP.String())
+		}
+		if s.Tainted() {
+			tainted = 1
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.taint, prometheus.GaugeValue, tainted)
+}
+
+// ReadNodeState makes the node gauges read s at scrape time.
+func (m *Metrics) ReadNodeState(s NodeState) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.state = s
+}

@@ -1,0 +1,52 @@
+package metrics
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+type fakeState struct {
+	addrs   []resolver.Address
+	tainted bool
+}
+
+func (s *fakeState) DesiredAddresses() []resolver.Address { return s.addrs }
+func (s *fakeState) Tainted() bool                        { return s.tainted }
+
+// The node gauges show the state as it is when scraped: no series for an address that is gone,
+// the taint gauge 0 without a Node state (a dry run).
+func TestNodeStateReadAtScrape(t *testing.T) {
+	m := New("v", "r")
+	const header = `# HELP nodeaddr_address_info Desired node addresses (value 1), by type, family and address.
+# TYPE nodeaddr_address_info gauge
+`
+	const taintHeader = `# HELP nodeaddr_uninitialized_taint 1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.
+# TYPE nodeaddr_uninitialized_taint gauge
+`
+	check := func(want string) {
+		t.Helper()
+		if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want),
+			"nodeaddr_address_info", "nodeaddr_uninitialized_taint"); err != nil {
+			t.Error(err)
+		}
+	}
+	check(taintHeader + "nodeaddr_uninitialized_taint 0\n")
+
+	s := &fakeState{tainted: true, addrs: []resolver.Address{
+		{Type: resolver.InternalIP, IP: netip.MustParseAddr("10.0.0.5")},
+		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("2001:db8::5")},
+	}}
+	m.ReadNodeState(s)
+	check(header + `nodeaddr_address_info{address="10.0.0.5",family="IPv4",type="InternalIP"} 1
+nodeaddr_address_info{address="2001:db8::5",family="IPv6",type="ExternalIP"} 1
+` + taintHeader + "nodeaddr_uninitialized_taint 1\n")
+
+	s.addrs, s.tainted = s.addrs[:1], false
+	check(header + `nodeaddr_address_info{address="10.0.0.5",family="IPv4",type="InternalIP"} 1
+` + taintHeader + "nodeaddr_uninitialized_taint 0\n")
+}

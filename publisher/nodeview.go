@@ -1,0 +1,40 @@
+package publisher
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
+)
+
+// NodeView is the agent's one read-only view of its Node: the copy its informer holds (--run-once:
+// the copy it read). The agent (internal/agent) builds it and hands the same view to the publisher,
+// to the resolver loop (through ResolverInput) and to whatever else reads the Node, so there is
+// one place the Node is seen. Node returns nil while the Node does not exist or has not been seen;
+// callers must not modify what it returns.
+type NodeView interface {
+	Node() *corev1.Node
+}
+
+// NewNodeView returns the view of the Node called name in store (an informer's store).
+func NewNodeView(store cache.Store, name string) NodeView { return storeView{store, name} }
+
+type storeView struct {
+	store cache.Store
+	name  string
+}
+
+func (v storeView) Node() *corev1.Node {
+	o, ok, err := v.store.GetByKey(v.name)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := o.(*corev1.Node)
+	return n
+}
+
+// ResolverInput is what a resolution takes from n: its pod CIDRs and its addresses of the managed
+// types, in status order.
+func ResolverInput(n *corev1.Node, managed []resolver.AddressType) resolver.NodeInput {
+	return resolver.NodeInput{PodCIDRs: podCIDRs(n), Addresses: inStatusOrder(n.Status.Addresses, managed, nil)}
+}

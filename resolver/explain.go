@@ -1,0 +1,142 @@
+package resolver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+)
+
+// errNoRoute is a target the kernel has no route to (for explanations; Skip keeps "no route").
+var errNoRoute = errors.New("no route to target")
+
+// NoTarget is the reason of a type and family with neither a target nor an interface source: the
+// agent publishes nothing for it and removes the Node's entry of that type and family
+// (docs/configuration.md, "One family's targets").
+const NoTarget = "no target of this family: not published; the Node's entry of this type and family is removed"
+
+// Explained is one line of an explanation: a candidate address of a type and family (or none,
+// for a type and family without candidates), where it came from, and the rule that chose or
+// dropped it. It answers an operator's "why this address?" (--explain).
+type Explained struct {
+	Type    AddressType `json:"type"`
+	Family  string      `json:"family"`
+	Address string      `json:"address,omitempty"`
+	From    string      `json:"from,omitempty"`
+	Chosen  bool        `json:"chosen"`
+	Reason  string      `json:"reason"`
+}
+
+// recorder collects an explanation while selectAddresses runs. A nil recorder records nothing,
+// so the agent's hot path pays one nil check per candidate.
+type recorder struct{ lines []Explained }
+
+func from(tgt Target, link string) string {
+	if tgt.IP.IsValid() {
+		return "route to " + tgt.IP.String()
+	}
+	return "interface " + link
+}
+
+// reject records a candidate the policy refused (src invalid: the route has no source).
+func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
+	if r == nil {
+		return
+	}
+	f := FamilyOf(tgt.IP)
+	if !tgt.IP.IsValid() {
+		f = FamilyOf(src)
+	}
+	reason := "rejected: " + err.Error()
+	if errors.Is(err, errNoRoute) || errors.Is(err, errNotLocal) {
+		reason = err.Error()
+	}
+	e := Explained{Type: tgt.Type, Family: f.String(), From: from(tgt, link), Reason: reason}
+	if src.IsValid() {
+		e.Address = src.String()
+	}
+	r.lines = append(r.lines, e)
+}
+
+// picked records every accepted candidate of t and f with why pick chose or passed it over, or
+// NoTarget when the type has no source of this family at all.
+func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, cands []candidate, won candidate, prev State) {
+	if r == nil {
+		return
+	}
+	if len(cands) == 0 {
+		reason := "no accepted candidate: not published"
+		if !sourced {
+			reason = NoTarget
+		}
+		r.lines = append(r.lines, Explained{Type: t, Family: f.String(), Reason: reason})
+		return
+	}
+	for _, c := range cands {
+		e := Explained{Type: t, Family: f.String(), Address: c.la.IP.String(), From: from(Target{}, c.la.Link)}
+		switch {
+		case c.route:
+			e.From = from(tgt, "")
+		case c.prev:
+			e.From = "previous address"
+		}
+		switch {
+		case c.la.IP == won.la.IP:
+			e.Chosen, e.Reason = true, "chosen"
+		case c.prio > won.prio:
+			e.Reason = fmt.Sprintf("lower CIDR priority than %s", won.la.IP)
+		case prevIs(prev, t, f, won.la.IP):
+			e.Reason = fmt.Sprintf("previous address %s kept among equals", won.la.IP)
+		case won.route:
+			e.Reason = fmt.Sprintf("route source %s preferred among equals", won.la.IP)
+		default:
+			e.Reason = fmt.Sprintf("%s comes first in kernel order among equals", won.la.IP)
+		}
+		r.lines = append(r.lines, e)
+	}
+}
+
+func prevIs(prev State, t AddressType, f Family, ip netip.Addr) bool {
+	old, ok := prev.Get(t, f)
+	return ok && old.IP == ip
+}
+
+// Explain is selectAddresses' decision with its explanation: one line per candidate of each
+// managed type and family, in the order the policy considers them (pure; for tests and tools).
+func Explain(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) []Explained {
+	rec := &recorder{}
+	selectAddresses(p, sources, addrs, prev, rec)
+	return rec.lines
+}
+
+// ResolvePolicyExplained is ResolvePolicy that also returns the explanation of its choice.
+func ResolvePolicyExplained(k Kernel, p Policy, prev State) (State, []Skip, []Explained, error) {
+	rec := &recorder{}
+	st, skips, err := resolvePolicy(k, p, prev, rec)
+	return st, skips, rec.lines, err
+}
+
+// String is the line --explain prints.
+func (e Explained) String() string {
+	s := fmt.Sprintf("%-10s %s", e.Type, e.Family)
+	if e.Address != "" {
+		s += " " + e.Address
+	}
+	if e.From != "" {
+		s += " (" + e.From + ")"
+	}
+	return s + ": " + e.Reason
+}
+
+// log writes the explanation at debug level, one record per line with stable keys. It explains
+// the selection; the loop's hold-down and discovery, applied after it, show in the "desired
+// addresses changed" and "holding it" records.
+func (r *recorder) log(log *slog.Logger) {
+	if r == nil {
+		return
+	}
+	for _, e := range r.lines {
+		log.Debug("explain", "type", e.Type, "family", e.Family, "address", e.Address, "from", e.From,
+			"chosen", e.Chosen, "reason", e.Reason)
+	}
+}

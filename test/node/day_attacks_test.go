@@ -1,0 +1,283 @@
+package node
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// The approval attacks' other parties: another Node (API only, no kubelet) and the API server's
+// address as the kubernetes Service's EndpointSlice lists it (the test API server reconciles no
+// endpoints; an EndpointSlice may not list loopback).
+const (
+	otherNode, otherIP = "rn-other", "192.0.2.77"
+	apiServerIP        = "192.0.2.250"
+	csrPolicy          = "nodeaddr-kubelet-serving-csr"
+	csrPending         = "KubeletServingCSRPending"
+)
+
+// servingCSR is a kubelet-serving request of node's identity.
+type servingCSR struct {
+	node      string
+	ips, dns  []string
+	uris      []string
+	usages    []certv1.KeyUsage
+	clientFor func(string, ...string) kubernetes.Interface
+}
+
+func (s servingCSR) file(t *testing.T, name string) {
+	t.Helper()
+	if s.usages == nil {
+		s.usages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageServerAuth}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + s.node, Organization: []string{"system:nodes"}},
+		DNSNames: s.dns}
+	for _, ip := range s.ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	for _, u := range s.uris {
+		p, _ := url.Parse(u)
+		tmpl.URIs = append(tmpl.URIs, p)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Filed with the node's own kubelet identity: a client certificate minted from the cluster's CA.
+	_, err = s.clientFor("system:node:"+s.node, "system:nodes").CertificatesV1().CertificateSigningRequests().Create(context.Background(),
+		&certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName, Usages: s.usages,
+				Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("file CSR %s as system:node:%s: %v", name, s.node, err)
+	}
+}
+
+// attacks: on the real node, with the agent approving, each attack CSR of the node's own kubelet
+// identity stays pending with a Warning naming its rule; another Node's CSR is not touched; the
+// agent's own token (bound to its pod) cannot approve another Node's CSR nor deny any.
+func (d *day) attacks(t *testing.T, own string) {
+	d.t = t
+	ctx := context.Background()
+	d.otherParties(t)
+	self := d.node.Name
+	d.fileCSR(t, "other-node-serving", servingCSR{node: otherNode, ips: []string{otherIP}})
+	// The kubelet's identity writes the other Node's address into its own Node's status, as
+	// NodeRestriction allows (an ExternalIP: whether nodeaddr keeps it or not, the address is
+	// another Node's).
+	n := d.node.Node(t)
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: otherIP})
+	if _, err := d.c.ClientFor("system:node:"+self, "system:nodes").CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("the kubelet's identity writes %s into its Node's status: %v", otherIP, err)
+	}
+	attacks := []struct {
+		name, reason string
+		spec         servingCSR
+	}{
+		{"attack-ip-not-the-nodes", "IPNotPublished", servingCSR{ips: []string{own, "192.0.2.99"}}},
+		{"attack-other-nodes-ip", "IPOfAnotherNode", servingCSR{ips: []string{own, otherIP}}},
+		{"attack-api-server-ip", "IPOfAPIServer", servingCSR{ips: []string{apiServerIP}}},
+		{"attack-foreign-dns-name", "DNSNameNotNode", servingCSR{ips: []string{own}, dns: []string{self, "kubernetes.default.svc"}}},
+		{"attack-uri-san", "EmailOrURISAN", servingCSR{ips: []string{own}, uris: []string{"spiffe://cluster.local/ns/kube-system/sa/nodeaddr"}}},
+		{"attack-client-auth", "UsagesNotServing", servingCSR{ips: []string{own},
+			usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth, certv1.UsageClientAuth}}},
+	}
+	var reasons []string
+	for _, a := range attacks {
+		a.spec.node = self
+		d.fileCSR(t, a.name, a.spec)
+		ev := d.waitPendingEvent(t, a.name)
+		if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "("+a.reason+")") {
+			t.Errorf("%s: Event %s %q, want a Warning with (%s)", a.name, ev.Type, ev.Message, a.reason)
+		}
+		if c := d.csr(t, a.name).Status.Conditions; len(c) != 0 {
+			t.Errorf("%s: conditions %+v, want none (pending)", a.name, c)
+		}
+		reasons = append(reasons, a.reason)
+	}
+	if c := d.csr(t, "other-node-serving").Status.Conditions; len(c) != 0 {
+		t.Errorf("the other Node's CSR has conditions %+v", c)
+	}
+	agent := d.agentClient(t)
+	err := setCSRCondition(ctx, agent, d.csr(t, "other-node-serving"), certv1.CertificateApproved)
+	expectCSRPolicyDenial(t, "approve the other Node's CSR", err)
+	for _, name := range []string{"attack-ip-not-the-nodes", "other-node-serving"} {
+		expectCSRPolicyDenial(t, "deny "+name, setCSRCondition(ctx, agent, d.csr(t, name), certv1.CertificateDenied))
+	}
+	report(t, "left pending with Warnings %v; the other Node's CSR untouched; the agent's token: approve another's 403, deny 403", reasons)
+}
+
+// otherParties creates another Node with its InternalIP and the kubernetes Service's EndpointSlice,
+// and removes the Node when t ends.
+func (d *day) otherParties(t *testing.T) {
+	ctx := context.Background()
+	cs := d.c.CP.Admin
+	on, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: otherNode}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.CoreV1().Nodes().Delete(context.Background(), otherNode, metav1.DeleteOptions{}) })
+	on.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: otherIP}}
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, on, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := true
+	_, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{apiServerIP}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *day) fileCSR(t *testing.T, name string, s servingCSR) {
+	t.Helper()
+	s.clientFor = d.c.ClientFor
+	s.file(t, name)
+}
+
+func (d *day) csr(t *testing.T, name string) *certv1.CertificateSigningRequest {
+	t.Helper()
+	csr, err := d.c.CP.Admin.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return csr
+}
+
+// waitPendingEvent waits for the agent's pending Event about CSR name on its Node.
+func (d *day) waitPendingEvent(t *testing.T, name string) corev1.Event {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		for _, e := range d.c.CP.Events(t, d.node.Name, csrPending) {
+			if strings.Contains(e.Message, name) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event about %s within 30s", csrPending, name)
+		}
+	}
+}
+
+// agentClient is a client with the agent's own token: bound to its pod, carrying its node's name.
+func (d *day) agentClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	p := d.agentPod()
+	if p == nil {
+		t.Fatal("no agent pod")
+	}
+	exp := int64(600)
+	tr, err := d.c.CP.Admin.CoreV1().ServiceAccounts(p.Namespace).CreateToken(context.Background(), p.Spec.ServiceAccountName,
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp,
+			BoundObjectRef: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: d.c.CP.Config.Host, BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: d.c.CP.CAFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// setCSRCondition adds a condition through the approval subresource, as kubectl certificate
+// approve/deny does.
+func setCSRCondition(ctx context.Context, c kubernetes.Interface, csr *certv1.CertificateSigningRequest, typ certv1.RequestConditionType) error {
+	csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
+		Type: typ, Status: corev1.ConditionTrue, Reason: "Test", Message: "set by the real-node test"})
+	_, err := c.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	return err
+}
+
+// expectCSRPolicyDenial checks that err is a 403 from nodeaddr's CSR policy, not RBAC's.
+func expectCSRPolicyDenial(t *testing.T, what string, err error) {
+	t.Helper()
+	var se *apierrors.StatusError
+	if err == nil || !errors.As(err, &se) || se.ErrStatus.Code != http.StatusForbidden ||
+		!strings.Contains(se.ErrStatus.Message, "ValidatingAdmissionPolicy '"+csrPolicy+"'") {
+		t.Errorf("%s: %v, want 403 from ValidatingAdmissionPolicy %s", what, err, csrPolicy)
+	}
+}
+
+// contrast: the agent without the approval flag (the overlay without the component), renumbered
+// from from to to, make-before-break: kubectl logs fails with an x509 error for failBound while
+// the kubelet's new CSR stays pending; the test then approves it and logs and exec work again, so
+// the failure was the missing approval and nothing else.
+func (d *day) contrast(t *testing.T, from, to string) {
+	d.t = t
+	d.kubectlAdmin("apply", "-k", d.overlay())
+	d.waitFor("the agent running without the approval flag", 3*time.Minute, func() bool {
+		p := d.agentPod()
+		return p != nil && podReady(p) && !slices.Contains(p.Spec.Containers[0].Args, "--approve-kubelet-serving-csr=true")
+	})
+	d.waitFor("kubectl logs and exec working before the renumbering", time.Minute, func() bool { return d.works() == nil })
+	moved := time.Now()
+	d.ns.IP("addr", "add", to+"/24", "dev", "eth0")
+	d.ns.IP("addr", "del", from+"/24", "dev", "eth0")
+	d.waitAddresses(withV4(d.node.Name, to))
+	attempts, first := 0, ""
+	for time.Since(moved) < failBound {
+		out, err := d.tryKubectl("logs", "--tail=1", d.web)
+		attempts++
+		if err == nil {
+			t.Fatalf("kubectl logs worked %s after the renumbering with no approver", time.Since(moved).Round(time.Second))
+		}
+		if !strings.Contains(out, "x509") {
+			t.Fatalf("kubectl logs failed without an x509 error: %s", out)
+		}
+		if first == "" {
+			_, first, _ = strings.Cut(strings.TrimSpace(out), "tls: ")
+		}
+		time.Sleep(2 * time.Second)
+	}
+	var pending *certv1.CertificateSigningRequest
+	list, err := d.c.CP.Admin.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, csr := range list.Items {
+		if csr.Spec.Username == "system:node:"+d.node.Name && slices.Contains(csrIPs(&csr), to) && len(csr.Status.Conditions) == 0 {
+			pending = &list.Items[i]
+		}
+	}
+	if pending == nil {
+		t.Fatalf("no pending kubelet CSR for %s after %s", to, failBound)
+	}
+	d.staleCert(t, from, to, pending.Name) // kubectl nodeaddr stale lists the certificate (day_plugin_test.go)
+	setCSRCondition(context.Background(), d.c.CP.Admin, pending, certv1.CertificateApproved)
+	approved := time.Now()
+	d.waitFor("kubectl logs and exec working once the test approved", 2*time.Minute, func() bool { return d.works() == nil })
+	d.staleCert(t, from, to, "") // and no longer
+	report(t, "no approver: kubectl logs failed with x509 for %s (%d attempts: %q); approved by the test → logs+exec working after %s",
+		failBound, attempts, first, time.Since(approved).Round(100*time.Millisecond))
+}

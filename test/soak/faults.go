@@ -1,0 +1,256 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// fault is one kind of fault: what it needs to itself (faults sharing a resource never overlap),
+// how often the schedule picks it, and what it does (it undoes itself before returning).
+type fault struct {
+	name     string
+	resource string // "link" faults get a link chosen at schedule time
+	weight   int
+	run      func(s *soak, r *rand.Rand, u uplink)
+}
+
+// faults are the soak's faults. There are two partitions: the relay's (bytes held in the relay,
+// both ways) and nftables' (packets dropped in the node's namespace).
+var faults = []fault{
+	{"renumber-make-before-break", "link", 6, renumberMBB},
+	{"renumber-break-before-make", "link", 5, renumberBBM},
+	{"secondary-address", "link", 3, secondary},
+	{"deprecated-address", "link", 3, deprecate},
+	{"link-down-up", "link", 4, linkDown},
+	{"carrier-flap-storm", "link", 3, flapStorm},
+	{"route-flood", "agent", 1, routeFlood},
+	{"apiserver-restart", "apiserver", 3, apiRestart},
+	{"etcd-restart", "etcd", 2, etcdRestart},
+	{"partition", "relay", 3, partition},
+	{"partition-nftables", "nft", 3, nftPartition},
+	{"dhcp-lease-change", "dhcp", 3, dhcpLease},
+	{"agent-sigkill", "agent", 3, sigkill},
+	{"agent-sigstop", "agent", 3, sigstop},
+	{"writer-burst", "writer", 2, writerBurst},
+	{"kubelet-reverter", "reverter", 2, reverter},
+	{"node-recreate", "node", 1, recreate},
+}
+
+func dur(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(r.Int64N(int64(hi-lo)+1))
+}
+
+// freeHost picks a host number on u's subnet that the node does not have (not the gateway, nor
+// the kubelet-like reverter's address).
+func (s *soak) freeHost(r *rand.Rand, u uplink) string {
+	k := readKernel(s.w.ns.Name)
+	for {
+		ip := u.prefix + strconv.Itoa(2+r.IntN(240))
+		if ip == kubeletIP || k.has(ip) {
+			continue
+		}
+		return ip
+	}
+}
+
+// primary returns one global primary address of u's link ("" when it has none).
+func (s *soak) primary(u uplink) string {
+	for _, a := range readKernel(s.w.ns.Name).Addrs {
+		if a.Dev == u.dev && a.Scope == "global" && !a.Secondary {
+			return a.Local
+		}
+	}
+	return ""
+}
+
+// ip changes the node's namespace and samples the kernel right after, so that the timeline has
+// every state the soak itself made (the periodic sampler may miss a short one).
+func (s *soak) ip(args ...string) {
+	s.w.ns.TryIP(args...)
+	s.timeline.add(readKernel(s.w.ns.Name))
+}
+
+func renumberMBB(s *soak, r *rand.Rand, u uplink) {
+	old, next := s.primary(u), s.freeHost(r, u)
+	s.ip("addr", "add", next+"/24", "dev", u.dev)
+	time.Sleep(dur(r, 0, 800*time.Millisecond))
+	if old != "" {
+		s.ip("addr", "del", old+"/24", "dev", u.dev)
+	}
+	s.rec.event("kernel", "%s: %s -> %s (make-before-break)", u.dev, old, next)
+}
+
+func renumberBBM(s *soak, r *rand.Rand, u uplink) {
+	old, next := s.primary(u), s.freeHost(r, u)
+	if old != "" {
+		s.ip("addr", "del", old+"/24", "dev", u.dev)
+	}
+	gap := dur(r, 100*time.Millisecond, 7*time.Second)
+	s.rec.event("kernel", "%s: %s deleted, %s in %s (break-before-make)", u.dev, old, next, gap)
+	time.Sleep(gap)
+	s.ip("addr", "add", next+"/24", "dev", u.dev)
+	s.restoreRoutes(u)
+}
+
+func secondary(s *soak, r *rand.Rand, u uplink) {
+	ip := s.freeHost(r, u)
+	s.ip("addr", "add", ip+"/24", "dev", u.dev)
+	s.rec.event("kernel", "%s: secondary %s added", u.dev, ip)
+	time.Sleep(dur(r, time.Second, 8*time.Second))
+	s.ip("addr", "del", ip+"/24", "dev", u.dev)
+}
+
+func deprecate(s *soak, r *rand.Rand, u uplink) {
+	ip := s.primary(u)
+	if ip == "" {
+		return
+	}
+	s.ip("addr", "change", ip+"/24", "dev", u.dev, "preferred_lft", "0")
+	d := dur(r, 500*time.Millisecond, 9*time.Second)
+	s.rec.event("kernel", "%s: %s deprecated for %s", u.dev, ip, d)
+	time.Sleep(d)
+	s.ip("addr", "change", ip+"/24", "dev", u.dev, "preferred_lft", "forever")
+}
+
+func linkDown(s *soak, r *rand.Rand, u uplink) {
+	d := dur(r, 300*time.Millisecond, 8*time.Second)
+	s.rec.event("kernel", "%s down for %s", u.dev, d)
+	s.ip("link", "set", u.dev, "down")
+	time.Sleep(d)
+	s.ip("link", "set", u.dev, "up")
+	s.restoreRoutes(u)
+}
+
+func flapStorm(s *soak, r *rand.Rand, u uplink) {
+	n := 10 + r.IntN(50)
+	s.rec.event("kernel", "r-%s carrier flaps %d times", u.dev, n)
+	for range n {
+		s.w.rtr.TryIP("link", "set", "r-"+u.dev, "down")
+		time.Sleep(30 * time.Millisecond)
+		s.w.rtr.TryIP("link", "set", "r-"+u.dev, "up")
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// routeFlood adds and removes 20 000 routes while the agent is frozen, so the route subscription
+// overflows (ENOBUFS) and the agent resubscribes.
+func routeFlood(s *soak, r *rand.Rand, _ uplink) {
+	add, del := harness.RouteBatch(20000, uplinks[0].gw, uplinks[0].dev)
+	a := s.w.currentAgent()
+	from := time.Now()
+	a.Signal(syscall.SIGSTOP)
+	s.batch(add)
+	a.Signal(syscall.SIGCONT)
+	s.rec.stall(from, time.Now())
+	s.batch(del)
+}
+
+func (s *soak) batch(lines []string) {
+	cmd := s.w.ns.Exec("ip", "-force", "-batch", "-")
+	cmd.Stdin = stringsReader(lines)
+	cmd.Run()
+}
+
+func apiRestart(s *soak, r *rand.Rand, _ uplink) {
+	d := dur(r, time.Second, 15*time.Second)
+	s.rec.event("control", "kube-apiserver down for %s", d)
+	s.w.cp.StopAPIServer()
+	time.Sleep(d)
+	s.startAPIServer()
+}
+
+func (s *soak) startAPIServer() {
+	for i := 0; ; i++ {
+		err := s.w.cp.StartAPIServer(context.Background())
+		if err == nil {
+			return
+		}
+		s.rec.event("control", "kube-apiserver start failed (attempt %d): %v", i+1, err)
+		s.w.cp.StopAPIServer()
+		time.Sleep(time.Second)
+	}
+}
+
+func etcdRestart(s *soak, r *rand.Rand, _ uplink) {
+	d := dur(r, time.Second, 8*time.Second)
+	s.rec.event("control", "etcd down for %s", d)
+	s.w.cp.StopEtcd()
+	time.Sleep(d)
+	for s.w.cp.StartEtcd() != nil {
+		s.w.cp.StopEtcd()
+		time.Sleep(time.Second)
+	}
+}
+
+func partition(s *soak, r *rand.Rand, _ uplink) {
+	d := dur(r, time.Second, 20*time.Second)
+	s.rec.event("network", "agent partitioned from the API server for %s", d)
+	from := time.Now()
+	s.w.relay.partition()
+	time.Sleep(d)
+	s.w.relay.heal()
+	s.rec.stall(from, time.Now())
+}
+
+func sigkill(s *soak, r *rand.Rand, _ uplink) {
+	s.w.killAgent(dur(r, 0, 3*time.Second))
+}
+
+func sigstop(s *soak, r *rand.Rand, _ uplink) {
+	d := dur(r, 500*time.Millisecond, 10*time.Second)
+	a := s.w.currentAgent()
+	s.rec.event("agent", "SIGSTOP for %s", d)
+	from := time.Now()
+	a.Signal(syscall.SIGSTOP)
+	time.Sleep(d)
+	a.Signal(syscall.SIGCONT)
+	s.rec.stall(from, time.Now())
+}
+
+func writerBurst(s *soak, r *rand.Rand, _ uplink) {
+	d := dur(r, 2*time.Second, 8*time.Second)
+	s.writer.burst(d)
+	time.Sleep(d)
+}
+
+func reverter(s *soak, r *rand.Rand, _ uplink) {
+	n := revert(s.w.admin, s.writer, dur(r, 2*time.Second, 12*time.Second))
+	s.rec.event("writer", "kubelet-like reverter replaced the addresses %d times", n)
+	s.mu.Lock()
+	s.reverts += n
+	s.mu.Unlock()
+}
+
+// recreate deletes the Node and registers it again, as a reinstalled kubelet does.
+func recreate(s *soak, r *rand.Rand, _ uplink) {
+	s.writer.lock()
+	defer s.writer.unlock()
+	for i := 0; i < 60; i++ {
+		err := s.w.admin.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{})
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	time.Sleep(dur(r, 200*time.Millisecond, 3*time.Second))
+	for i := 0; ; i++ {
+		if err := s.w.createNode(); err == nil {
+			break
+		} else if i == 120 {
+			s.rec.violate(0, "the soak could not recreate the Node: %v", err)
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	s.writer.label, s.writer.cond, s.writer.dns = 0, 0, false
+}
+
+func (u uplink) String() string { return fmt.Sprintf("%s(%s0/24)", u.dev, u.prefix) }

@@ -1,0 +1,280 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// convergeBound is invariant 1's bound: after the last fault of a cycle ends, the Node shows the
+// oracle's addresses within this long. The slowest legitimate path: a write that failed during an
+// outage waits for the next attempt of the retry schedule (at most 20 s), and a reverted write for
+// the overwrite back-off (at most 8 s here), each after the removal grace (5 s).
+const convergeBound = 45 * time.Second
+
+// settleHold is how long the Node must stay right, without a write of the agent's, once settled.
+const settleHold = 2 * time.Second
+
+// soak is one run: the world, the schedule's random source and the checks' state.
+type soak struct {
+	t        *testing.T
+	seed     uint64
+	rng      *rand.Rand
+	w        *world
+	rec      *recorder
+	timeline *kernelTimeline
+	writer   *writer
+	audit    *auditTail
+	usage    []usage
+	dhcp     *dhcp  // the DHCP uplink (TestSoak's only)
+	nft      string // the nft command (TestSoak's only)
+
+	mu      sync.Mutex
+	reverts int
+}
+
+func newSoak(t *testing.T, seed uint64) *soak {
+	rec := newRecorder(seed)
+	s := &soak{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), rec: rec, timeline: &kernelTimeline{}}
+	s.w = newWorld(t, rec)
+	s.audit = &auditTail{file: s.w.cp.AuditLog}
+	s.writer = &writer{cs: s.w.admin}
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { s.timeline.run(s.w.ns.Name, 250*time.Millisecond, stop) })
+	wg.Go(func() { s.writer.run(ctx) })
+	t.Cleanup(func() { cancel(); close(stop); wg.Wait() })
+	s.w.startAgent()
+	return s
+}
+
+// run runs cycles of overlapping faults until d has passed, each followed by a quiet period in which
+// every invariant is checked.
+func (s *soak) run(d time.Duration) {
+	s.settle("start", time.Now(), 0)
+	// The last cycle's faults and quiet period take up to about 30 s: no cycle starts after that
+	// margin, so that a run takes about d in all.
+	end := s.rec.start.Add(d - min(30*time.Second, d/4))
+	for i := 1; time.Now().Before(end); i++ {
+		names := s.faultBurst(i)
+		s.settle(fmt.Sprintf("cycle %d (%s)", i, strings.Join(names, ", ")), time.Now(), len(names))
+	}
+	s.checkUsage(true)
+}
+
+// faultBurst starts one to four faults on distinct resources, each after a random delay, waits
+// for all of them to end, and heals what they may leave behind. It returns their names.
+func (s *soak) faultBurst(cycle int) []string {
+	var wg sync.WaitGroup
+	used := map[string]bool{}
+	var names []string
+	for k := range 1 + s.rng.IntN(4) {
+		f := pick(s.rng)
+		var u uplink
+		res := f.resource
+		if res == "link" {
+			u = uplinks[s.rng.IntN(len(uplinks))]
+			res = u.dev
+		}
+		if used[res] {
+			continue
+		}
+		used[res] = true
+		name := f.name
+		if f.resource == "link" {
+			name += " " + u.dev
+		}
+		names = append(names, name)
+		delay := dur(s.rng, 0, 3*time.Second)
+		fr := rand.New(rand.NewPCG(s.seed, uint64(cycle)<<8|uint64(k)))
+		wg.Go(func() {
+			time.Sleep(delay)
+			s.rec.fault(f.name)
+			s.rec.event("fault", "%s starts", name)
+			f.run(s, fr, u)
+		})
+	}
+	wg.Wait()
+	s.heal()
+	return names
+}
+
+func pick(r *rand.Rand) fault {
+	total := 0
+	for _, f := range faults {
+		total += f.weight
+	}
+	x := r.IntN(total)
+	for _, f := range faults {
+		if x < f.weight {
+			return f
+		}
+		x -= f.weight
+	}
+	return faults[0]
+}
+
+// heal restores what overlapping faults can leave behind (a network manager's job): both links up,
+// at least one address per uplink, nothing deprecated, the routes.
+func (s *soak) heal() {
+	for _, u := range uplinks {
+		s.ip("link", "set", u.dev, "up")
+		s.w.rtr.TryIP("link", "set", "r-"+u.dev, "up")
+		k := readKernel(s.w.ns.Name)
+		var mine []kaddr
+		for _, a := range k.Addrs {
+			if a.Dev == u.dev && a.Scope == "global" {
+				mine = append(mine, a)
+			}
+		}
+		if len(mine) == 0 {
+			s.ip("addr", "add", s.freeHost(s.rng, u)+"/24", "dev", u.dev)
+		}
+		for i, a := range mine {
+			if i >= 3 {
+				s.ip("addr", "del", a.Local+"/24", "dev", u.dev)
+			} else if a.Deprecated || (a.Preferred != nil && *a.Preferred == 0) {
+				s.ip("addr", "change", a.Local+"/24", "dev", u.dev, "preferred_lft", "forever")
+			}
+		}
+		s.restoreRoutes(u)
+	}
+	s.w.relay.heal()
+	s.nftHeal()
+	s.rec.event("heal", "%s", readKernel(s.w.ns.Name))
+}
+
+func (s *soak) restoreRoutes(u uplink) {
+	s.ip("route", "replace", "default", "via", u.gw, "dev", u.dev, "metric", fmt.Sprint(u.metric))
+	if u.dev == uplinks[1].dev {
+		s.ip("route", "replace", "10.200.0.0/16", "via", u.gw, "dev", u.dev, "metric", "50")
+	}
+}
+
+// settle waits for the Node to match the oracle (invariant 1), holds, and checks the other
+// invariants on everything that happened since the last quiet period.
+func (s *soak) settle(what string, healed time.Time, nfaults int) {
+	var settled time.Time
+	var mismatch string
+	for {
+		k := readKernel(s.w.ns.Name)
+		n, err := s.w.admin.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+		if err == nil {
+			if mismatch = s.mismatch(k, n); mismatch == "" {
+				settled = time.Now()
+				break
+			}
+		} else {
+			mismatch = err.Error()
+		}
+		if time.Since(healed) > convergeBound {
+			s.rec.violate(1, "%s: the Node did not converge within %s: %s", what, convergeBound, mismatch)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !settled.IsZero() {
+		s.rec.converged(settled.Sub(healed), what)
+		s.rec.event("settled", "%s in %s", what, settled.Sub(healed).Round(10*time.Millisecond))
+		fmt.Printf("soak: +%s %s settled in %s\n", s.rec.since(settled), what,
+			settled.Sub(healed).Round(10*time.Millisecond))
+	}
+	time.Sleep(settleHold)
+	s.afterSettle(what, settled, nfaults)
+}
+
+// afterSettle checks invariants 2 to 7 once the Node settled (settled is zero when it did not).
+func (s *soak) afterSettle(what string, settled time.Time, nfaults int) {
+	recs, err := s.audit.next()
+	if err != nil {
+		s.t.Fatalf("audit log: %v", err)
+	}
+	writes := s.checkWrites(recs)
+	s.mu.Lock()
+	reverts := s.reverts
+	s.reverts = 0
+	s.mu.Unlock()
+	s.rec.mu.Lock()
+	s.rec.writes += writes
+	s.rec.cycles++
+	s.rec.mu.Unlock()
+	// Invariant 5: at most 2 writes (addresses and taint) plus 3 per fault and 1 per revert in a
+	// cycle, and none at all once the Node is settled.
+	if bound := 2 + 3*nfaults + reverts; writes > bound {
+		s.rec.violate(5, "%s: %d agent writes for %d faults and %d reverts (bound %d)", what, writes, nfaults, reverts, bound)
+	}
+	if !settled.IsZero() {
+		for _, a := range recs {
+			if a.User.Username == harness.AgentUser && a.ok() && a.Received.After(settled.Add(100*time.Millisecond)) {
+				s.rec.violate(5, "%s: the agent wrote at +%s, after the Node had settled at +%s", what,
+					s.rec.since(a.Received), s.rec.since(settled))
+			}
+		}
+		s.checkStill(what)
+	}
+	s.timeline.prune(time.Now().Add(-3 * time.Minute))
+	s.checkUsage(false)
+}
+
+// checkStill re-checks invariant 1 after the hold and invariant 3 with the writer paused.
+func (s *soak) checkStill(what string) {
+	s.writer.lock()
+	defer s.writer.unlock()
+	n, err := s.w.admin.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		s.rec.violate(0, "%s: read the Node: %v", what, err)
+		return
+	}
+	if m := s.mismatch(readKernel(s.w.ns.Name), n); m != "" {
+		s.rec.violate(1, "%s: the settled Node changed during the hold: %s", what, m)
+	}
+	if m := s.writer.check(n); m != "" {
+		s.rec.violate(3, "%s: the other writer's field was lost: %s", what, m)
+	}
+}
+
+// mismatch compares the Node with the oracle's expectation for kernel sample k ("" when they agree).
+func (s *soak) mismatch(k sample, n *corev1.Node) string {
+	internal := addrsOf(n, corev1.NodeInternalIP)
+	external := addrsOf(n, corev1.NodeExternalIP)
+	cur := ""
+	if len(internal) > 0 {
+		cur = internal[0]
+	}
+	e := expect(k, cur)
+	var bad []string
+	switch {
+	case len(e.Internal) == 0 && len(internal) > 0:
+		bad = append(bad, fmt.Sprintf("InternalIP %v, want none", internal))
+	case len(e.Internal) > 0 && (len(internal) != 1 || !slices.Contains(e.Internal, internal[0])):
+		bad = append(bad, fmt.Sprintf("InternalIP %v, want one of %v", internal, e.Internal))
+	}
+	wantExt := []string{}
+	if e.External != "" && !slices.Contains(internal, e.External) {
+		wantExt = []string{e.External}
+	}
+	if !slices.Equal(external, wantExt) && !(len(external) == 0 && len(wantExt) == 0) {
+		bad = append(bad, fmt.Sprintf("ExternalIP %v, want %v", external, wantExt))
+	}
+	if slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key) {
+		bad = append(bad, "uninitialized taint still present")
+	}
+	if len(addrsOf(n, corev1.NodeHostName)) != 1 {
+		bad = append(bad, "Hostname entry lost")
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return strings.Join(bad, "; ") + fmt.Sprintf(" (Node %s; kernel %s)", formatAddrs(n.Status.Addresses), k)
+}
