@@ -2,14 +2,6 @@ package csr
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"net"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,34 +49,11 @@ func (s csrSpec) object(t *testing.T, name string) *certv1.CertificateSigningReq
 	if s.dns == nil {
 		s.dns = []string{s.node}
 	}
-	if s.usages == nil {
-		s.usages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageServerAuth}
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, err := harness.ServingCSR{Node: s.node, IPs: s.ips, DNS: s.dns, URIs: s.uris, Usages: s.usages}.Object(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + s.node, Organization: []string{"system:nodes"}},
-		DNSNames: s.dns}
-	for _, ip := range s.ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	for _, u := range s.uris {
-		p, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl.URIs = append(tmpl.URIs, p)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &certv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName, Usages: s.usages,
-			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})},
-	}
+	return csr
 }
 
 // world is a control plane with the base and the component applied, node-b, the API server's

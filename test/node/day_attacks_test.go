@@ -2,21 +2,17 @@ package node
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"net"
+	"fmt"
 	"net/http"
-	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodeaddr/nodeaddr/test/harness"
 	authnv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,31 +44,13 @@ type servingCSR struct {
 
 func (s servingCSR) file(t *testing.T, name string) {
 	t.Helper()
-	if s.usages == nil {
-		s.usages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageServerAuth}
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + s.node, Organization: []string{"system:nodes"}},
-		DNSNames: s.dns}
-	for _, ip := range s.ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	for _, u := range s.uris {
-		p, _ := url.Parse(u)
-		tmpl.URIs = append(tmpl.URIs, p)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	csr, err := harness.ServingCSR{Node: s.node, IPs: s.ips, DNS: s.dns, URIs: s.uris, Usages: s.usages}.Object(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Filed with the node's own kubelet identity: a client certificate minted from the cluster's CA.
 	_, err = s.clientFor("system:node:"+s.node, "system:nodes").CertificatesV1().CertificateSigningRequests().Create(context.Background(),
-		&certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName, Usages: s.usages,
-				Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}, metav1.CreateOptions{})
+		csr, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("file CSR %s as system:node:%s: %v", name, s.node, err)
 	}
@@ -260,24 +238,50 @@ func (d *day) contrast(t *testing.T, from, to string) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	var pending *certv1.CertificateSigningRequest
-	list, err := d.c.CP.Admin.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, csr := range list.Items {
-		if csr.Spec.Username == "system:node:"+d.node.Name && slices.Contains(csrIPs(&csr), to) && len(csr.Status.Conditions) == 0 {
-			pending = &list.Items[i]
-		}
-	}
-	if pending == nil {
-		t.Fatalf("no pending kubelet CSR for %s after %s", to, failBound)
-	}
+	pending, filed := d.pendingKubeletCSR(t, to, moved)
 	d.staleCert(t, from, to, pending.Name) // kubectl nodeaddr stale lists the certificate (day_plugin_test.go)
 	setCSRCondition(context.Background(), d.c.CP.Admin, pending, certv1.CertificateApproved)
 	approved := time.Now()
 	d.waitFor("kubectl logs and exec working once the test approved", 2*time.Minute, func() bool { return d.works() == nil })
 	d.staleCert(t, from, to, "") // and no longer
-	report(t, "no approver: kubectl logs failed with x509 for %s (%d attempts: %q); approved by the test → logs+exec working after %s",
-		failBound, attempts, first, time.Since(approved).Round(100*time.Millisecond))
+	report(t, "no approver: kubectl logs failed with x509 for %s (%d attempts: %q), the kubelet's CSR filed %s after the move and left pending; approved by the test → logs+exec working after %s",
+		failBound, attempts, first, filed.Round(100*time.Millisecond), time.Since(approved).Round(100*time.Millisecond))
+}
+
+// pendingKubeletCSR waits for the kubelet's pending CSR naming ip and returns it with the time from
+// moved to its creation. The kubelet files it within seconds of seeing the Node's new addresses;
+// once its certificate manager's backoff is spent on requests nobody signed it retries only every
+// 32 s, so the wait allows 3 minutes. When it ends empty-handed it prints the node's kubelet CSRs
+// and the kubelet's certificate manager log lines.
+func (d *day) pendingKubeletCSR(t *testing.T, ip string, moved time.Time) (*certv1.CertificateSigningRequest, time.Duration) {
+	t.Helper()
+	var seen []string
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		list, err := d.c.CP.Admin.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = seen[:0]
+		for i, csr := range list.Items {
+			if csr.Spec.Username != "system:node:"+d.node.Name {
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s created %s IPs %v conditions %d", csr.Name,
+				csr.CreationTimestamp.UTC().Format(time.RFC3339), csrIPs(&csr), len(csr.Status.Conditions)))
+			if slices.Contains(csrIPs(&csr), ip) && len(csr.Status.Conditions) == 0 {
+				return &list.Items[i], csr.CreationTimestamp.Sub(moved)
+			}
+		}
+	}
+	var lines []string
+	if f, err := os.ReadFile(filepath.Join(d.node.Dir, "kubelet.log")); err == nil {
+		for _, l := range strings.Split(string(f), "\n") {
+			if strings.Contains(l, "ertificate") || strings.Contains(l, "CSR") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	t.Fatalf("no pending kubelet CSR for %s 3m after the failures ended (moved at %s); the node's CSRs:\n%s\nthe kubelet's certificate lines:\n%s",
+		ip, moved.UTC().Format(time.RFC3339), strings.Join(seen, "\n"), strings.Join(lines[max(0, len(lines)-60):], "\n"))
+	return nil, 0
 }

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,19 +36,14 @@ const hostWeb = "hostweb"
 // startHostWeb creates the hostNetwork Deployment and its Service before the node is ready, so the
 // pod starts on the node's first address (nothing waits for it until the renumberings).
 func (d *day) startHostWeb(t *testing.T) {
-	one, grace := int32(1), int64(1) // webpod is PID 1 without a SIGTERM handler: it would take the default 30 s to stop
+	grace := int64(1) // webpod is PID 1 without a SIGTERM handler: it would take the default 30 s to stop
 	labels := map[string]string{"app": hostWeb}
 	ctx := context.Background()
 	cs := d.c.CP.Admin
-	_, err := cs.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: hostWeb, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{HostNetwork: true, TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{{
-					Name: "web", Image: webImage, ImagePullPolicy: corev1.PullNever,
-					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-				}}}}},
-	}, metav1.CreateOptions{})
+	_, err := cs.AppsV1().Deployments("default").Create(ctx, deployment(hostWeb, webImage, func(s *corev1.PodSpec) {
+		s.HostNetwork, s.TerminationGracePeriodSeconds = true, &grace
+		s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
+	}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,24 +134,39 @@ func tableRows(out string) [][]string {
 
 var staleHeader = []string{"NODE", "NAMESPACE", "OBJECT", "WHERE", "ADDRESS", "FIX"}
 
-// staleAfterRenumbering: after the renumberings from first to now, `kubectl nodeaddr status` shows
-// the Node as nodeaddr wrote it (golden output, ages masked; the time of its last write), and
-// `stale` lists nodeaddr's own pod and the hostNetwork pod with first and the EndpointSlice endpoint
-// carrying it, and exits 1; once the operator ran the fix commands it printed (the pods deleted, the
-// DaemonSet and the Deployment start new ones on now) it lists nothing and exits 0.
-func (d *day) staleAfterRenumbering(t *testing.T, first, now string) {
+// staleAfterRenumbering: after the renumberings from the addresses old to now, `kubectl nodeaddr
+// status` shows the Node as nodeaddr wrote it (golden output, ages masked; the time of its last
+// write), and `stale` lists nodeaddr's own pod and the hostNetwork pod and the EndpointSlice
+// endpoint carrying it, each at the old address its status.podIPs kept (the address the node had
+// when the pod's sandbox started: for a pod whose container restarted during the day, a later one
+// than the first), and exits 1; once the operator ran the fix commands it printed (the pods
+// deleted, the DaemonSet and the Deployment start new ones on now) it lists nothing and exits 0.
+func (d *day) staleAfterRenumbering(t *testing.T, now string, old ...string) {
 	d.t = t
 	start := time.Now()
 	d.status(t)
-	agent, host, slice := d.agentPod(), d.hostWebPod(), d.hostWebSlice(first)
-	if agent == nil || host == nil || slice == "" {
-		t.Fatalf("before the fixes: agent pod %v, hostNetwork pod %v, EndpointSlice with %s %q", agent != nil, host != nil, first, slice)
+	agent, host := d.agentPod(), d.hostWebPod()
+	if agent == nil || host == nil {
+		t.Fatalf("before the fixes: agent pod %v, hostNetwork pod %v", agent != nil, host != nil)
+	}
+	agentAt, hostAt := agent.Status.PodIP, host.Status.PodIP
+	for _, p := range []*corev1.Pod{agent, host} {
+		if !slices.Contains(old, p.Status.PodIP) {
+			t.Fatalf("pod %s has status.podIPs %v, want one of the day's old addresses %v", p.Name, p.Status.PodIPs, old)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			t.Logf("pod %s at %s: container %s restarts %d, last termination %+v", p.Name, p.Status.PodIP, c.Name, c.RestartCount, c.LastTerminationState.Terminated)
+		}
+	}
+	slice := d.hostWebSlice(hostAt)
+	if slice == "" {
+		t.Fatalf("no EndpointSlice lists the hostNetwork pod %s at %s", host.Name, hostAt)
 	}
 	node, hostFix := d.node.Name, "kubectl -n default delete pod "+host.Name
 	want := [][]string{staleHeader,
-		{node, "default", "pod/" + host.Name, "status.podIPs", first, hostFix},
-		{node, "kube-system", "pod/" + agent.Name, "status.podIPs", first, "kubectl -n kube-system delete pod " + agent.Name},
-		{node, "default", "endpointslice/" + slice, "endpoints[0].addresses (pod " + host.Name + ")", first, hostFix},
+		{node, "default", "pod/" + host.Name, "status.podIPs", hostAt, hostFix},
+		{node, "kube-system", "pod/" + agent.Name, "status.podIPs", agentAt, "kubectl -n kube-system delete pod " + agent.Name},
+		{node, "default", "endpointslice/" + slice, "endpoints[0].addresses (pod " + host.Name + ")", hostAt, hostFix},
 	}
 	stdout, stderr, code := d.kubectlNodeaddr(t, "stale")
 	if got := tableRows(stdout); code != 1 || !slices.EqualFunc(got, want, slices.Equal) {
@@ -176,8 +185,8 @@ func (d *day) staleAfterRenumbering(t *testing.T, first, now string) {
 		t.Fatalf("kubectl nodeaddr stale after the fixes: exit %d (want 0), stdout %q, stderr %q", code, stdout, stderr)
 	}
 	t.Logf("after %q:\n$ kubectl nodeaddr stale; echo exit $?\n%sexit %d", done, stderr, code)
-	report(t, "stale listed both pods on %s and the EndpointSlice (exit 1); fixes ran → new pods on %s %s → nothing stale (exit 0); phase %s",
-		first, now, fixed.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
+	report(t, "stale listed the hostNetwork pod on %s, the agent's on %s and the EndpointSlice (exit 1); fixes ran → new pods on %s %s → nothing stale (exit 0); phase %s",
+		hostAt, agentAt, now, fixed.Round(10*time.Millisecond), time.Since(start).Round(10*time.Millisecond))
 }
 
 // status compares `kubectl nodeaddr status` with testdata/plugin-status.golden (the Node's name and

@@ -55,7 +55,7 @@ func TestRenumberingDay(t *testing.T) {
 	if !ok {
 		return
 	}
-	t.Run("9-plugin-stale-and-fixed", func(t *testing.T) { d.staleAfterRenumbering(t, uplinkV4, third) })
+	t.Run("9-plugin-stale-and-fixed", func(t *testing.T) { d.staleAfterRenumbering(t, third, uplinkV4, second) })
 	t.Run("9-approval-attacks", func(t *testing.T) { d.attacks(t, third) })
 	t.Run("9-contrast-no-approver", func(t *testing.T) { d.contrast(t, third, fourth) })
 }
@@ -248,20 +248,7 @@ func hasAddress(addrs []corev1.NodeAddress, ip string) bool {
 // webPodDeployment is an ordinary pod (not on the host network) that logs, can be exec'd into,
 // and answers HTTP on 8080 (test/cmd/webpod).
 func webPodDeployment() *appsv1.Deployment {
-	one := int32(1)
-	labels := map[string]string{"app": "webpod"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "webpod", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "web", Image: webImage, ImagePullPolicy: corev1.PullNever,
-					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
-				}}},
-			},
-		},
-	}
+	return deployment("webpod", webImage, func(s *corev1.PodSpec) {
+		s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
+	})
 }

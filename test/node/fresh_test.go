@@ -227,19 +227,24 @@ func (w *world) taintRemovedAt() time.Time {
 }
 
 func webDeployment() *appsv1.Deployment {
+	return deployment("web", harness.PauseImage, nil)
+}
+
+// deployment is a one-replica Deployment in default, labelled app=name, of one container "web"
+// running image (never pulled: the test loaded it into the node); pod adjusts the pod spec.
+func deployment(name, image string, pod func(*corev1.PodSpec)) *appsv1.Deployment {
 	one := int32(1)
-	labels := map[string]string{"app": "web"}
+	labels := map[string]string{"app": name}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: image, ImagePullPolicy: corev1.PullNever}}}
+	if pod != nil {
+		pod(&spec)
+	}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &one,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "web", Image: harness.PauseImage, ImagePullPolicy: corev1.PullNever,
-				}}},
-			},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
 }

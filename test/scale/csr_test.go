@@ -7,11 +7,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -231,20 +227,11 @@ func newKubelets(admin *rest.Config, names []string) (*kubelets, error) {
 // file files node's serving CSR of phase p for its address ip and its name, as the kubelet does
 // (one key per node in reality; one shared key here: the approver does not look at it).
 func (k *kubelets) file(ctx context.Context, node string, p int, ip netip.Addr) error {
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:     pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames:    []string{node},
-		IPAddresses: []net.IP{ip.AsSlice()},
-	}, k.key)
+	csr, err := harness.ServingCSR{Node: node, IPs: []string{ip.String()}, DNS: []string{node}, Key: k.key}.Object(csrName(node, p))
 	if err != nil {
 		return err
 	}
-	_, err = k.clients[node].CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: csrName(node, p)},
-		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName,
-			Usages:  []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageServerAuth},
-			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})},
-	}, metav1.CreateOptions{})
+	_, err = k.clients[node].CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
 	return err
 }
 

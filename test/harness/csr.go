@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/url"
+
+	certv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ServingCSR is a kubernetes.io/kubelet-serving certificate request as a node's kubelet files it:
+// subject CN system:node:Node, O system:nodes, and the SANs given (the tests' attacks set any).
+type ServingCSR struct {
+	Node           string
+	IPs, DNS, URIs []string
+	// Usages are the kubelet's (digital signature, key encipherment, server auth) when nil.
+	Usages []certv1.KeyUsage
+	// Key signs the request; a fresh P-256 key when nil (no approver looks at it).
+	Key crypto.Signer
+}
+
+// Object returns the CertificateSigningRequest named name, ready to be created with the kubelet's
+// identity (the API server sets spec.username from the requester).
+func (s ServingCSR) Object(name string) (*certv1.CertificateSigningRequest, error) {
+	if s.Usages == nil {
+		s.Usages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageServerAuth}
+	}
+	if s.Key == nil {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		s.Key = key
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + s.Node, Organization: []string{"system:nodes"}},
+		DNSNames: s.DNS}
+	for _, ip := range s.IPs {
+		p := net.ParseIP(ip)
+		if p == nil {
+			return nil, fmt.Errorf("CSR %s: %q is not an IP address", name, ip)
+		}
+		tmpl.IPAddresses = append(tmpl.IPAddresses, p)
+	}
+	for _, u := range s.URIs {
+		p, err := url.Parse(u)
+		if err != nil {
+			return nil, fmt.Errorf("CSR %s: %w", name, err)
+		}
+		tmpl.URIs = append(tmpl.URIs, p)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, s.Key)
+	if err != nil {
+		return nil, fmt.Errorf("CSR %s: %w", name, err)
+	}
+	return &certv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName, Usages: s.Usages,
+			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})},
+	}, nil
+}
