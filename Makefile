@@ -18,7 +18,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all help build version generate test deps unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench soak fuzz clean release release-tools
+.PHONY: all help build version generate test deps unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench bench-5000 soak fuzz clean release release-tools
 
 all: build
 
@@ -162,11 +162,17 @@ bench: e2e-bins
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/realnode.md go test -tags bench -run TestRegistrationToTaintRemoved -v -count=1 -p 1 -timeout 20m ./node/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/renumber.md go test -tags bench -run TestRenumberingToExec -v -count=1 -p 1 -timeout 20m ./node/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/nat.md go test -tags bench -run TestNATUplinkChangeBench -v -count=1 -timeout 10m ./nat/
-	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/csr.md docs/bench/outage-before.md \
+	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/scale-5000.md docs/bench/csr.md docs/bench/outage-before.md \
 	  $(NODEADDR_CACHE_DIR)/outage.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/renumber.md $(NODEADDR_CACHE_DIR)/nat.md; \
 	  echo; cat docs/bench/soak.md; \
 	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
 	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md
+
+## bench-5000: the scale benchmark at 5 000 agents, priority and fairness on, bystander kubelets and a
+## controller, 10 idle minutes; writes docs/bench/scale-5000.md, which `make bench` includes (about 40 min)
+bench-5000: e2e-bins
+	cd test && NODEADDR_SCALE_NODES=5000 NODEADDR_SCALE_APF=on NODEADDR_SCALE_IDLE=10m \
+	  NODEADDR_BENCH_OUT=$(CURDIR)/docs/bench/scale-5000.md go test -tags bench -run TestScale500 -v -count=1 -timeout 120m ./scale/
 
 ## soak: test/soak for SOAK_DURATION (default 30m): a seeded random schedule of overlapping faults
 ## checked against an independent oracle; NODEADDR_SOAK_SEED=N replays a schedule (make test runs

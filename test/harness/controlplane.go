@@ -91,11 +91,28 @@ func StartControlPlane(t testing.TB) *ControlPlane {
 // 1.30 accepts the flags StartAPIServer passes.
 func StartControlPlaneVersion(t testing.TB, version string) *ControlPlane {
 	t.Helper()
+	return startControlPlane(t, version, nil)
+}
+
+// StartControlPlaneWith is StartControlPlane with configure run on the prepared control plane
+// before it starts: static tokens (AddToken), kube-apiserver flags (ExtraArgs).
+func StartControlPlaneWith(t testing.TB, configure func(*ControlPlane) error) *ControlPlane {
+	t.Helper()
+	return startControlPlane(t, KubernetesVersion, configure)
+}
+
+func startControlPlane(t testing.TB, version string, configure func(*ControlPlane) error) *ControlPlane {
+	t.Helper()
 	bins := MustBuild(t)
 	bins.APIServer = MustBuildAPIServer(t, version)
 	cp, err := NewControlPlane(bins, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if configure != nil {
+		if err := configure(cp); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() {
 		cp.Stop()

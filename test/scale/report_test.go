@@ -45,6 +45,10 @@ type report struct {
 	goroutines                             int
 	apiRSSBefore, apiRSSAgents, apiRSSIdle float64
 	startObs, massObs, idleObs             counters
+
+	apf               bool    // kube-apiserver ran with priority and fairness
+	bystanders, flows string  // their tables (flows empty with priority and fairness off)
+	etcdMiB           float64 // etcd's data directory after the idle phase
 }
 
 func (r *report) write(t *testing.T) {
@@ -68,6 +72,7 @@ func (r *report) write(t *testing.T) {
 	fmt.Fprintf(&b, "%d in-process publishers (`publisher.Publisher`, the agent's Kubernetes half), each with its own Node, "+
 		"pod-bound ServiceAccount token, client and TLS connection (QPS %d, burst %d), publish rate %d/s burst %d, "+
 		"a real event recorder, ExternalIP managed, taint removal on. One kube-apiserver %s with etcd on loopback, "+
+		"priority and fairness "+onOff(r.apf)+", "+
 		"audit log at Metadata level (blocking), the DaemonSet's ValidatingAdmissionPolicy active. Machine: %d CPUs (%s), "+
 		"shared by the control plane and the agents. Convergence is seen through one admin watch on all Nodes; "+
 		"API requests are counted from the audit log (user `%s`; a watch counts when it starts).\n\n",
@@ -94,6 +99,25 @@ func (r *report) write(t *testing.T) {
 		r.apiRSSBefore, r.apiRSSAgents, r.apiRSSIdle, (r.apiRSSAgents-r.apiRSSBefore)*1024/n)
 	row("test process (all agents + admin informer): RSS, heap in use per agent, goroutines", "%.0f MiB, %.0f KiB, %d",
 		r.selfRSS, r.heapPerAgent, r.goroutines)
+
+	row("etcd data directory after the idle phase", "%.0f MiB", r.etcdMiB)
+
+	fmt.Fprintf(&b, "\n#### Bystanders at %d agents (priority and fairness %s)\n\n"+
+		"%d simulated kubelets renew their Lease every 10 s as `system:node:NAME`, and a controller (`%s`) GETs one "+
+		"Node a second and LISTs all Nodes every 30 s, each on its own connection, for the whole run.\n\n%s",
+		r.nodes, onOff(r.apf), min(bystanderKubelets, r.nodes), controllerUser, r.bystanders)
+	if r.flows != "" {
+		fmt.Fprintf(&b, "\nWhere the requests landed (kube-apiserver's `apiserver_flowcontrol_dispatched_requests_total` "+
+			"and `apiserver_flowcontrol_rejected_requests_total` at the end of the run; the agents authenticate as the "+
+			"`%s` ServiceAccount):\n\n%s", harness.AgentUser, r.flows)
+	}
+	if r.nodes >= target {
+		b.WriteString("\n")
+		out := b.String()
+		fmt.Print("\n" + out)
+		r.save(t, out)
+		return
+	}
 
 	fmt.Fprintf(&b, "\n#### Extrapolation to %d nodes\n\n", target)
 	fmt.Fprintf(&b, "| | %d nodes (measured) | %d nodes |\n| --- | --- | --- |\n", r.nodes, target)
@@ -125,10 +149,8 @@ func (r *report) write(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\n%s. A mass change costs one successful Node write and one Event per node; its duration is "+
 		"dominated by the API server's write path (admission with the CEL policy, etcd, audit) on this "+
-		"%d-CPU machine shared with %d agents, and by the in-flight limit: this harness runs kube-apiserver "+
-		"with priority and fairness off, so more than 200 concurrent writes (--max-mutating-requests-inflight) "+
-		"get 429 and client-go retries them after Retry-After (1 s); with priority and fairness, as in a real "+
-		"cluster, they queue instead. Either way the time grows linearly with the fleet unless the control plane "+
+		"%d-CPU machine shared with %d agents, and by the in-flight limit: "+inflightNote(r.apf)+
+		" Either way the time grows linearly with the fleet unless the control plane "+
 		"has more cores. The %d open watches cost memory, not requests: the watch cache indexes watchers by "+
 		"`metadata.name` field selector (k8s.io/apiserver `pkg/storage/cacher`, `startDispatching`), so one "+
 		"Node update reaches one agent, not all of them.\n",
@@ -136,6 +158,10 @@ func (r *report) write(t *testing.T) {
 
 	out := b.String()
 	fmt.Print("\n" + out)
+	r.save(t, out)
+}
+
+func (r *report) save(t *testing.T, out string) {
 	if f := os.Getenv("NODEADDR_BENCH_OUT"); f != "" {
 		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
 			t.Errorf("write %s: %v", f, err)
@@ -230,4 +256,20 @@ func falsePositive(overwrites int64) string {
 	}
 	return " (no other writer runs here: every overwrite detected is a false positive, and each one also " +
 		"emits an AddressesOverwritten Event)"
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
+func inflightNote(apf bool) string {
+	if apf {
+		return "with priority and fairness on, as here, writes beyond a priority level's seats queue instead of being rejected."
+	}
+	return "this run has priority and fairness off, so more than 200 concurrent writes (--max-mutating-requests-inflight) " +
+		"get 429 and client-go retries them after Retry-After (1 s); with priority and fairness, as in a real " +
+		"cluster, they queue instead."
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -63,9 +64,21 @@ func TestScale500(t *testing.T) {
 		t.Fatalf("NODEADDR_SCALE_NODES=%d: want 1..65535", n)
 	}
 	ctx := context.Background()
-	r := &report{nodes: n, idle: idle}
+	r := &report{nodes: n, idle: idle, apf: os.Getenv("NODEADDR_SCALE_APF") == "on"}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("scale-%05d", i)
+	}
 
-	cp := harness.StartControlPlane(t)
+	var by *bystanders
+	cp := harness.StartControlPlaneWith(t, func(cp *harness.ControlPlane) (err error) {
+		if r.apf {
+			// Priority and fairness with v1.37.2's default FlowSchemas and priority levels.
+			cp.ExtraArgs = append(cp.ExtraArgs, "--enable-priority-and-fairness=true")
+		}
+		by, err = newBystanders(cp, names)
+		return err
+	})
 	cp.ApplyRBAC(t)
 	// The per-node admission policy the DaemonSet ships: its CEL runs on every agent write.
 	if err := cp.ApplyPolicy(ctx); err != nil {
@@ -75,10 +88,6 @@ func TestScale500(t *testing.T) {
 
 	// Nodes as a kubelet with --cloud-provider=external registers them, and one pod-bound token each.
 	setup := time.Now()
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("scale-%05d", i)
-	}
 	if err := createNodes(ctx, cp.Admin, names, 16); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +116,11 @@ func TestScale500(t *testing.T) {
 	}
 	r.apiRSSBefore = api.rssMiB()
 
+	// The bystanders alone first: their latencies without the fleet.
+	by.setPhase("before the agents (30 s)")
+	by.start(runCtx, t, cp, names)
+	time.Sleep(30 * time.Second)
+
 	agents := make([]*fleetAgent, n)
 	for i := range agents {
 		if agents[i], err = newAgent(runCtx, cp.Config.Host, names[i], tokens[i]); err != nil {
@@ -133,6 +147,7 @@ func TestScale500(t *testing.T) {
 	}
 	tr.expect(want(1))
 	cpu0 := api.cpuSeconds()
+	by.setPhase("start")
 	start := time.Now()
 	for i, a := range agents {
 		a.set(externalIP(1, i), start)
@@ -156,6 +171,7 @@ func TestScale500(t *testing.T) {
 	// (2) Mass change: a new address for every node at once.
 	tr.expect(want(2))
 	cpu0 = api.cpuSeconds()
+	by.setPhase("mass change")
 	massStart := time.Now()
 	for i, a := range agents {
 		a.set(externalIP(2, i), massStart)
@@ -169,6 +185,7 @@ func TestScale500(t *testing.T) {
 	// (3) Idle. Halfway through, every agent's kernel signals a change that changes nothing, so each
 	// resolves its unchanged state again, as the periodic resync does: that must cost nothing either.
 	cpu0 = api.cpuSeconds()
+	by.setPhase("idle")
 	idleStart := time.Now()
 	time.Sleep(idle / 2)
 	for i, a := range agents {
@@ -182,6 +199,9 @@ func TestScale500(t *testing.T) {
 	r.apiRSSIdle = api.rssMiB()
 
 	r.idleObs = sumCounters(agents).minus(r.startObs).minus(r.massObs)
+	r.bystanders = by.table()
+	r.flows = flowPlacement(ctx, t, cp)
+	r.etcdMiB = dirMiB(filepath.Join(cp.Dir, "etcd"))
 	r.write(t)
 }
 
