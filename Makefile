@@ -18,7 +18,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all help build version generate test deps unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench bench-5000 soak fuzz clean release release-tools
+.PHONY: all help build version generate test deps unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench bench-5000 bench-debounce soak fuzz clean release release-tools
 
 all: build
 
@@ -164,7 +164,7 @@ bench: e2e-bins
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/nat.md go test -tags bench -run TestNATUplinkChangeBench -v -count=1 -timeout 10m ./nat/
 	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/scale-5000.md docs/bench/csr.md docs/bench/outage-before.md \
 	  $(NODEADDR_CACHE_DIR)/outage.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/renumber.md $(NODEADDR_CACHE_DIR)/nat.md; \
-	  echo; cat docs/bench/soak.md; \
+	  echo; cat docs/bench/soak.md; echo; cat docs/bench/debounce.md; \
 	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
 	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md
 
@@ -182,6 +182,14 @@ soak: e2e-bins
 	cd test && NODEADDR_SOAK_DURATION=$(SOAK_DURATION) NODEADDR_SOAK_OUT=$(NODEADDR_CACHE_DIR)/soak.txt \
 	  go test -count=1 -timeout 24h -run '^TestSoak$$' -v ./soak/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/soak.log \
 	  | grep -E '^(soak: |--- |ok |FAIL|PASS$$)|VIOLATION of'
+
+## bench-debounce: the debounce table: the agent at --debounce 0, 10ms, 25ms and 100ms on the e2e
+## scenarios (DHCP, VRRP, flap storms, route flood, renumbering), 5 runs each: writes, intermediate
+## states published, reaction p50/p99; writes $(NODEADDR_CACHE_DIR)/debounce.md (about 15 min).
+## docs/bench/debounce.md, which `make bench` includes, is a run of it with its conclusion
+bench-debounce: e2e-bins
+	cd test && NODEADDR_E2E_QUIET=1 NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/debounce.md \
+	  go test -tags bench -run '^TestDebounceTable$$' -v -count=1 -timeout 30m ./e2e/
 
 ## fuzz: a short fuzzing run of every fuzz target (the seed corpora also run in `make test`)
 FUZZTIME ?= 20s

@@ -326,12 +326,7 @@ func TestReport(t *testing.T) {
 		a := e.start()
 		e.cp.WaitNode(t, e.node, 30*time.Second, "published", func(n *corev1.Node) bool { return addrs(n) == "ExternalIP=192.0.2.10" })
 		w0 := e.cp.Writes(t, e.node)["status"]
-		var lines []string
-		for i := 0; i < 1000; i++ {
-			lines = append(lines, "addr add 192.0.2.11/24 dev eth0", "addr del 192.0.2.10/24 dev eth0",
-				"addr add 192.0.2.10/24 dev eth0", "addr del 192.0.2.11/24 dev eth0")
-		}
-		lines = append(lines, "addr add 192.0.2.11/24 dev eth0", "addr del 192.0.2.10/24 dev eth0")
+		lines := harness.FlapBatch(1000, "eth0", "192.0.2.10/24", "192.0.2.11/24")
 		t0 := time.Now()
 		e.ns.Batch(lines)
 		took := time.Since(t0)

@@ -52,31 +52,20 @@ func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
 // never an empty or intermediate list.
 func TestRenumberIsOneWrite(t *testing.T) {
 	e := newEnv(t, "renumber")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "renumber")}})
-	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "renumber")})
+	a := e.startRenumbering()
 	if w := e.statusWrites(); w != 1 {
 		t.Fatalf("status writes after start = %d, want 1", w)
 	}
 
 	t.Run("make-before-break", func(t *testing.T) {
-		// With promote_secondaries the new address takes over when the old one goes.
-		e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
-		e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
+		e.renumberMakeBeforeBreak("192.0.2.10", "192.0.2.20")
 		e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20"), addr(hn, "renumber")})
 		if w := e.statusWrites(); w != 2 {
 			t.Fatalf("status writes = %d, want 2", w)
 		}
 	})
 	t.Run("break-before-make", func(t *testing.T) {
-		// A DHCP client deletes the old lease's address (and with it the routes), waits, then adds
-		// the new one and its default route. The pause is longer than debounce + max delay, so the
-		// agent really resolves "no address" in between; the hold-down keeps the old one.
-		e.ns.IP("addr", "del", "192.0.2.20/24", "dev", "eth0")
-		time.Sleep(1500 * time.Millisecond)
-		e.ns.IP("addr", "add", "192.0.2.30/24", "dev", "eth0")
-		e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
+		e.renumberBreakBeforeMake("192.0.2.20", "192.0.2.30")
 		e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.30"), addr(hn, "renumber")})
 		if w := e.statusWrites(); w != 3 {
 			t.Fatalf("status writes = %d, want 3 (no empty or intermediate list)", w)
@@ -85,6 +74,37 @@ func TestRenumberIsOneWrite(t *testing.T) {
 	if r := a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="success"}`); r != 3 {
 		t.Fatalf("nodeaddr_node_writes_total success = %v, want 3", r)
 	}
+}
+
+// startRenumbering is the renumbering scenarios' world: the Node with its Hostname, eth0 with
+// 192.0.2.10/24 and a default route, and the agent publishing that address as the ExternalIP.
+func (e *env) startRenumbering() *harness.Agent {
+	e.t.Helper()
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, e.node)})
+	return a
+}
+
+// renumberMakeBeforeBreak adds to (a /24 on eth0) and then deletes from: with promote_secondaries
+// the new address takes over when the old one goes.
+func (e *env) renumberMakeBeforeBreak(from, to string) {
+	e.t.Helper()
+	e.ns.IP("addr", "add", to+"/24", "dev", "eth0")
+	e.ns.IP("addr", "del", from+"/24", "dev", "eth0")
+}
+
+// renumberBreakBeforeMake is a DHCP client's renumbering: it deletes the old lease's address (and
+// with it the routes), waits, then adds the new one and its default route. The pause is longer than
+// debounce + max delay, so the agent really resolves "no address" in between; the hold-down keeps
+// the old one.
+func (e *env) renumberBreakBeforeMake(from, to string) {
+	e.t.Helper()
+	e.ns.IP("addr", "del", from+"/24", "dev", "eth0")
+	time.Sleep(1500 * time.Millisecond)
+	e.ns.IP("addr", "add", to+"/24", "dev", "eth0")
+	e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
 }
 
 // Scenario 3: the primary uplink going administratively down moves ExternalIP to the secondary.

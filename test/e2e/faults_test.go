@@ -144,20 +144,10 @@ func TestNodeDeletedAndRecreated(t *testing.T) {
 // every flap, yet the hold-down keeps the Node exact: no write at all after the first.
 func TestLinkFlapWritesNothing(t *testing.T) {
 	e := newEnv(t, "flap")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
-	e.ns.Sysctl("net.ipv4.conf.all.ignore_routes_with_linkdown", "1")
-	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	e.ns.Sysctl("net.ipv4.conf.eth0.ignore_routes_with_linkdown", "1")
-	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	a := e.startCarrierFlap()
 	before := a.Metric(`nodeaddr_resolutions_total{result="success"}`)
 
-	for i := 0; i < 50; i++ {
-		e.router.IP("link", "set", "r-eth0", "down")
-		time.Sleep(50 * time.Millisecond)
-		e.router.IP("link", "set", "r-eth0", "up")
-		time.Sleep(50 * time.Millisecond)
-	}
+	e.flapCarrier()
 	time.Sleep(7 * time.Second) // longer than the removal grace: a wrong agent would write now
 	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
 		t.Fatalf("addresses after flapping = %s", format(n.Status.Addresses))
@@ -167,6 +157,30 @@ func TestLinkFlapWritesNothing(t *testing.T) {
 	}
 	if after := a.Metric(`nodeaddr_resolutions_total{result="success"}`); after <= before {
 		t.Fatalf("the agent never resolved during the flapping (resolutions %v -> %v)", before, after)
+	}
+}
+
+// startCarrierFlap is the flap storm's world: ignore_routes_with_linkdown, so the default route
+// vanishes with eth0's carrier, and the agent publishing eth0's 192.0.2.10 as the ExternalIP.
+func (e *env) startCarrierFlap() *harness.Agent {
+	e.t.Helper()
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node})
+	e.ns.Sysctl("net.ipv4.conf.all.ignore_routes_with_linkdown", "1")
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	e.ns.Sysctl("net.ipv4.conf.eth0.ignore_routes_with_linkdown", "1")
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	return a
+}
+
+// flapCarrier is the flap storm: the router's end of eth0 goes down and up 50 times in 5 s.
+func (e *env) flapCarrier() {
+	e.t.Helper()
+	for i := 0; i < 50; i++ {
+		e.router.IP("link", "set", "r-eth0", "down")
+		time.Sleep(50 * time.Millisecond)
+		e.router.IP("link", "set", "r-eth0", "up")
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -242,21 +256,8 @@ func TestKernelRouteFlood(t *testing.T) {
 		t.Skip("-short")
 	}
 	e := newEnv(t, "flood")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
-	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
-	// A 64 KiB buffer (a host whose net.core.rmem_max caps the 4 MiB request), and the agent frozen
-	// while the flood lands (descheduled on a busy host): the kernel must drop and report ENOBUFS. A
-	// reader that keeps up on a fast machine would otherwise never overflow (CI saw exactly that).
-	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
-	add, del := harness.RouteBatch(100000, "192.0.2.1", "eth0")
-	a.Signal(syscall.SIGSTOP)
-	defer a.Signal(syscall.SIGCONT) // also when a step below fails
-	e.ns.Batch(add)
-	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
-	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
-	a.Signal(syscall.SIGCONT)
-	e.ns.Batch(del)
+	a := e.startRouteFlood()
+	e.routeFlood(a, "192.0.2.10", "192.0.2.20")
 	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
 	m, err := a.Metrics()
 	if err != nil {
@@ -279,4 +280,34 @@ func TestKernelRouteFlood(t *testing.T) {
 		t.Fatalf("status writes = %d, want 2", w)
 	}
 	waitHealthy(t, a) // every subscription is back
+}
+
+// startRouteFlood is the route flood's world: eth0 with 192.0.2.10/24, and the agent publishing it
+// as the ExternalIP with a 64 KiB netlink buffer (a host whose net.core.rmem_max caps the 4 MiB
+// request).
+func (e *env) startRouteFlood() *harness.Agent {
+	e.t.Helper()
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node})
+	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
+	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	return a
+}
+
+// routeFlood adds 100 000 routes with the agent frozen (descheduled on a busy host), renumbers eth0
+// from the /24 from to the /24 to, thaws the agent and deletes the routes: the kernel must drop and
+// report ENOBUFS. A reader that keeps up on a fast machine would otherwise never overflow (CI saw
+// exactly that). It returns when the agent was thawed, right after the renumbering.
+func (e *env) routeFlood(a *harness.Agent, from, to string) (thawed time.Time) {
+	e.t.Helper()
+	add, del := harness.RouteBatch(100000, "192.0.2.1", "eth0")
+	a.Signal(syscall.SIGSTOP)
+	defer a.Signal(syscall.SIGCONT) // also when a step below fails
+	e.ns.Batch(add)
+	e.ns.IP("addr", "add", to+"/24", "dev", "eth0")
+	e.ns.IP("addr", "del", from+"/24", "dev", "eth0")
+	a.Signal(syscall.SIGCONT)
+	thawed = time.Now()
+	e.ns.Batch(del)
+	return thawed
 }

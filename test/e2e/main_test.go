@@ -25,16 +25,28 @@ type env struct {
 	ns     *harness.Netns
 	router *harness.Netns
 	kc     string
+	// args are agent flags start adds after a scenario's own (the debounce table's --debounce).
+	args []string
 }
 
 func newEnv(t *testing.T, node string) *env {
-	h := harness.NewHost(t, node)
-	return &env{h: h, t: t, cp: h.CP, node: node, ns: h.NS, router: h.Router, kc: h.Kubeconfig}
+	return fromHost(t, harness.NewHost(t, node))
+}
+
+// newEnvOn is newEnv on a running control plane with the agent's RBAC (harness.NewHostOn).
+func newEnvOn(t *testing.T, cp *harness.ControlPlane, node string) *env {
+	return fromHost(t, harness.NewHostOn(t, cp, node))
+}
+
+func fromHost(t *testing.T, h *harness.Host) *env {
+	return &env{h: h, t: t, cp: h.CP, node: h.Node, ns: h.NS, router: h.Router, kc: h.Kubeconfig}
 }
 
 func (e *env) uplink(dev, cidr4, gw4 string, metric int)  { e.h.Uplink(dev, cidr4, gw4, metric) }
 func (e *env) uplink6(dev, cidr6, gw6 string, metric int) { e.h.Uplink6(dev, cidr6, gw6, metric) }
-func (e *env) start(args ...string) *harness.Agent        { return e.h.Start(args...) }
+func (e *env) start(args ...string) *harness.Agent {
+	return e.h.Start(slices.Concat(args, e.args)...)
+}
 
 func (e *env) waitAddresses(want []corev1.NodeAddress) *corev1.Node {
 	e.t.Helper()

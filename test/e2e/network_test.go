@@ -82,46 +82,67 @@ func TestDHCPRenumbering(t *testing.T) {
 	dnsmasq := harness.Tool(t, "dnsmasq", "dnsmasq-base")
 	dhclient := harness.Tool(t, "dhclient", "isc-dhcp-client")
 	e := newEnv(t, "dhcp")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "dhcp")}})
-	e.ns.Link("eth0", e.router, "r-eth0")
-	e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
-	mac := linkMAC(t, e.ns, "eth0")
-
-	dir := harness.AgentDir(t)
-	script := filepath.Join(dir, "dhclient-script")
-	if err := os.WriteFile(script, []byte(dhcpScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	serve := func(ip string) *daemon {
-		return background(t, "dnsmasq", e.router.Exec(dnsmasq, "--no-daemon", "--conf-file=/dev/null",
-			"--port=0", "--interface=r-eth0", "--bind-interfaces", "--dhcp-authoritative",
-			"--dhcp-range=192.0.2.100,192.0.2.200,255.255.255.0,2m",
-			"--dhcp-host="+mac+","+ip, "--dhcp-option=option:router,192.0.2.1",
-			"--dhcp-leasefile="+filepath.Join(dir, "dnsmasq.leases"), "--pid-file="+filepath.Join(dir, "dnsmasq.pid"),
-			"--log-dhcp"))
-	}
-	client := func() *daemon {
-		return background(t, "dhclient", e.ns.Exec(dhclient, "-d", "-v", "-4", "-sf", script,
-			"-lf", filepath.Join(dir, "dhclient.leases"), "-pf", filepath.Join(dir, "dhclient.pid"), "eth0"))
-	}
-	srv := serve("192.0.2.50")
-	cl := client()
-	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.50"), addr(hn, "dhcp")})
-
-	// New reservation; the client restarts (as after a reboot or a forced renewal): it asks for its
-	// old address, is refused, and binds the new one, flushing the old address first.
-	srv.kill()
-	os.Remove(filepath.Join(dir, "dnsmasq.leases"))
-	serve("192.0.2.60")
-	cl.kill()
-	client()
+	d := e.startDHCP(dnsmasq, dhclient)
+	d.renew("192.0.2.60")
 	e.cp.WaitNode(t, e.node, 60*time.Second, "renumbered by DHCP", func(n *corev1.Node) bool {
 		return format(n.Status.Addresses) == format([]corev1.NodeAddress{addr(ext, "192.0.2.60"), addr(hn, "dhcp")})
 	})
 	if w := e.statusWrites(); w != 2 {
 		t.Fatalf("status writes = %d, want 2: the first lease and the new one, nothing in between", w)
 	}
+}
+
+// dhcp is the DHCP scenario's world: dnsmasq in the router namespace serving one reservation for
+// eth0's MAC, dhclient with dhcpScript on eth0.
+type dhcp struct {
+	e                 *env
+	dir, script, mac  string
+	dnsmasq, dhclient string
+	srv, cl           *daemon
+}
+
+// startDHCP starts the server with the reservation 192.0.2.50, the client, and the agent, and waits
+// until the Node shows the lease as its ExternalIP (beside its Hostname).
+func (e *env) startDHCP(dnsmasq, dhclient string) *dhcp {
+	e.t.Helper()
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+	e.ns.Link("eth0", e.router, "r-eth0")
+	e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
+	d := &dhcp{e: e, dir: harness.AgentDir(e.t), mac: linkMAC(e.t, e.ns, "eth0"), dnsmasq: dnsmasq, dhclient: dhclient}
+	d.script = filepath.Join(d.dir, "dhclient-script")
+	if err := os.WriteFile(d.script, []byte(dhcpScript), 0o755); err != nil {
+		e.t.Fatal(err)
+	}
+	d.srv = d.serve("192.0.2.50")
+	d.cl = d.client()
+	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.50"), addr(hn, e.node)})
+	return d
+}
+
+func (d *dhcp) serve(ip string) *daemon {
+	return background(d.e.t, "dnsmasq", d.e.router.Exec(d.dnsmasq, "--no-daemon", "--conf-file=/dev/null",
+		"--port=0", "--interface=r-eth0", "--bind-interfaces", "--dhcp-authoritative",
+		"--dhcp-range=192.0.2.100,192.0.2.200,255.255.255.0,2m",
+		"--dhcp-host="+d.mac+","+ip, "--dhcp-option=option:router,192.0.2.1",
+		"--dhcp-leasefile="+filepath.Join(d.dir, "dnsmasq.leases"), "--pid-file="+filepath.Join(d.dir, "dnsmasq.pid"),
+		"--log-dhcp"))
+}
+
+func (d *dhcp) client() *daemon {
+	return background(d.e.t, "dhclient", d.e.ns.Exec(d.dhclient, "-d", "-v", "-4", "-sf", d.script,
+		"-lf", filepath.Join(d.dir, "dhclient.leases"), "-pf", filepath.Join(d.dir, "dhclient.pid"), "eth0"))
+}
+
+// renew gives eth0 a new reservation, ip, and restarts the client (as after a reboot or a forced
+// renewal): it asks for its old address, is refused, and binds the new one, flushing the old
+// address first.
+func (d *dhcp) renew(ip string) {
+	d.srv.kill()
+	os.Remove(filepath.Join(d.dir, "dnsmasq.leases"))
+	d.srv = d.serve(ip)
+	d.cl.kill()
+	d.cl = d.client()
 }
 
 func linkMAC(t *testing.T, ns *harness.Netns, dev string) string {
@@ -143,31 +164,73 @@ func linkMAC(t *testing.T, ns *harness.Netns, dev string) string {
 func TestVRRPFailover(t *testing.T) {
 	keepalived := harness.Tool(t, "keepalived", "keepalived")
 	e := newEnv(t, "vrrp")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
-	// The node, a peer node and two routers on one LAN bridge. The routers run VRRP for the gateway
-	// VIP 192.0.2.1; the node and the peer run VRRP for the service VIP 192.0.2.100.
-	lan := harness.NewNetns(t, "lan")
+	v := e.startVRRP(keepalived)
+	before := v.a.Metric(`nodeaddr_resolutions_total{result="success"}`)
+
+	v.failover()
+	time.Sleep(2 * time.Second) // debounce and resolution would be done by now
+	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses after VRRP failovers = %s", format(n.Status.Addresses))
+	}
+	if w := e.statusWrites(); w != 1 {
+		t.Fatalf("status writes = %d, want 1: a VIP moving is not a node address change", w)
+	}
+	if after := v.a.Metric(`nodeaddr_resolutions_total{result="success"}`); after <= before {
+		t.Fatalf("the agent never resolved after the VIP left (resolutions %v -> %v)", before, after)
+	}
+}
+
+// vrrp is the VRRP scenario's world: the node, a peer node and two routers on one LAN bridge. The
+// routers run VRRP for the gateway VIP 192.0.2.1; the node and the peer run VRRP for the service
+// VIP 192.0.2.100. k1 and kn are the masters' keepalived (router 1's and the node's).
+type vrrp struct {
+	e          *env
+	a          *harness.Agent
+	keepalived string
+	dir        string
+	peer, r2   *harness.Netns
+	k1, kn     *daemon
+}
+
+// startVRRP builds the LAN, starts the four keepalived, waits for the masters' VIPs, and starts
+// the agent, which publishes the node's 192.0.2.10 as the ExternalIP.
+func (e *env) startVRRP(keepalived string) *vrrp {
+	e.t.Helper()
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node})
+	lan := harness.NewNetns(e.t, "lan")
 	lan.IP("link", "add", "br0", "type", "bridge")
 	lan.IP("link", "set", "br0", "up")
-	peer := harness.NewNetns(t, "peer")
-	r2 := harness.NewNetns(t, "rtr2")
+	v := &vrrp{e: e, keepalived: keepalived, dir: harness.AgentDir(e.t),
+		peer: harness.NewNetns(e.t, "peer"), r2: harness.NewNetns(e.t, "rtr2")}
 	e.ns.Link("lan0", lan, "p-node")
-	peer.Link("lan0", lan, "p-peer")
+	v.peer.Link("lan0", lan, "p-peer")
 	e.router.Link("lan0", lan, "p-r1")
-	r2.Link("lan0", lan, "p-r2")
+	v.r2.Link("lan0", lan, "p-r2")
 	for _, p := range []string{"p-node", "p-peer", "p-r1", "p-r2"} {
 		lan.IP("link", "set", p, "master", "br0")
 	}
 	e.ns.IP("addr", "add", "192.0.2.10/24", "dev", "lan0")
-	peer.IP("addr", "add", "192.0.2.11/24", "dev", "lan0")
+	v.peer.IP("addr", "add", "192.0.2.11/24", "dev", "lan0")
 	e.router.IP("addr", "add", "192.0.2.2/24", "dev", "lan0")
-	r2.IP("addr", "add", "192.0.2.3/24", "dev", "lan0")
+	v.r2.IP("addr", "add", "192.0.2.3/24", "dev", "lan0")
 	e.ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "lan0")
 
-	dir := harness.AgentDir(t)
-	start := func(ns *harness.Netns, name string, vrid, prio int, vip string) *daemon {
-		conf := filepath.Join(dir, name+".conf")
-		os.WriteFile(conf, []byte(fmt.Sprintf(`global_defs {
+	v.k1 = v.start(e.router, "r1", 51, 200, "192.0.2.1")
+	v.start(v.r2, "r2", 51, 100, "192.0.2.1")
+	v.kn = v.start(e.ns, "node", 52, 200, "192.0.2.100")
+	v.start(v.peer, "peer", 52, 100, "192.0.2.100")
+	waitVIP(e.t, e.router, "192.0.2.1", true)
+	waitVIP(e.t, e.ns, "192.0.2.100", true)
+
+	v.a = e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
+	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	return v
+}
+
+// start runs keepalived in ns for one VRRP instance (named name) of priority prio.
+func (v *vrrp) start(ns *harness.Netns, name string, vrid, prio int, vip string) *daemon {
+	conf := filepath.Join(v.dir, name+".conf")
+	os.WriteFile(conf, []byte(fmt.Sprintf(`global_defs {
   script_user root
   enable_script_security
 }
@@ -180,38 +243,21 @@ vrrp_instance v%d {
   virtual_ipaddress { %s/24 }
 }
 `, vrid, vrid, prio, vip)), 0o644)
-		return background(t, "keepalived-"+name, ns.Exec(keepalived, "--dont-fork", "--log-console", "--vrrp",
-			"-f", conf, "-p", filepath.Join(dir, name+".pid"), "-r", filepath.Join(dir, name+".vrrp.pid"),
-			"-i", name))
-	}
-	k1 := start(e.router, "r1", 51, 200, "192.0.2.1")
-	start(r2, "r2", 51, 100, "192.0.2.1")
-	kn := start(e.ns, "node", 52, 200, "192.0.2.100")
-	start(peer, "peer", 52, 100, "192.0.2.100")
-	waitVIP(t, e.router, "192.0.2.1", true)
-	waitVIP(t, e.ns, "192.0.2.100", true)
+	return background(v.e.t, "keepalived-"+name, ns.Exec(v.keepalived, "--dont-fork", "--log-console", "--vrrp",
+		"-f", conf, "-p", filepath.Join(v.dir, name+".pid"), "-r", filepath.Join(v.dir, name+".vrrp.pid"),
+		"-i", name))
+}
 
-	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
-	before := a.Metric(`nodeaddr_resolutions_total{result="success"}`)
-
-	// The node's keepalived stops: the service VIP moves to the peer. Then the gateway's master dies
-	// and the backup router takes over the gateway VIP.
-	kn.stop()
-	waitVIP(t, e.ns, "192.0.2.100", false)
-	waitVIP(t, peer, "192.0.2.100", true)
-	k1.stop()
-	waitVIP(t, r2, "192.0.2.1", true)
-	time.Sleep(2 * time.Second) // debounce and resolution would be done by now
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses after VRRP failovers = %s", format(n.Status.Addresses))
-	}
-	if w := e.statusWrites(); w != 1 {
-		t.Fatalf("status writes = %d, want 1: a VIP moving is not a node address change", w)
-	}
-	if after := a.Metric(`nodeaddr_resolutions_total{result="success"}`); after <= before {
-		t.Fatalf("the agent never resolved after the VIP left (resolutions %v -> %v)", before, after)
-	}
+// failover: the node's keepalived stops, so the service VIP moves to the peer; then the gateway's
+// master dies and the backup router takes over the gateway VIP.
+func (v *vrrp) failover() {
+	t := v.e.t
+	t.Helper()
+	v.kn.stop()
+	waitVIP(t, v.e.ns, "192.0.2.100", false)
+	waitVIP(t, v.peer, "192.0.2.100", true)
+	v.k1.stop()
+	waitVIP(t, v.r2, "192.0.2.1", true)
 }
 
 func waitVIP(t *testing.T, ns *harness.Netns, vip string, present bool) {

@@ -88,3 +88,15 @@ func RouteBatch(n int, gw, dev string) (add, del []string) {
 	}
 	return add, del
 }
+
+// FlapBatch returns `ip -batch` lines for an address flap storm on dev: n cycles of renumbering
+// from the address from to the address to and back (both with their prefix length, make-before-
+// break), then once more to to, where the storm ends.
+func FlapBatch(n int, dev, from, to string) []string {
+	var lines []string
+	for i := 0; i < n; i++ {
+		lines = append(lines, "addr add "+to+" dev "+dev, "addr del "+from+" dev "+dev,
+			"addr add "+from+" dev "+dev, "addr del "+to+" dev "+dev)
+	}
+	return append(lines, "addr add "+to+" dev "+dev, "addr del "+from+" dev "+dev)
+}
