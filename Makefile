@@ -162,14 +162,14 @@ bench: e2e-bins
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/realnode.md go test -tags bench -run TestRegistrationToTaintRemoved -v -count=1 -p 1 -timeout 20m ./node/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/renumber.md go test -tags bench -run TestRenumberingToExec -v -count=1 -p 1 -timeout 20m ./node/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/nat.md go test -tags bench -run TestNATUplinkChangeBench -v -count=1 -timeout 10m ./nat/
-	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/scale-5000.md docs/bench/csr.md docs/bench/outage-before.md \
+	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/scale-5000.md docs/bench/scale-5000-notes.md docs/bench/csr.md docs/bench/outage-before.md \
 	  $(NODEADDR_CACHE_DIR)/outage.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/renumber.md $(NODEADDR_CACHE_DIR)/nat.md; \
 	  echo; cat docs/bench/soak.md; echo; cat docs/bench/debounce.md; \
 	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
 	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md
 
 ## bench-5000: the scale benchmark at 5 000 agents, priority and fairness on, bystander kubelets and a
-## controller, 10 idle minutes; writes docs/bench/scale-5000.md, which `make bench` includes (about 40 min)
+## controller, 10 idle minutes; writes docs/bench/scale-5000.md, which `make bench` includes (about 20 min)
 bench-5000: e2e-bins
 	cd test && NODEADDR_SCALE_NODES=5000 NODEADDR_SCALE_APF=on NODEADDR_SCALE_IDLE=10m \
 	  NODEADDR_BENCH_OUT=$(CURDIR)/docs/bench/scale-5000.md go test -tags bench -run TestScale500 -v -count=1 -timeout 120m ./scale/
