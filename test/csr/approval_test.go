@@ -2,8 +2,6 @@ package csr
 
 import (
 	"context"
-	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -121,12 +119,12 @@ func TestKubeletServingCSRApproval(t *testing.T) {
 
 	agent := agentClient(t, w)
 	t.Run("agent token cannot approve another node's CSR", func(t *testing.T) {
-		err := setCondition(ctx, agent, w.csr("node-b-serving"), certv1.CertificateApproved)
+		err := harness.SetCSRCondition(ctx, agent, w.csr("node-b-serving"), certv1.CertificateApproved)
 		expectPolicyDenial(t, err, "may approve only kubernetes.io/kubelet-serving CSRs of system:node:"+self)
 	})
 	t.Run("agent token cannot deny", func(t *testing.T) {
 		for _, name := range []string{"ip-not-the-nodes", "node-b-serving"} {
-			err := setCondition(ctx, agent, w.csr(name), certv1.CertificateDenied)
+			err := harness.SetCSRCondition(ctx, agent, w.csr(name), certv1.CertificateDenied)
 			expectPolicyDenial(t, err, "")
 			if c := w.csr(name).Status.Conditions; len(c) != 0 {
 				t.Errorf("%s: conditions %+v after the refused denial", name, c)
@@ -166,26 +164,14 @@ func agentClient(t *testing.T, w *world) kubernetes.Interface {
 	return cs
 }
 
-// setCondition adds a condition of type through the approval subresource, as kubectl certificate
-// approve/deny does.
-func setCondition(ctx context.Context, c kubernetes.Interface, csr *certv1.CertificateSigningRequest, typ certv1.RequestConditionType) error {
-	csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
-		Type: typ, Status: corev1.ConditionTrue, Reason: "Test", Message: "by the agent's token"})
-	_, err := c.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-	return err
-}
-
 // expectPolicyDenial checks that err is a 403 from nodeaddr's CSR policy (not RBAC's), whose message
 // contains want.
 func expectPolicyDenial(t *testing.T, err error, want string) {
 	t.Helper()
-	var se *apierrors.StatusError
 	if err == nil {
 		t.Fatal("the write was admitted")
 	}
-	if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusForbidden ||
-		!strings.Contains(se.ErrStatus.Message, "ValidatingAdmissionPolicy '"+policyName+"'") ||
-		!strings.Contains(se.ErrStatus.Message, want) {
+	if msg, ok := harness.DeniedByPolicy(err, policyName); !ok || !strings.Contains(msg, want) {
 		t.Fatalf("err %v, want 403 from ValidatingAdmissionPolicy %s saying %q", err, policyName, want)
 	}
 }

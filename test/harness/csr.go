@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -8,12 +9,18 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
+	"strings"
 
 	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // ServingCSR is a kubernetes.io/kubelet-serving certificate request as a node's kubelet files it:
@@ -65,4 +72,24 @@ func (s ServingCSR) Object(name string) (*certv1.CertificateSigningRequest, erro
 		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName, Usages: s.Usages,
 			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})},
 	}, nil
+}
+
+// SetCSRCondition adds a condition of type typ to csr through the approval subresource, as kubectl
+// certificate approve/deny does, with c's identity.
+func SetCSRCondition(ctx context.Context, c kubernetes.Interface, csr *certv1.CertificateSigningRequest, typ certv1.RequestConditionType) error {
+	csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
+		Type: typ, Status: corev1.ConditionTrue, Reason: "Test", Message: "set by a test"})
+	_, err := c.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+	return err
+}
+
+// DeniedByPolicy reports whether err is a 403 from the ValidatingAdmissionPolicy named policy (not
+// from RBAC nor another policy), and returns the denial's message.
+func DeniedByPolicy(err error, policy string) (string, bool) {
+	var se *apierrors.StatusError
+	if err == nil || !errors.As(err, &se) || se.ErrStatus.Code != http.StatusForbidden ||
+		!strings.Contains(se.ErrStatus.Message, "ValidatingAdmissionPolicy '"+policy+"'") {
+		return "", false
+	}
+	return se.ErrStatus.Message, true
 }

@@ -2,9 +2,7 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +15,6 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -102,10 +99,10 @@ func (d *day) attacks(t *testing.T, own string) {
 		t.Errorf("the other Node's CSR has conditions %+v", c)
 	}
 	agent := d.agentClient(t)
-	err := setCSRCondition(ctx, agent, d.csr(t, "other-node-serving"), certv1.CertificateApproved)
+	err := harness.SetCSRCondition(ctx, agent, d.csr(t, "other-node-serving"), certv1.CertificateApproved)
 	expectCSRPolicyDenial(t, "approve the other Node's CSR", err)
 	for _, name := range []string{"attack-ip-not-the-nodes", "other-node-serving"} {
-		expectCSRPolicyDenial(t, "deny "+name, setCSRCondition(ctx, agent, d.csr(t, name), certv1.CertificateDenied))
+		expectCSRPolicyDenial(t, "deny "+name, harness.SetCSRCondition(ctx, agent, d.csr(t, name), certv1.CertificateDenied))
 	}
 	report(t, "left pending with Warnings %v; the other Node's CSR untouched; the agent's token: approve another's 403, deny 403", reasons)
 }
@@ -188,21 +185,10 @@ func (d *day) agentClient(t *testing.T) kubernetes.Interface {
 	return cs
 }
 
-// setCSRCondition adds a condition through the approval subresource, as kubectl certificate
-// approve/deny does.
-func setCSRCondition(ctx context.Context, c kubernetes.Interface, csr *certv1.CertificateSigningRequest, typ certv1.RequestConditionType) error {
-	csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
-		Type: typ, Status: corev1.ConditionTrue, Reason: "Test", Message: "set by the real-node test"})
-	_, err := c.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-	return err
-}
-
 // expectCSRPolicyDenial checks that err is a 403 from nodeaddr's CSR policy, not RBAC's.
 func expectCSRPolicyDenial(t *testing.T, what string, err error) {
 	t.Helper()
-	var se *apierrors.StatusError
-	if err == nil || !errors.As(err, &se) || se.ErrStatus.Code != http.StatusForbidden ||
-		!strings.Contains(se.ErrStatus.Message, "ValidatingAdmissionPolicy '"+csrPolicy+"'") {
+	if _, ok := harness.DeniedByPolicy(err, csrPolicy); !ok {
 		t.Errorf("%s: %v, want 403 from ValidatingAdmissionPolicy %s", what, err, csrPolicy)
 	}
 }
@@ -240,7 +226,7 @@ func (d *day) contrast(t *testing.T, from, to string) {
 	}
 	pending, filed := d.pendingKubeletCSR(t, to, moved)
 	d.staleCert(t, from, to, pending.Name) // kubectl nodeaddr stale lists the certificate (day_plugin_test.go)
-	setCSRCondition(context.Background(), d.c.CP.Admin, pending, certv1.CertificateApproved)
+	harness.SetCSRCondition(context.Background(), d.c.CP.Admin, pending, certv1.CertificateApproved)
 	approved := time.Now()
 	d.waitFor("kubectl logs and exec working once the test approved", 2*time.Minute, func() bool { return d.works() == nil })
 	d.staleCert(t, from, to, "") // and no longer

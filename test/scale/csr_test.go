@@ -108,11 +108,9 @@ func TestScaleCSR(t *testing.T) {
 	}
 
 	fan := &fanout{}
-	agents := make([]*fleetAgent, n)
-	for i := range agents {
-		if agents[i], err = newAgentWith(runCtx, cp.Config.Host, names[i], tokens[i], fan.approval); err != nil {
-			t.Fatal(err)
-		}
+	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, fan.approval)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -125,10 +123,7 @@ func TestScaleCSR(t *testing.T) {
 
 	// The kubelets: each files its CSR for the phase's address a second after its Node shows it.
 	phase := func(p int) map[string]string {
-		want := make(map[string]string, n)
-		for i, name := range names {
-			want[name] = externalIP(p, i).String()
-		}
+		want := phaseAddresses(names, p)
 		tr.expect(want)
 		ap.expect(names, p)
 		tr.mu.Lock()
@@ -148,16 +143,7 @@ func TestScaleCSR(t *testing.T) {
 	phase(1)
 	cpu0 := api.cpuSeconds()
 	start := time.Now()
-	for i, a := range agents {
-		a.set(externalIP(1, i), start)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.agent.Run(runCtx); err != nil && runCtx.Err() == nil {
-				t.Errorf("agent %s: %v", a.node, err)
-			}
-		}()
-	}
+	runFleet(runCtx, t, &wg, agents, start)
 	r.start = tr.wait(t, start, "first addresses")
 	r.startApproved, r.startLatency = ap.wait(t, start, "bootstrap CSRs")
 	time.Sleep(trailing)

@@ -101,33 +101,17 @@ func startFleet(t *testing.T, n int) *fleet {
 		t.Fatal("admin node informer did not sync")
 	}
 
-	f.agents = make([]*fleetAgent, n)
-	for i := range f.agents {
-		if f.agents[i], err = newAgent(runCtx, f.cp.Config.Host, f.names[i], tokens[i]); err != nil {
-			t.Fatal(err)
-		}
+	if f.agents, err = newFleet(runCtx, f.cp.Config.Host, f.names, tokens, nil); err != nil {
+		t.Fatal(err)
 	}
 	f.tr.expect(f.want(1))
 	f.started = time.Now()
-	for i, a := range f.agents {
-		a.set(externalIP(1, i), f.started)
-		wg.Go(func() {
-			if err := a.agent.Run(runCtx); err != nil && runCtx.Err() == nil {
-				t.Errorf("agent %s: %v", a.node, err)
-			}
-		})
-	}
+	runFleet(runCtx, t, &wg, f.agents, f.started)
 	return f
 }
 
 // want is every Node's ExternalIP in a phase.
-func (f *fleet) want(phase int) map[string]string {
-	m := make(map[string]string, len(f.names))
-	for i, name := range f.names {
-		m[name] = externalIP(phase, i).String()
-	}
-	return m
-}
+func (f *fleet) want(phase int) map[string]string { return phaseAddresses(f.names, phase) }
 
 // outage stops kube-apiserver, hands every agent a new address, keeps the server down for down
 // (counted from its exit), starts it again and waits until every Node shows its new address.

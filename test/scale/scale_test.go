@@ -123,11 +123,9 @@ func TestScale500(t *testing.T) {
 	by.start(runCtx, t, cp, names)
 	time.Sleep(30 * time.Second)
 
-	agents := make([]*fleetAgent, n)
-	for i := range agents {
-		if agents[i], err = newAgent(runCtx, cp.Config.Host, names[i], tokens[i]); err != nil {
-			t.Fatal(err)
-		}
+	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
@@ -140,27 +138,12 @@ func TestScale500(t *testing.T) {
 
 	// (1) Start every agent with its first address: time until every Node shows it, and until every
 	// uninitialized taint is gone.
-	want := func(phase int) map[string]string {
-		m := make(map[string]string, n)
-		for i, name := range names {
-			m[name] = externalIP(phase, i).String()
-		}
-		return m
-	}
+	want := func(phase int) map[string]string { return phaseAddresses(names, phase) }
 	tr.expect(want(1))
 	cpu0 := api.cpuSeconds()
 	by.setPhase("start")
 	start := time.Now()
-	for i, a := range agents {
-		a.set(externalIP(1, i), start)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.agent.Run(runCtx); err != nil && runCtx.Err() == nil {
-				t.Errorf("agent %s: %v", a.node, err)
-			}
-		}()
-	}
+	runFleet(runCtx, t, &wg, agents, start)
 	r.start = tr.wait(t, start, "first addresses")
 	r.taint = tr.waitTaints(t, start)
 	quiet(t, cp.AuditLog)
@@ -307,6 +290,39 @@ func (k *oneAddressKernel) Addresses() ([]resolver.LocalAddr, error) {
 
 func newAgent(ctx context.Context, host, node, token string) (*fleetAgent, error) {
 	return newAgentWith(ctx, host, node, token, nil)
+}
+
+// newFleet builds one agent per node of names with its token (approval nil: off); none runs yet.
+func newFleet(ctx context.Context, host string, names, tokens []string, approval approvalFor) ([]*fleetAgent, error) {
+	agents := make([]*fleetAgent, len(names))
+	for i := range agents {
+		var err error
+		if agents[i], err = newAgentWith(ctx, host, names[i], tokens[i], approval); err != nil {
+			return nil, err
+		}
+	}
+	return agents, nil
+}
+
+// runFleet gives every agent its phase-1 address at the time at and runs it on wg until ctx ends.
+func runFleet(ctx context.Context, t *testing.T, wg *sync.WaitGroup, agents []*fleetAgent, at time.Time) {
+	for i, a := range agents {
+		a.set(externalIP(1, i), at)
+		wg.Go(func() {
+			if err := a.agent.Run(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("agent %s: %v", a.node, err)
+			}
+		})
+	}
+}
+
+// phaseAddresses is every Node's ExternalIP in a phase.
+func phaseAddresses(names []string, phase int) map[string]string {
+	m := make(map[string]string, len(names))
+	for i, name := range names {
+		m[name] = externalIP(phase, i).String()
+	}
+	return m
 }
 
 // approvalFor returns an agent's --approve-kubelet-serving-csr configuration on its client and
