@@ -15,21 +15,10 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// auditRecord is one completed request to a Node, as the audit log has it.
+// auditRecord is one completed request to a Node, as the audit log has it: harness.AuditEvent and
+// the objects the oracle compares.
 type auditRecord struct {
-	Verb  string `json:"verb"`
-	Stage string `json:"stage"`
-	User  struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Name        string `json:"name"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
+	harness.AuditEvent
 	Received       time.Time       `json:"requestReceivedTimestamp"`
 	RequestObject  json.RawMessage `json:"requestObject"`
 	ResponseObject json.RawMessage `json:"responseObject"`
