@@ -115,7 +115,7 @@ func (a *command) run(ctx context.Context) error {
 		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})
 		if csrs != nil {
 			cfg.CSRApproval = &csrapproval.Config{CSRs: csrs, Cluster: csrs, Recorder: cfg.Publisher.Recorder,
-				Observer: m.RegisterCSRApproval(), Logger: a.log}
+				Observer: m.RegisterCSRApproval(), Logger: a.log, Kubelet: csrapproval.TLSProbe}
 		}
 	}
 	if !o.runOnce {

@@ -74,9 +74,19 @@ type Config struct {
 	// of the Node's addresses) unless the Node's newest CSR is decided first; DefaultWindow when 0.
 	Window time.Duration
 	// Backstop is the interval of the one LIST that catches CSRs filed outside a window (the
-	// kubelet's certificate rotation): DefaultBackstop when 0, none when negative.
+	// kubelet's certificate rotation): DefaultBackstop when 0, none when negative. With Kubelet set,
+	// it LISTs only while the kubelet's serving certificate says a CSR may come (CertState).
 	Backstop time.Duration
+	// Kubelet reads the serving certificate of this host's kubelet (TLSProbe in the agent); nil:
+	// never read, and the backstop LISTs at every interval.
+	Kubelet KubeletCert
+	// ProbeInterval is how often Kubelet is read: DefaultProbeInterval when 0.
+	ProbeInterval time.Duration
 }
+
+// DefaultProbeInterval is how often the agent reads its kubelet's serving certificate: a local TLS
+// handshake, no request to the API server.
+const DefaultProbeInterval = time.Minute
 
 // Approver approves the kubelet-serving CSRs of its agent's Node that Decide approves.
 type Approver struct {
@@ -92,6 +102,11 @@ type Approver struct {
 	failures map[string]int  // consecutive failed attempts per CSR
 	// decidedOn is the own state (ownState) each pending CSR was last decided on.
 	decidedOn map[string]string
+	// cert is what the kubelet's serving certificate says (probe), seen and seenKey the latest
+	// probe's state and certificate and addresses, uncovered those for which CertUncovered last
+	// opened the window.
+	cert, seen         CertState
+	seenKey, uncovered string
 }
 
 // SignerFieldSelector narrows the watch to kubelet-serving CSRs, the only selector CSRs support
@@ -118,6 +133,9 @@ func New(cfg Config) (*Approver, error) {
 	if cfg.Backstop == 0 {
 		cfg.Backstop = DefaultBackstop
 	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
 	if cfg.CSRs == nil || cfg.Cluster == nil || cfg.Own == nil {
 		return nil, fmt.Errorf("csr approver of %s: CSRs, Cluster and Own are required", cfg.Node)
 	}
@@ -130,6 +148,7 @@ func New(cfg Config) (*Approver, error) {
 		reported:  map[string]bool{},
 		failures:  map[string]int{},
 		decidedOn: map[string]string{},
+		cert:      CertUnknown,
 	}, nil
 }
 
@@ -155,20 +174,25 @@ func (a *Approver) forget(name string) {
 }
 
 // Open opens the watch window (or extends it): the kubelet is expected to file a serving CSR soon.
-// The agent calls it when its Node's addresses change; Run opens it at the start.
-func (a *Approver) Open(reason string) {
+// The window starts with a LIST. Run opens it at the start.
+func (a *Approver) Open(reason string) { a.OpenFrom(reason, "") }
+
+// OpenFrom opens the window like Open; rv, when not empty, is the resource version of the Node
+// change the kubelet reacts to, and the window's watch starts from it with no LIST.
+func (a *Approver) OpenFrom(reason, rv string) {
 	a.mu.Lock()
-	a.win.open(a.cfg.Now())
+	a.win.open(a.cfg.Now(), rv)
 	a.mu.Unlock()
-	a.cfg.Logger.Debug("kubelet serving CSR window opened", "node", a.cfg.Node, "reason", reason)
+	a.cfg.Logger.Debug("kubelet serving CSR window opened", "node", a.cfg.Node, "reason", reason, "from", rv)
 	a.wake()
 }
 
 // NodeUpdated is the agent's Node informer's update: a change of the Node's addresses opens the
-// window, and any change may let a pending CSR through (NodeChanged).
+// window from the updated Node's resource version, and any change may let a pending CSR through
+// (NodeChanged).
 func (a *Approver) NodeUpdated(old, updated *corev1.Node) {
 	if AddressesChanged(old, updated) {
-		a.Open("node-addresses-changed")
+		a.OpenFrom("node-addresses-changed", updated.ResourceVersion)
 	}
 	a.NodeChanged()
 }
@@ -218,7 +242,7 @@ func (a *Approver) ownState() string {
 func (f Facts) own() string { return fmt.Sprint(f.Published, f.DNSNames) }
 
 // Run runs the worker, opens the window and reads CSRs while it is open and at each backstop
-// interval, until ctx ends.
+// interval while a CSR may come without an address change, until ctx ends.
 func (a *Approver) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -231,6 +255,9 @@ func (a *Approver) Run(ctx context.Context) {
 		}
 	})
 	a.Open("start")
+	if a.cfg.Kubelet != nil {
+		wg.Go(func() { a.probeLoop(ctx) })
+	}
 	a.control(ctx, ticks(ctx, a.cfg.Backstop))
 }
 

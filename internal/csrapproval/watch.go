@@ -19,8 +19,8 @@ const (
 	readRetryMax = 30 * time.Second
 )
 
-// control watches while the window is open and LISTs once per backstop tick while it is closed.
-// Closed, it makes no request at all between ticks.
+// control watches while the window is open and, while it is closed, LISTs once per backstop tick
+// when a CSR may come (expectsCSR). Closed, it makes no request at all between ticks.
 func (a *Approver) control(ctx context.Context, tick <-chan time.Time) {
 	for ctx.Err() == nil {
 		if a.isOpen() {
@@ -32,6 +32,9 @@ func (a *Approver) control(ctx context.Context, tick <-chan time.Time) {
 		case <-ctx.Done():
 		case <-a.kick:
 		case <-tick:
+			if !a.expectsCSR() {
+				continue // the kubelet's certificate is current: no CSR to come
+			}
 			if _, err := a.list(ctx); err != nil && ctx.Err() == nil {
 				a.cfg.Logger.Warn("kubelet serving CSRs not listed, next backstop in", "node", a.cfg.Node,
 					"err", err, "retry_in", a.cfg.Backstop)
@@ -94,10 +97,14 @@ func (a *Approver) isOpen() bool {
 	return false
 }
 
-// watchWindow lists the Node's CSRs, then watches from the list until the window closes; a broken
-// watch resumes from the last resource version, an expired one lists again.
+// watchWindow watches the CSRs until the window closes: from the resource version of the Node
+// change that opened it, or from a LIST of them; a broken watch resumes from the last resource
+// version, an expired one (or one that fails at once) lists again.
 func (a *Approver) watchWindow(ctx context.Context, tick <-chan time.Time) {
-	rv, relist, retry := "", true, readRetry
+	a.mu.Lock()
+	rv := a.win.start()
+	a.mu.Unlock()
+	relist, retry := rv == "", readRetry
 	for ctx.Err() == nil && a.isOpen() {
 		var err error
 		if relist {

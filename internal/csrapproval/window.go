@@ -44,18 +44,45 @@ const (
 type window struct {
 	span, minOpen time.Duration
 	since, until  time.Time // the latest opening and the end; until zero: never opened
+	// from is the resource version the next watch may start from instead of a LIST: the earliest
+	// one given by the openings since the last watch started, when each gave one.
+	from string
+	list bool // an opening gave none: the next watch starts with a LIST
 }
 
-// open opens the window at now, or extends it: a CSR is expected after this opening.
-func (w *window) open(now time.Time) {
+// open opens the window at now, or extends it: a CSR is expected after this opening. rv, when not
+// empty, is a resource version from before the CSR can be filed (that of the Node change the
+// kubelet reacts to); CSRs share the API server's resource versions with Nodes, so a watch from it
+// sees the CSR without the LIST that would return every node's CSRs.
+func (w *window) open(now time.Time, rv string) {
 	w.since = now
 	if end := now.Add(w.span); end.After(w.until) {
 		w.until = end
 	}
+	switch {
+	case rv == "":
+		w.list = true
+	case w.from == "":
+		w.from = rv
+	}
+}
+
+// start returns the resource version the window's watch starts from ("": LIST first) and forgets
+// it: the openings after this start are seen by the running watch.
+func (w *window) start() string {
+	rv := w.from
+	if w.list {
+		rv = ""
+	}
+	w.from, w.list = "", false
+	return rv
 }
 
 // close ends the window at once.
-func (w *window) close() { w.until = time.Time{} }
+func (w *window) close() {
+	w.until = time.Time{}
+	w.from, w.list = "", false
+}
 
 // isOpen reports whether the approver should watch at now, given the Node's own CSRs.
 func (w window) isOpen(now time.Time, own []filing) bool {

@@ -44,7 +44,7 @@ func TestWindowIsOpen(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := window{span: DefaultWindow, minOpen: minOpen}
 			for _, o := range tc.opens {
-				w.open(at(o))
+				w.open(at(o), "")
 			}
 			if got := w.isOpen(at(tc.now), tc.own); got != tc.want {
 				t.Errorf("isOpen = %v, want %v", got, tc.want)
@@ -57,12 +57,12 @@ func TestWindowIsOpen(t *testing.T) {
 func TestWindowClose(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 8, 0, 0, 0, time.UTC)
 	w := window{span: DefaultWindow, minOpen: minOpen}
-	w.open(t0)
+	w.open(t0, "")
 	w.close()
 	if w.isOpen(t0.Add(time.Second), nil) {
 		t.Fatal("open after close")
 	}
-	w.open(t0.Add(2 * time.Second))
+	w.open(t0.Add(2*time.Second), "")
 	if !w.isOpen(t0.Add(3*time.Second), nil) {
 		t.Fatal("closed after a new opening")
 	}
@@ -71,7 +71,7 @@ func TestWindowClose(t *testing.T) {
 func TestWindowRecheckAt(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 8, 0, 0, 0, time.UTC)
 	w := window{span: DefaultWindow, minOpen: minOpen}
-	w.open(t0)
+	w.open(t0, "")
 	if got := w.recheckAt(t0.Add(time.Second)); !got.Equal(t0.Add(minOpen)) {
 		t.Errorf("recheckAt within the minimum = %v, want %v", got, t0.Add(minOpen))
 	}
@@ -107,5 +107,42 @@ func TestAddressesChanged(t *testing.T) {
 				t.Errorf("AddressesChanged = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// The window's watch starts from the earliest resource version its openings gave since the last
+// start, or with a LIST when any opening gave none; a start or a close forgets them.
+func TestWindowStart(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		opens []string // each opening's resource version
+		want  string
+	}{
+		{"the start: LIST", []string{""}, ""},
+		{"a Node change: watch from it", []string{"120"}, "120"},
+		{"two changes: the earliest", []string{"120", "135"}, "120"},
+		{"a change, then the start: LIST", []string{"120", ""}, ""},
+		{"the start, then a change: LIST", []string{"", "120"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := window{span: DefaultWindow, minOpen: minOpen}
+			for _, rv := range tc.opens {
+				w.open(t0, rv)
+			}
+			if got := w.start(); got != tc.want {
+				t.Errorf("start = %q, want %q", got, tc.want)
+			}
+			if got := w.start(); got != "" {
+				t.Errorf("second start = %q, want a LIST (nothing new opened)", got)
+			}
+		})
+	}
+	w := window{span: DefaultWindow, minOpen: minOpen}
+	w.open(t0, "120")
+	w.close()
+	w.open(t0.Add(time.Hour), "200")
+	if got := w.start(); got != "200" {
+		t.Errorf("after close: start = %q, want 200", got)
 	}
 }

@@ -55,6 +55,7 @@ func TestRenumberingDay(t *testing.T) {
 	if !ok {
 		return
 	}
+	t.Run("9-kubelet-certificate-read", d.kubeletCertRead)
 	t.Run("9-plugin-stale-and-fixed", func(t *testing.T) { d.staleAfterRenumbering(t, third, uplinkV4, second) })
 	t.Run("9-approval-attacks", func(t *testing.T) { d.attacks(t, third) })
 	t.Run("9-contrast-no-approver", func(t *testing.T) { d.contrast(t, third, fourth) })
@@ -251,4 +252,30 @@ func webPodDeployment() *appsv1.Deployment {
 	return deployment("webpod", webImage, func(s *corev1.PodSpec) {
 		s.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 8080}}
 	})
+}
+
+// kubeletCertRead: the agent reads the real kubelet's serving certificate on its host (TLSProbe)
+// and, after the renumberings, finds it current (covering the addresses it publishes, fresh): the
+// state in which its approver makes no request at all (docs/renumbering.md).
+func (d *day) kubeletCertRead(t *testing.T) {
+	d.t = t
+	var last string
+	d.waitFor("the agent's log saying the kubelet's serving certificate is current", 3*time.Minute, func() bool {
+		p := d.agentPod()
+		if p == nil {
+			return false
+		}
+		out, err := d.tryKubectl("-n", "kube-system", "logs", p.Name)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, `"msg":"kubelet serving certificate"`) {
+				last = line
+			}
+		}
+		return strings.Contains(last, `"state":"current"`)
+	})
+	report(t, "the agent's latest kubelet certificate line: %s", last)
 }

@@ -38,13 +38,18 @@ func (r *csrReport) write(t *testing.T) {
 	n := float64(r.nodes)
 	fmt.Fprintf(&b, "### Kubelet-serving CSR approval at scale: %d agents\n\n", r.nodes)
 	fmt.Fprintf(&b, "`TestScaleCSR`: %d in-process agents (`agent.Agent`, as in the scale run above) with "+
-		"`--approve-kubelet-serving-csr` (window %s, backstop LIST every %s), on one kube-apiserver %s with the "+
+		"`--approve-kubelet-serving-csr` (window %s, backstop LIST every %s %s), on one kube-apiserver %s with the "+
 		"DaemonSet's policies and the kubelet-serving-csr component's RBAC and policy. The benchmark plays the "+
 		"kubelets: %s after its Node shows the new ExternalIP, each files a kubelet-serving CSR for it as "+
 		"system:node:NAME (impersonated). Machine: %d CPUs (%s), shared with other work. Requests from the audit "+
 		"log (user `%s`; a watch counts when it starts); CSR objects delivered counted in the agents' clients.\n\n",
-		r.nodes, secs(csrapproval.DefaultWindow), secs(csrBackstop), harness.KubernetesVersion, secs(kubeletDelay),
+		r.nodes, secs(csrapproval.DefaultWindow), secs(csrBackstop), probeMode(), harness.KubernetesVersion, secs(kubeletDelay),
 		runtime.NumCPU(), cpuModel(), harness.AgentUser)
+	if kubeletProbe {
+		b.WriteString("Each simulated kubelet serves, from its CSR's approval on, a certificate for the addresses it asked " +
+			"for (made by the benchmark: there is no kube-controller-manager), and before that none, as a bootstrapping " +
+			"kubelet; the agents read it every " + secs(csrapproval.DefaultProbeInterval) + " as `TLSProbe` reads the real one.\n\n")
+	}
 	b.WriteString("| measure | result |\n| --- | --- |\n")
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
 	row("start → every Node shows its ExternalIP", "%s", dist(r.start))
@@ -96,4 +101,12 @@ func splitCSR(m map[string]int) (csr, other map[string]int) {
 		}
 	}
 	return csr, other
+}
+
+// probeMode says when the backstop LISTs.
+func probeMode() string {
+	if kubeletProbe {
+		return "while the kubelet's serving certificate is not current"
+	}
+	return "whatever the kubelet's certificate (no probe)"
 }

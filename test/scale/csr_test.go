@@ -7,8 +7,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
 	"fmt"
+	"math/big"
+	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -108,7 +114,15 @@ func TestScaleCSR(t *testing.T) {
 	}
 
 	fan := &fanout{}
-	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, fan.approval)
+	ap.onApproved = kubelets.issue
+	approval := func(cs kubernetes.Interface, rec record.EventRecorder) *csrapproval.Config {
+		c := fan.approval(cs, rec)
+		if kubeletProbe {
+			c.Kubelet = kubelets.serving
+		}
+		return c
+	}
+	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, approval)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +199,60 @@ func TestScaleCSR(t *testing.T) {
 	r.write(t)
 }
 
+// kubeletProbe: the agents read their kubelet's serving certificate (csrapproval.Config.Kubelet),
+// as the agent does with TLSProbe; NODEADDR_SCALE_CSR_PROBE=off measures the approver without it
+// (a backstop LIST every interval).
+var kubeletProbe = os.Getenv("NODEADDR_SCALE_CSR_PROBE") != "off"
+
 // kubelets file kubelet-serving CSRs as their nodes: one client per node, the administrator
 // impersonating system:node:NAME in system:nodes (what the Node authorizer sees for a kubelet's
-// client certificate), on the administrator's one connection.
+// client certificate), on the administrator's one connection. Each serves, once its CSR is
+// approved, a certificate for the addresses it asked for: with no kube-controller-manager to sign,
+// the benchmark makes it (the agent's probe reads the certificate, never verifies it).
 type kubelets struct {
 	clients map[string]kubernetes.Interface
 	key     *ecdsa.PrivateKey
+
+	mu     sync.Mutex
+	asked  map[string]netip.Addr        // CSR name → the IP it asks for
+	served map[string]*x509.Certificate // node → its serving certificate
+}
+
+// issue makes node's serving certificate for the CSR called name (approved).
+func (k *kubelets) issue(name, node string) {
+	k.mu.Lock()
+	ip, ok := k.asked[name]
+	k.mu.Unlock()
+	if !ok {
+		return
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: "system:node:" + node},
+		NotBefore: now, NotAfter: now.Add(365 * 24 * time.Hour), IPAddresses: []net.IP{ip.AsSlice()}, DNSNames: []string{node}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.key.PublicKey, k.key)
+	if err != nil {
+		panic(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		panic(err)
+	}
+	k.mu.Lock()
+	k.served[node] = cert
+	k.mu.Unlock()
+}
+
+// serving is an agent's csrapproval.KubeletCert: what its Node's kubelet serves.
+func (k *kubelets) serving(_ context.Context, node *corev1.Node, _ []netip.Addr) (*x509.Certificate, error) {
+	if node == nil {
+		return nil, errors.New("node not known yet")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.served[node.Name]; c != nil {
+		return c, nil
+	}
+	return nil, errors.New("no serving certificate yet (bootstrap)")
 }
 
 func newKubelets(admin *rest.Config, names []string) (*kubelets, error) {
@@ -198,7 +260,8 @@ func newKubelets(admin *rest.Config, names []string) (*kubelets, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &kubelets{clients: make(map[string]kubernetes.Interface, len(names)), key: key}
+	k := &kubelets{clients: make(map[string]kubernetes.Interface, len(names)), key: key,
+		asked: map[string]netip.Addr{}, served: map[string]*x509.Certificate{}}
 	for _, name := range names {
 		cfg := rest.CopyConfig(admin)
 		cfg.QPS, cfg.Burst = 50, 100
@@ -217,6 +280,9 @@ func (k *kubelets) file(ctx context.Context, node string, p int, ip netip.Addr) 
 	if err != nil {
 		return err
 	}
+	k.mu.Lock()
+	k.asked[csr.Name] = ip
+	k.mu.Unlock()
 	_, err = k.clients[node].CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
 	return err
 }
@@ -231,6 +297,8 @@ type approvals struct {
 	filedAt  map[string]time.Time
 	approved map[string]time.Time
 	done     chan struct{}
+	// onApproved is called once per approved CSR of the phase (the kubelet then serves it).
+	onApproved func(name, node string)
 }
 
 func newApprovals() *approvals { return &approvals{} }
@@ -269,6 +337,9 @@ func (ap *approvals) observe(c *certv1.CertificateSigningRequest) {
 		return
 	}
 	ap.approved[c.Name] = now
+	if ap.onApproved != nil {
+		ap.onApproved(c.Name, ap.node[c.Name])
+	}
 	if len(ap.approved) == len(ap.node) {
 		close(ap.done)
 	}
