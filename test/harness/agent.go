@@ -144,6 +144,16 @@ func (a *Agent) Signal(sig syscall.Signal) { a.p.cmd.Process.Signal(sig) }
 // Done is closed when the agent exits.
 func (a *Agent) Done() <-chan struct{} { return a.p.done }
 
+// ExitStatus says how the agent ended ("exit status 1", "signal: killed"); empty while it runs.
+func (a *Agent) ExitStatus() string {
+	select {
+	case <-a.p.done:
+		return a.p.cmd.ProcessState.String()
+	default:
+		return ""
+	}
+}
+
 // Pid is the agent's process id.
 func (a *Agent) Pid() int { return a.p.cmd.Process.Pid }
 

@@ -57,7 +57,7 @@ func startProc(cmd *exec.Cmd) (*proc, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	if err := cmd.Start(); err != nil {
+	if err := spawn(cmd); err != nil { // from the one thread that never ends (spawn.go)
 		return nil, err
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}

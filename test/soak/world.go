@@ -166,7 +166,7 @@ func (w *world) startAgent() {
 		intended := w.killed[a]
 		w.mu.Unlock()
 		if !intended {
-			w.rec.violate(7, "the agent (pid %d) exited unasked; last log lines:\n%s", a.Pid(), tail(a.Logs(), 30))
+			w.rec.violate(7, "the agent (pid %d) exited unasked (%s); last log lines:\n%s", a.Pid(), a.ExitStatus(), tail(a.Logs(), 30))
 		}
 	}()
 }
