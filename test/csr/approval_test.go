@@ -51,6 +51,10 @@ func TestKubeletServingCSRApproval(t *testing.T) {
 		}
 	})
 
+	// The approver's metric families (registered only with the flag) are those of the golden file
+	// that test/deploy checks the alert rules and the dashboard against.
+	t.Run("approval metrics match the golden file", func(t *testing.T) { checkApprovalGolden(t, w.agent) })
+
 	// The kubelet writes node-b's address into its own Node's status, as NodeRestriction allows (an
 	// ExternalIP: nodeaddr manages only InternalIP here, so it stays).
 	n := w.cp.Node(t, self)
