@@ -193,7 +193,8 @@ func TestHelmNamesAndLabels(t *testing.T) {
 	for _, key := range []string{"DaemonSet/kube-system/addr", "ServiceAccount/kube-system/addr", "ConfigMap/kube-system/addr",
 		"ClusterRole/<nil>/addr", "ClusterRoleBinding/<nil>/addr", "ValidatingAdmissionPolicy/<nil>/addr-own-node",
 		"ValidatingAdmissionPolicyBinding/<nil>/addr-own-node", "Service/kube-system/addr", "ServiceMonitor/kube-system/addr",
-		"PrometheusRule/kube-system/addr", "ConfigMap/kube-system/addr-dashboard"} {
+		"PrometheusRule/kube-system/addr", "ConfigMap/kube-system/addr-dashboard", "FlowSchema/<nil>/addr",
+		"PriorityLevelConfiguration/<nil>/addr"} {
 		if _, ok := full[key]; !ok {
 			t.Errorf("fullnameOverride=addr: no %s in %v", key, slices.Sorted(func(yield func(string) bool) {
 				for k := range full {

@@ -72,7 +72,8 @@ func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
 type object = map[string]any
 
 var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true,
-	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"FlowSchema": true, "PriorityLevelConfiguration": true}
 
 // decodeDocs splits multi-document YAML into objects keyed by kind/namespace/name.
 func decodeDocs(t *testing.T, data string) map[string]object {
@@ -97,7 +98,7 @@ func decodeDocs(t *testing.T, data string) map[string]object {
 		md, _ := o["metadata"].(object)
 		if clusterScoped[fmt.Sprint(o["kind"])] {
 			// kustomize sets its namespace on kinds it does not know to be cluster-scoped
-			// (ValidatingAdmissionPolicy); the API server ignores it.
+			// (ValidatingAdmissionPolicy, FlowSchema); the API server ignores it.
 			delete(md, "namespace")
 		}
 		key := fmt.Sprintf("%v/%v/%v", o["kind"], md["namespace"], md["name"])

@@ -51,7 +51,8 @@ func TestKustomizeAppliesOnAPIServer(t *testing.T) {
 	base := kubectl("", "kustomize", deployFile())
 	monitoring := kubectl("", "kustomize", deployFile("monitoring"))
 	for _, want := range []string{"kind: ServiceAccount", "kind: ClusterRole", "kind: ClusterRoleBinding", "kind: DaemonSet",
-		"kind: ValidatingAdmissionPolicy", "kind: ValidatingAdmissionPolicyBinding", "image: " + releasedImage(t)} {
+		"kind: ValidatingAdmissionPolicy", "kind: ValidatingAdmissionPolicyBinding", "kind: FlowSchema",
+		"kind: PriorityLevelConfiguration", "image: " + releasedImage(t)} {
 		if !strings.Contains(base, "\n"+want+"\n") && !strings.Contains(base, want+"\n") {
 			t.Errorf("kubectl kustomize deploy/ lacks %q", want)
 		}

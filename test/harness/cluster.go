@@ -14,6 +14,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,8 @@ func (cp *ControlPlane) ApplyPolicy(ctx context.Context) error {
 }
 
 // ApplyManifest creates the objects of a YAML file (ServiceAccounts, ConfigMaps, cluster RBAC
-// and namespaced RBAC objects, ValidatingAdmissionPolicies with their bindings).
+// and namespaced RBAC objects, ValidatingAdmissionPolicies with their bindings, FlowSchemas and
+// PriorityLevelConfigurations).
 func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -109,6 +111,10 @@ func (cp *ControlPlane) ApplyManifest(ctx context.Context, file string) error {
 			_, err = cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, o, metav1.CreateOptions{})
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
 			_, err = cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *flowcontrolv1.FlowSchema:
+			_, err = cp.Admin.FlowcontrolV1().FlowSchemas().Create(ctx, o, metav1.CreateOptions{})
+		case *flowcontrolv1.PriorityLevelConfiguration:
+			_, err = cp.Admin.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, o, metav1.CreateOptions{})
 		default:
 			return fmt.Errorf("%s: cannot apply %T", file, o)
 		}

@@ -244,8 +244,8 @@ func ms(sec float64) string {
 }
 
 // flowPlacement reads kube-apiserver's priority-and-fairness counters: requests dispatched per
-// FlowSchema and priority level, and rejected ones, since the server started. Empty with priority
-// and fairness off.
+// FlowSchema and priority level, and rejected ones, since the server started, with each level's
+// nominal seats. Empty with priority and fairness off.
 func flowPlacement(ctx context.Context, t *testing.T, cp *harness.ControlPlane) string {
 	t.Helper()
 	raw, err := cp.Admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -254,6 +254,7 @@ func flowPlacement(ctx context.Context, t *testing.T, cp *harness.ControlPlane) 
 	}
 	type key struct{ schema, level string }
 	dispatched, rejected := map[key]float64{}, map[key]float64{}
+	seats := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -264,11 +265,16 @@ func flowPlacement(ctx context.Context, t *testing.T, cp *harness.ControlPlane) 
 			into = dispatched
 		case strings.HasPrefix(line, "apiserver_flowcontrol_rejected_requests_total{"):
 			into = rejected
+		case strings.HasPrefix(line, "apiserver_flowcontrol_nominal_limit_seats{"):
 		default:
 			continue
 		}
 		labels, value, _ := strings.Cut(line[strings.Index(line, "{")+1:], "} ")
 		v, _ := strconv.ParseFloat(value, 64)
+		if into == nil {
+			seats[label(labels, "priority_level")] = v
+			continue
+		}
 		into[key{label(labels, "flow_schema"), label(labels, "priority_level")}] += v
 	}
 	if len(dispatched) == 0 {
@@ -280,9 +286,9 @@ func flowPlacement(ctx context.Context, t *testing.T, cp *harness.ControlPlane) 
 	}
 	slices.SortFunc(keys, func(a, b key) int { return cmp.Compare(dispatched[b], dispatched[a]) })
 	var s strings.Builder
-	s.WriteString("| FlowSchema | priority level | requests dispatched | rejected |\n| --- | --- | --- | --- |\n")
+	s.WriteString("| FlowSchema | priority level (nominal seats) | requests dispatched | rejected |\n| --- | --- | --- | --- |\n")
 	for _, k := range keys {
-		fmt.Fprintf(&s, "| %s | %s | %.0f | %.0f |\n", k.schema, k.level, dispatched[k], rejected[k])
+		fmt.Fprintf(&s, "| %s | %s (%.0f) | %.0f | %.0f |\n", k.schema, k.level, seats[k.level], dispatched[k], rejected[k])
 	}
 	return s.String()
 }

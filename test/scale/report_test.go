@@ -47,6 +47,7 @@ type report struct {
 	startObs, massObs, idleObs             counters
 
 	apf               bool    // kube-apiserver ran with priority and fairness
+	flowSchema        bool    // with deploy/flowcontrol.yaml's FlowSchema and priority level
 	bystanders, flows string  // their tables (flows empty with priority and fairness off)
 	etcdMiB           float64 // etcd's data directory after the idle phase
 }
@@ -72,7 +73,7 @@ func (r *report) write(t *testing.T) {
 	fmt.Fprintf(&b, "%d in-process publishers (`publisher.Publisher`, the agent's Kubernetes half), each with its own Node, "+
 		"pod-bound ServiceAccount token, client and TLS connection (QPS %d, burst %d), publish rate %d/s burst %d, "+
 		"a real event recorder, ExternalIP managed, taint removal on. One kube-apiserver %s with etcd on loopback, "+
-		"priority and fairness "+onOff(r.apf)+", "+
+		"priority and fairness "+onOff(r.apf)+flowSchemaNote(r.flowSchema)+", "+
 		"audit log at Metadata level (blocking), the DaemonSet's ValidatingAdmissionPolicy active. Machine: %d CPUs (%s), "+
 		"shared by the control plane and the agents. Convergence is seen through one admin watch on all Nodes; "+
 		"API requests are counted from the audit log (user `%s`; a watch counts when it starts).\n\n",
@@ -108,8 +109,9 @@ func (r *report) write(t *testing.T) {
 		r.nodes, onOff(r.apf), min(bystanderKubelets, r.nodes), controllerUser, r.bystanders)
 	if r.flows != "" {
 		fmt.Fprintf(&b, "\nWhere the requests landed (kube-apiserver's `apiserver_flowcontrol_dispatched_requests_total` "+
-			"and `apiserver_flowcontrol_rejected_requests_total` at the end of the run; the agents authenticate as the "+
-			"`%s` ServiceAccount):\n\n%s", harness.AgentUser, r.flows)
+			"and `apiserver_flowcontrol_rejected_requests_total` at the end of the run, and each level's "+
+			"`apiserver_flowcontrol_nominal_limit_seats`; the agents authenticate as the `%s` ServiceAccount%s):\n\n%s",
+			harness.AgentUser, flowSchemaNote(r.flowSchema), r.flows)
 	}
 	if r.nodes >= target {
 		b.WriteString("\n")
@@ -256,6 +258,15 @@ func falsePositive(overwrites int64) string {
 	}
 	return " (no other writer runs here: every overwrite detected is a false positive, and each one also " +
 		"emits an AddressesOverwritten Event)"
+}
+
+// flowSchemaNote says which FlowSchemas classified the agents' requests.
+func flowSchemaNote(on bool) string {
+	if on {
+		return " with deploy/flowcontrol.yaml's FlowSchema and priority level `" + flowSchemaName + "` applied " +
+			"(`NODEADDR_SCALE_FLOWSCHEMA=on`)"
+	}
+	return ""
 }
 
 func onOff(on bool) string {

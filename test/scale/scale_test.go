@@ -56,6 +56,9 @@ const (
 	debounce = 10 * time.Millisecond
 )
 
+// flowSchemaName is the FlowSchema and priority level of deploy/flowcontrol.yaml.
+const flowSchemaName = "nodeaddr"
+
 // target is the agents' ExternalIP target; the kernel routes everything through its one address.
 var routeTarget = netip.MustParseAddr("192.0.2.1")
 
@@ -66,7 +69,11 @@ func TestScale500(t *testing.T) {
 		t.Fatalf("NODEADDR_SCALE_NODES=%d: want 1..65535", n)
 	}
 	ctx := context.Background()
-	r := &report{nodes: n, idle: idle, apf: os.Getenv("NODEADDR_SCALE_APF") == "on"}
+	r := &report{nodes: n, idle: idle, apf: os.Getenv("NODEADDR_SCALE_APF") == "on",
+		flowSchema: os.Getenv("NODEADDR_SCALE_FLOWSCHEMA") == "on"}
+	if r.flowSchema && !r.apf {
+		t.Fatal("NODEADDR_SCALE_FLOWSCHEMA=on needs NODEADDR_SCALE_APF=on: without priority and fairness no FlowSchema applies")
+	}
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("scale-%05d", i)
@@ -86,6 +93,13 @@ func TestScale500(t *testing.T) {
 	if err := cp.ApplyPolicy(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if r.flowSchema {
+		// The FlowSchema and priority level the kustomize base and the chart ship, as written:
+		// their subject is kube-system/nodeaddr, the ServiceAccount the fleet's tokens are for.
+		if err := cp.ApplyManifest(ctx, filepath.Join(harness.RepoDir(), "deploy", "flowcontrol.yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	api := findAPIServer(t, cp.Port)
 
 	// Nodes as a kubelet with --cloud-provider=external registers them, and one pod-bound token each.
@@ -102,6 +116,12 @@ func TestScale500(t *testing.T) {
 	r.tokensSetup = time.Since(tokenStart)
 	t.Logf("%d nodes in %s, %d pods and tokens in %s", n, r.nodesSetup.Round(time.Millisecond), n,
 		r.tokensSetup.Round(time.Millisecond))
+	if r.flowSchema {
+		// Before the fleet starts, an agent's request must land in the shipped level.
+		if err := cp.WaitClassified(ctx, tokens[0], "/api/v1/nodes/"+names[0], flowSchemaName, flowSchemaName, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// One admin watch on every Node tells when each shows its address.
 	tr := newTracker(n)

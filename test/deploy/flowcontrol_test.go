@@ -1,0 +1,134 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// The FlowSchema and priority level deploy/flowcontrol.yaml ships, as the kustomize base names them.
+const flowName = "nodeaddr"
+
+// On a kube-apiserver with priority and fairness (as every real cluster runs it), the kustomize base
+// applied, a request made with the agent's pod-bound token is classified by the shipped FlowSchema
+// into the shipped priority level (the UIDs kube-apiserver answers in X-Kubernetes-PF-FlowSchema-UID
+// and X-Kubernetes-PF-PriorityLevel-UID), not by v1.37.2's kube-system-service-accounts into
+// workload-high; another ServiceAccount of kube-system still lands there (the subject is the
+// agent's alone).
+func TestFlowSchemaClassifiesAgents(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	cp := harness.StartControlPlaneWith(t, func(cp *harness.ControlPlane) error {
+		cp.ExtraArgs = append(cp.ExtraArgs, "--enable-priority-and-fairness=true")
+		return nil
+	})
+	const node = "node-a"
+	cp.CreateNode(t, harness.NodeSpec{Name: node, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
+	installBase(t, cp)
+	waitNotDangling(t, cp, flowName)
+
+	path := "/api/v1/nodes/" + node
+	if err := cp.WaitClassified(ctx, cp.AgentToken(t, node), path, flowName, flowName, 30*time.Second); err != nil {
+		t.Fatalf("the agent's request: %v", err)
+	}
+	c, err := cp.Classify(ctx, cp.AgentToken(t, node), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status != 200 {
+		t.Errorf("the agent's GET of its own Node: status %d, want 200", c.Status)
+	}
+
+	// A bystander ServiceAccount of kube-system: still the default kube-system-service-accounts.
+	sa, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "bystander"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, sa.Name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.WaitClassified(ctx, tr.Status.Token, path, "kube-system-service-accounts", "workload-high", 30*time.Second); err != nil {
+		t.Errorf("another kube-system ServiceAccount: %v", err)
+	}
+}
+
+// waitNotDangling waits until kube-apiserver has marked the FlowSchema name Dangling=False: its
+// priority level exists.
+func waitNotDangling(t *testing.T, cp *harness.ControlPlane, name string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		fs, err := cp.Admin.FlowcontrolV1().FlowSchemas().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = fmt.Sprint(fs.Status.Conditions)
+		for _, c := range fs.Status.Conditions {
+			if c.Type == "Dangling" && c.Status == "False" {
+				return
+			}
+		}
+	}
+	t.Fatalf("FlowSchema %s is not Dangling=False after 30 s: %s", name, last)
+}
+
+// The FlowSchema's subject is the agents' ServiceAccount and it names the priority level rendered
+// beside it, wherever the install goes: docs/install.md's overlay into another namespace with a
+// name prefix (its wiring), and the chart in another namespace under another name.
+func TestFlowSchemaFollowsTheServiceAccount(t *testing.T) {
+	harness.RequireE2E(t)
+	for name, rendered := range map[string]string{
+		"kustomize base":    kustomize(t, deployFile()),
+		"kustomize overlay": renderKustomization(t, documentedOverlay(t, "another namespace and names")),
+		"chart":             helmTemplate(t),
+		"chart elsewhere":   helmTemplate(t, "--namespace", "node-agents", "--set", "fullnameOverride=addr"),
+	} {
+		checkFlowSchema(t, name, decodeDocs(t, rendered))
+	}
+	objs := decodeDocs(t, helmTemplate(t, "--set", "flowControl.enabled=false"))
+	for key := range objs {
+		if o := objs[key]; o["kind"] == "FlowSchema" || o["kind"] == "PriorityLevelConfiguration" {
+			t.Errorf("flowControl.enabled=false still renders %s", key)
+		}
+	}
+}
+
+// checkFlowSchema checks the one FlowSchema of a render matches the render's one ServiceAccount and
+// names its one priority level.
+func checkFlowSchema(t *testing.T, what string, objs map[string]object) {
+	t.Helper()
+	var sa, fs, pl []object
+	for _, o := range objs {
+		switch o["kind"] {
+		case "ServiceAccount":
+			sa = append(sa, o)
+		case "FlowSchema":
+			fs = append(fs, o)
+		case "PriorityLevelConfiguration":
+			pl = append(pl, o)
+		}
+	}
+	if len(sa) != 1 || len(fs) != 1 || len(pl) != 1 {
+		t.Errorf("%s: %d ServiceAccounts, %d FlowSchemas, %d priority levels; want one each", what, len(sa), len(fs), len(pl))
+		return
+	}
+	md := sa[0]["metadata"].(object)
+	spec := fs[0]["spec"].(object)
+	subject := spec["rules"].([]any)[0].(object)["subjects"].([]any)[0].(object)["serviceAccount"].(object)
+	if subject["namespace"] != md["namespace"] || subject["name"] != md["name"] {
+		t.Errorf("%s: the FlowSchema matches ServiceAccount %v/%v, the agents run as %v/%v", what,
+			subject["namespace"], subject["name"], md["namespace"], md["name"])
+	}
+	if got, want := spec["priorityLevelConfiguration"].(object)["name"], pl[0]["metadata"].(object)["name"]; got != want {
+		t.Errorf("%s: the FlowSchema names priority level %v, the render's is %v", what, got, want)
+	}
+}
