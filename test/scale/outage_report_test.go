@@ -22,6 +22,7 @@ const spreadGoal = 2.0
 // outageReport holds TestScaleOutage's timestamps and what the audit log says about them.
 type outageReport struct {
 	nodes                 int
+	apf                   bool // NODEADDR_SCALE_APF=on: priority and fairness with v1.37.2's defaults
 	loadBefore, loadAfter string
 
 	stopped            time.Time // kube-apiserver exited; every agent is then handed a new address
@@ -194,8 +195,7 @@ func (r *outageReport) writeMethod(b *strings.Builder) {
 	fmt.Fprintf(b, "### Outage: %d agents, kube-apiserver down %s\n\n", r.nodes, secs(r.restarted.Sub(r.stopped)))
 	fmt.Fprintf(b, "The fleet of the scale benchmark (%d in-process agents built as that benchmark builds them, own token, client and connection each, "+
 		"QPS %d burst %d, publish rate %d/s burst %d, ExternalIP managed, taint removal on, one kube-apiserver %s "+
-		"with etcd, the DaemonSet's admission policy, audit log at Metadata level, priority and fairness off, "+
-		"so more than 200 concurrent writes get 429). Once every Node shows its address and has lost its taint, "+
+		"with etcd, the DaemonSet's admission policy, audit log at Metadata level, %s). Once every Node shows its address and has lost its taint, "+
 		"kube-apiserver is stopped (etcd keeps running), every agent is handed a new address (a write pending "+
 		"on every agent), the server stays down %s from its exit and is started again on the same etcd. "+
 		"Counted from the audit log: the agents' PATCH requests on nodes (user `%s`, any subresource; not "+
@@ -203,7 +203,7 @@ func (r *outageReport) writeMethod(b *strings.Builder) {
 		"window: from kube-apiserver ready (or the first PATCH, if earlier) to the completion of the last "+
 		"agent's successful write. Mean: PATCHes / whole seconds of the window; peak: most PATCHes received "+
 		"within any one second. Machine: %d CPUs (%s), shared with other work; load average %s before, %s after.\n\n",
-		r.nodes, clientQPS, clientBurst, publishRate, publishBurst, harness.KubernetesVersion,
+		r.nodes, clientQPS, clientBurst, publishRate, publishBurst, harness.KubernetesVersion, r.apfMode(),
 		secs(r.restarted.Sub(r.stopped)), harness.AgentUser, runtime.NumCPU(), cpuModel(), r.loadBefore, r.loadAfter)
 }
 
@@ -288,4 +288,11 @@ func (r *outageReport) writeConclusion(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "Peak %d/s against a mean of %.1f/s over %d s: peak/mean %.2f, the goal (≤ %.0f) is %s.\n",
 		r.peak(), r.mean(), len(r.series), r.peak2mean(), spreadGoal, verdict)
+}
+
+func (r *outageReport) apfMode() string {
+	if r.apf {
+		return "priority and fairness on with v1.37.2's default FlowSchemas and priority levels"
+	}
+	return "priority and fairness off, so more than 200 concurrent writes get 429"
 }

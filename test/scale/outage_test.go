@@ -5,6 +5,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -31,8 +32,8 @@ func TestScaleOutage(t *testing.T) {
 	if down <= 0 {
 		t.Fatalf("NODEADDR_OUTAGE=%s: want a positive duration", down)
 	}
-	r := &outageReport{nodes: n, loadBefore: loadAvg()}
-	f := startFleet(t, n)
+	r := &outageReport{nodes: n, apf: os.Getenv("NODEADDR_SCALE_APF") == "on", loadBefore: loadAvg()}
+	f := startFleet(t, n, r.apf)
 	// Converged: every Node shows its first address and has lost its taint, and the agents' trailing
 	// requests (Events) are done.
 	f.tr.wait(t, f.started, "first addresses")
@@ -61,10 +62,20 @@ type fleet struct {
 // startFleet builds the fleet as TestScale500 does (the DaemonSet's RBAC and admission policy,
 // Nodes registered as a kubelet with --cloud-provider=external does, one pod-bound token per
 // agent) and starts every agent with its phase-1 address.
-func startFleet(t *testing.T, n int) *fleet {
+//
+// With apf, the API server runs priority and fairness with v1.37.2's defaults: at 5 000 agents
+// without it, the recovering fleet fills max-in-flight and the restarted server's own /readyz and
+// bootstrap hooks starve (it was not ready 60 s after its start).
+func startFleet(t *testing.T, n int, apf bool) *fleet {
 	t.Helper()
 	ctx := context.Background()
-	f := &fleet{cp: harness.StartControlPlane(t), names: make([]string, n), tr: newTracker(n)}
+	cp := harness.StartControlPlaneWith(t, func(cp *harness.ControlPlane) error {
+		if apf {
+			cp.ExtraArgs = append(cp.ExtraArgs, "--enable-priority-and-fairness=true")
+		}
+		return nil
+	})
+	f := &fleet{cp: cp, names: make([]string, n), tr: newTracker(n)}
 	f.cp.ApplyRBAC(t)
 	if err := f.cp.ApplyPolicy(ctx); err != nil {
 		t.Fatal(err)
