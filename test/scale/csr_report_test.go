@@ -17,6 +17,7 @@ import (
 type csrReport struct {
 	nodes int
 	idle  time.Duration
+	apf   bool // priority and fairness on (NODEADDR_SCALE_APF=on)
 
 	start, mass                 []time.Duration // every Node shows its address
 	startApproved, massApproved []time.Duration // every CSR approved, from the phase's start
@@ -38,12 +39,12 @@ func (r *csrReport) write(t *testing.T) {
 	n := float64(r.nodes)
 	fmt.Fprintf(&b, "### Kubelet-serving CSR approval at scale: %d agents\n\n", r.nodes)
 	fmt.Fprintf(&b, "`TestScaleCSR`: %d in-process agents (`agent.Agent`, as in the scale run above) with "+
-		"`--approve-kubelet-serving-csr` (window %s, backstop LIST every %s %s), on one kube-apiserver %s with the "+
+		"`--approve-kubelet-serving-csr` (window %s, backstop LIST every %s %s), on one kube-apiserver %s (%s) with the "+
 		"DaemonSet's policies and the kubelet-serving-csr component's RBAC and policy. The benchmark plays the "+
 		"kubelets: %s after its Node shows the new ExternalIP, each files a kubelet-serving CSR for it as "+
 		"system:node:NAME (impersonated). Machine: %d CPUs (%s), shared with other work. Requests from the audit "+
 		"log (user `%s`; a watch counts when it starts); CSR objects delivered counted in the agents' clients.\n\n",
-		r.nodes, secs(csrapproval.DefaultWindow), secs(csrBackstop), probeMode(), harness.KubernetesVersion, secs(kubeletDelay),
+		r.nodes, secs(csrapproval.DefaultWindow), secs(csrBackstop), probeMode(), harness.KubernetesVersion, apfText(r.apf), secs(kubeletDelay),
 		runtime.NumCPU(), cpuModel(), harness.AgentUser)
 	if kubeletProbe {
 		b.WriteString("Each simulated kubelet serves, from its CSR's approval on, a certificate for the addresses it asked " +
@@ -109,4 +110,11 @@ func probeMode() string {
 		return "while the kubelet's serving certificate is not current"
 	}
 	return "whatever the kubelet's certificate (no probe)"
+}
+
+func apfText(on bool) string {
+	if on {
+		return "priority and fairness on, v1.37.2's defaults"
+	}
+	return "priority and fairness off"
 }

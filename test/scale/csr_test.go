@@ -63,7 +63,13 @@ func TestScaleCSR(t *testing.T) {
 	ctx := context.Background()
 	r := &csrReport{nodes: n, idle: idle}
 
-	cp := harness.StartControlPlane(t)
+	r.apf = os.Getenv("NODEADDR_SCALE_APF") == "on"
+	cp := harness.StartControlPlaneWith(t, func(cp *harness.ControlPlane) error {
+		if r.apf { // priority and fairness with v1.37.2's defaults, as in a real cluster
+			cp.ExtraArgs = append(cp.ExtraArgs, "--enable-priority-and-fairness=true")
+		}
+		return nil
+	})
 	cp.ApplyRBAC(t)
 	if err := cp.ApplyPolicy(ctx); err != nil {
 		t.Fatal(err)
