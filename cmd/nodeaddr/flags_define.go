@@ -36,7 +36,7 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	o.discovery.addFlags(g.flagSet("External address discovery"))
 
 	fs = g.flagSet("Resolution")
-	fs.DurationVar(&o.debounce, "debounce", 25*time.Millisecond, "quiet time after the last kernel event before resolving")
+	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "quiet time after the last kernel event before resolving")
 	fs.DurationVar(&o.debounceMaxDelay, "debounce-max-delay", time.Second, "longest delay from the first kernel event of a burst to its resolution")
 	fs.DurationVar(&o.removalGrace, "removal-grace", 5*time.Second, "how long an address must be gone, with no replacement, before it is removed from the Node")
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 60*time.Second, "periodic full resolution, the backstop for missed events (0 disables)")

@@ -52,7 +52,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	switch {
 	case o.nodeName != "node-a", o.kubeconfig != "", !slices.Equal(o.internalTargets, wantInternal), !slices.Equal(o.externalTargets, wantExternal):
 		t.Errorf("node %q kubeconfig %q targets %v %v", o.nodeName, o.kubeconfig, o.internalTargets, o.externalTargets)
-	case o.debounce != 25*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
+	case o.debounce != 100*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
 		o.resyncInterval != time.Minute, o.timeout != 30*time.Second:
 		t.Errorf("durations %v %v %v %v %v", o.debounce, o.debounceMaxDelay, o.removalGrace, o.resyncInterval, o.timeout)
 	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.version:
@@ -230,7 +230,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"integer out of range", []string{"--publish-burst=99999999999999999999"}, nil, nil, `--publish-burst: invalid value "99999999999999999999": value out of range`},
 		{"missing --v value", []string{"-v"}, nil, nil, "--v needs a value"},
 		{"bad flag syntax", []string{"---node-name=a"}, nil, nil, "bad flag syntax: ---node-name=a"},
-		{"bad duration", []string{"--debounce=fast"}, nil, nil, `--debounce: invalid value "fast": not a duration (a number with a unit: ms, s, m or h), e.g. --debounce=25ms`},
+		{"bad duration", []string{"--debounce=fast"}, nil, nil, `--debounce: invalid value "fast": not a duration (a number with a unit: ms, s, m or h), e.g. --debounce=100ms`},
 		{"duration without a unit", []string{"--removal-grace=5"}, nil, nil, `--removal-grace: invalid value "5": not a duration (a number with a unit: ms, s, m or h), e.g. --removal-grace=5s`},
 		{"bad duration, zero default", []string{"--reconcile-interval=often"}, nil, nil, `--reconcile-interval: invalid value "often": not a duration (a number with a unit: ms, s, m or h), e.g. --reconcile-interval=10s`},
 		{"bad integer", []string{"--publish-burst=many"}, nil, nil, `--publish-burst: invalid value "many": not an integer, e.g. --publish-burst=3`},

@@ -279,7 +279,7 @@ func TestReport(t *testing.T) {
 		for _, r := range []struct {
 			name string
 			q    quantiles
-		}{{"default (`--debounce=25ms`)", def}, {"`--debounce=0`", zero}, {ruleRow, rule}, {"process start → taint removed", start}} {
+		}{{"default (`--debounce=100ms`)", def}, {"`--debounce=0`", zero}, {ruleRow, rule}, {"process start → taint removed", start}} {
 			section("| %s | %d | %s | %s | %s | %s |\n", r.name, r.q.n, ms(r.q.p50), ms(r.q.p95), ms(r.q.p99), ms(r.q.max))
 		}
 		section("\nlocal-ccm polls every 10 s: its reaction is uniformly 0–10 s (p50 5 s, p99 9.9 s).\n\n")

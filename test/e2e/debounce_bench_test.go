@@ -89,6 +89,24 @@ func debounceScenarios(dnsmasq, dhclient, keepalived string) []debounceScenario 
 			}
 		},
 	}, {
+		// The soak's carrier storm (test/soak flapStorm): a second uplink takes the default route
+		// whenever the first loses its carrier, so every flap is a different route source.
+		key: "failover-flap", name: "carrier flap storm on the preferred of two uplinks (50 flaps, 30 ms down, 30 ms up), the route moving each time", settle: 7 * time.Second,
+		setup: func(e *env) func(int) (string, time.Time) {
+			e.startCarrierFlap()
+			e.uplink("eth1", "198.51.100.10/24", "198.51.100.1", 200)
+			e.ns.Sysctl("net.ipv4.conf.eth1.ignore_routes_with_linkdown", "1")
+			return func(int) (string, time.Time) {
+				for range 50 {
+					e.router.IP("link", "set", "r-eth0", "down")
+					time.Sleep(30 * time.Millisecond)
+					e.router.IP("link", "set", "r-eth0", "up")
+					time.Sleep(30 * time.Millisecond)
+				}
+				return "[ExternalIP=192.0.2.10]", time.Now()
+			}
+		},
+	}, {
 		key: "storm", name: "address flap storm (1 000 renumbering cycles, `ip -batch`)", settle: 2 * time.Second,
 		setup: func(e *env) func(int) (string, time.Time) {
 			e.startRenumbering()
