@@ -23,6 +23,9 @@ var (
 	spawns    chan spawnReq
 )
 
+// Spawn starts cmd from the spawner thread: for a child whose SysProcAttr has a Pdeathsig.
+func Spawn(cmd *exec.Cmd) error { return spawn(cmd) }
+
 // spawn starts cmd from the spawner thread.
 func spawn(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() {

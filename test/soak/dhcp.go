@@ -139,10 +139,11 @@ type daemon struct {
 }
 
 func background(name string, cmd *exec.Cmd) *daemon {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Killed with the test process too (a timeout or a kill leaves no DHCP daemon behind).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = time.Second
 	d := &daemon{cmd: cmd, done: make(chan struct{})}
-	if err := cmd.Start(); err != nil {
+	if err := harness.Spawn(cmd); err != nil {
 		fmt.Printf("soak: start %s: %v\n", name, err)
 		close(d.done)
 		return d
