@@ -38,6 +38,8 @@ type ControlPlane struct {
 	Config *rest.Config
 	// ExtraArgs are appended to kube-apiserver's arguments (the real node adds NodeRestriction).
 	ExtraArgs []string
+	// ReadyTimeout bounds the wait for /readyz after each start (60 s when zero).
+	ReadyTimeout time.Duration
 
 	bins      Binaries
 	etcd, api *proc
@@ -247,7 +249,11 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		QPS:             200, Burst: 400,
 	}
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	deadline := time.Now().Add(60 * time.Second)
+	wait := cp.ReadyTimeout
+	if wait <= 0 {
+		wait = 60 * time.Second
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		req, _ := http.NewRequestWithContext(ctx, "GET", cp.Config.Host+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+cp.AdminToken)
@@ -265,7 +271,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver not ready within 60s (last error %v)", err)
+			return fmt.Errorf("kube-apiserver not ready within %s (last error %v)", wait, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
