@@ -332,7 +332,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
 	checkGolden(t, body)
-	for _, name := range ruleMetrics(t) {
+	for _, name := range baseRuleMetrics(t) {
 		if !strings.Contains(body, "\n# TYPE "+name+" ") {
 			t.Errorf("alerts use %s, which /metrics does not expose", name)
 		}

@@ -63,6 +63,19 @@ func ruleMetrics(t *testing.T) []string {
 	return slices.Compact(out)
 }
 
+// baseRuleMetrics are the ruleMetrics every agent exposes: without those registered only with
+// --approve-kubelet-serving-csr (testdata/metrics-approval.golden, scraped by test/csr).
+func baseRuleMetrics(t *testing.T) []string {
+	t.Helper()
+	approval, err := os.ReadFile(filepath.Join("testdata", "metrics-approval.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(ruleMetrics(t), func(name string) bool {
+		return strings.Contains(string(approval), "# TYPE "+name+" ")
+	})
+}
+
 // The PrometheusRule's groups pass `promtool check rules`; `promtool test rules` (testdata/
 // alerts_test.yaml) fires and resolves every alert; every alert has a runbook section.
 func TestAlertRules(t *testing.T) {
