@@ -23,6 +23,7 @@ const spreadGoal = 2.0
 type outageReport struct {
 	nodes                 int
 	apf                   bool // NODEADDR_SCALE_APF=on: priority and fairness with v1.37.2's defaults
+	flowSchema            bool // NODEADDR_SCALE_FLOWSCHEMA=on: deploy/flowcontrol.yaml applied
 	loadBefore, loadAfter string
 
 	stopped            time.Time // kube-apiserver exited; every agent is then handed a new address
@@ -291,6 +292,9 @@ func (r *outageReport) writeConclusion(b *strings.Builder) {
 }
 
 func (r *outageReport) apfMode() string {
+	if r.flowSchema {
+		return "priority and fairness on with deploy/flowcontrol.yaml's FlowSchema and priority level `nodeaddr` applied"
+	}
 	if r.apf {
 		return "priority and fairness on with v1.37.2's default FlowSchemas and priority levels"
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -32,8 +33,12 @@ func TestScaleOutage(t *testing.T) {
 	if down <= 0 {
 		t.Fatalf("NODEADDR_OUTAGE=%s: want a positive duration", down)
 	}
-	r := &outageReport{nodes: n, apf: os.Getenv("NODEADDR_SCALE_APF") == "on", loadBefore: loadAvg()}
-	f := startFleet(t, n, r.apf)
+	r := &outageReport{nodes: n, apf: os.Getenv("NODEADDR_SCALE_APF") == "on",
+		flowSchema: os.Getenv("NODEADDR_SCALE_FLOWSCHEMA") == "on", loadBefore: loadAvg()}
+	if r.flowSchema && !r.apf {
+		t.Fatal("NODEADDR_SCALE_FLOWSCHEMA=on needs NODEADDR_SCALE_APF=on")
+	}
+	f := startFleet(t, n, r.apf, r.flowSchema)
 	// Converged: every Node shows its first address and has lost its taint, and the agents' trailing
 	// requests (Events) are done.
 	f.tr.wait(t, f.started, "first addresses")
@@ -66,7 +71,10 @@ type fleet struct {
 // With apf, the API server runs priority and fairness with v1.37.2's defaults: at 5 000 agents
 // without it, the recovering fleet fills max-in-flight and the restarted server's own /readyz and
 // bootstrap hooks starve (it was not ready 60 s after its start).
-func startFleet(t *testing.T, n int, apf bool) *fleet {
+//
+// With flowSchema, deploy/flowcontrol.yaml's FlowSchema and priority level are applied first, and
+// an agent's request must land in them before the fleet starts.
+func startFleet(t *testing.T, n int, apf, flowSchema bool) *fleet {
 	t.Helper()
 	ctx := context.Background()
 	cp := harness.StartControlPlaneWith(t, func(cp *harness.ControlPlane) error {
@@ -93,6 +101,14 @@ func startFleet(t *testing.T, n int, apf bool) *fleet {
 	tokens, err := f.cp.AgentTokens(ctx, f.names, 8)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if flowSchema {
+		if err := f.cp.ApplyManifest(ctx, filepath.Join(harness.RepoDir(), "deploy", "flowcontrol.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.cp.WaitClassified(ctx, tokens[0], "/api/v1/nodes/"+f.names[0], flowSchemaName, flowSchemaName, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
