@@ -274,6 +274,33 @@ current-context: test
 	return p
 }
 
+// KubeconfigTokenFile writes a kubeconfig for server whose user reads its token from tokenFile,
+// as a pod's projected token: client-go re-reads the file, so rewriting it renews the token.
+func KubeconfigTokenFile(t testing.TB, dir, server, tokenFile string) string {
+	t.Helper()
+	p := filepath.Join(dir, "kubeconfig")
+	data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: nodeaddr
+  user:
+    tokenFile: %s
+contexts:
+- name: test
+  context: {cluster: test, user: nodeaddr}
+current-context: test
+`, server, tokenFile)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
 
 // Run runs a command with stdin (none when empty) and returns its combined output, failing the

@@ -115,8 +115,17 @@ func newWorld(t *testing.T, rec *recorder) *world {
 	w.ns.Sysctl("net.ipv4.conf.eth0.ignore_routes_with_linkdown", "1")
 	w.ns.IP("route", "add", "10.200.0.0/16", "via", uplinks[1].gw, "dev", "eth1", "metric", "50")
 	w.relay = newRelay(t, w.ns, cp.Port)
-	w.token = cp.AgentToken(t, nodeName)
-	w.kc = harness.Kubeconfig(t, harness.AgentDir(t), fmt.Sprintf("https://127.0.0.1:%d", cp.Port), w.token)
+	// The agent's token lives one hour, as a projected ServiceAccount token; the kubelet renews the
+	// file at 80% of that, and so does the soak (a run past one hour got 401s until this did).
+	dir := harness.AgentDir(t)
+	tokenFile := filepath.Join(dir, "token")
+	if err := w.renewToken(tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	w.kc = harness.KubeconfigTokenFile(t, dir, fmt.Sprintf("https://127.0.0.1:%d", cp.Port), tokenFile)
+	renewCtx, stopRenewing := context.WithCancel(context.Background())
+	t.Cleanup(stopRenewing)
+	go w.renewTokens(renewCtx, tokenFile, 48*time.Minute)
 	if err := w.createNode(); err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +287,44 @@ func (r *relay) copy(dst io.Writer, src io.Reader) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// renewToken requests a new agent token and writes it to path (atomically: the agent may read it
+// at any time).
+func (w *world) renewToken(path string) error {
+	tokens, err := w.cp.AgentTokens(context.Background(), []string{nodeName}, 1)
+	if err != nil {
+		return fmt.Errorf("agent token: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tokens[0]), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.token = tokens[0]
+	w.mu.Unlock()
+	return nil
+}
+
+// renewTokens renews the token every period until ctx ends; a failed renewal is retried a minute
+// later (the token still has a fifth of its life).
+func (w *world) renewTokens(ctx context.Context, path string, period time.Duration) {
+	next := period
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next):
+		}
+		next = period
+		if err := w.renewToken(path); err != nil && ctx.Err() == nil {
+			fmt.Printf("soak: renewing the agent's token: %v (again in 1 minute)\n", err)
+			next = time.Minute
 		}
 	}
 }
