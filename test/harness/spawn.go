@@ -9,9 +9,9 @@ import (
 // The kernel sends a child its Pdeathsig when the thread that forked it ends, not the process
 // (go.dev/issue/27505), and the Go runtime ends a thread whenever a goroutine locked to it exits
 // locked. A child started from an ordinary goroutine could thus be SIGKILLed in the middle of a test
-// by an unrelated goroutine that happened to run on that thread: the soak saw its agent exit with
-// no log line, 30 s into a run. So every child with a Pdeathsig is forked from one goroutine locked
-// to its thread for the life of the test process.
+// by an unrelated goroutine that happened to run on that thread. So every child with a Pdeathsig is
+// forked from one goroutine locked to its thread for the life of the test process. (The agent run
+// unprivileged loses its Pdeathsig anyway: setpriv's change of user ID clears it.)
 
 type spawnReq struct {
 	cmd *exec.Cmd
