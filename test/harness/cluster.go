@@ -251,32 +251,19 @@ func (cp *ControlPlane) Writes(t testing.TB, node string) map[string]int {
 // agent running as an unprivileged user can read it).
 func Kubeconfig(t testing.TB, dir, server, token string) string {
 	t.Helper()
-	p := filepath.Join(dir, "kubeconfig")
-	data := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: test
-  cluster:
-    server: %s
-    insecure-skip-tls-verify: true
-users:
-- name: nodeaddr
-  user:
-    token: %s
-contexts:
-- name: test
-  context: {cluster: test, user: nodeaddr}
-current-context: test
-`, server, token)
-	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return insecureKubeconfig(t, dir, server, "token: "+token)
 }
 
-// KubeconfigTokenFile writes a kubeconfig for server whose user reads its token from tokenFile,
-// as a pod's projected token: client-go re-reads the file, so rewriting it renews the token.
+// KubeconfigTokenFile is Kubeconfig with the token read from tokenFile, as a pod's projected
+// token: client-go re-reads the file, so rewriting it renews the token.
 func KubeconfigTokenFile(t testing.TB, dir, server, tokenFile string) string {
+	t.Helper()
+	return insecureKubeconfig(t, dir, server, "tokenFile: "+tokenFile)
+}
+
+// insecureKubeconfig writes dir/kubeconfig for server (its certificate not verified; the real
+// node's writeKubeconfig verifies it) whose one user has the credential line cred.
+func insecureKubeconfig(t testing.TB, dir, server, cred string) string {
 	t.Helper()
 	p := filepath.Join(dir, "kubeconfig")
 	data := fmt.Sprintf(`apiVersion: v1
@@ -289,12 +276,12 @@ clusters:
 users:
 - name: nodeaddr
   user:
-    tokenFile: %s
+    %s
 contexts:
 - name: test
   context: {cluster: test, user: nodeaddr}
 current-context: test
-`, server, tokenFile)
+`, server, cred)
 	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
