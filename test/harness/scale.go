@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,6 +103,9 @@ type TimedAuditEvent struct {
 // log order. Long-running requests (watches) appear at ResponseStarted when they begin and at
 // ResponseComplete when they end.
 func (cp *ControlPlane) AuditSince(user string, since time.Time) ([]TimedAuditEvent, error) {
+	if err := cp.AuditNotRotated(); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(cp.AuditLog)
 	if err != nil {
 		return nil, err
@@ -120,4 +125,18 @@ func (cp *ControlPlane) AuditSince(user string, since time.Time) ([]TimedAuditEv
 		out = append(out, e)
 	}
 	return out, sc.Err()
+}
+
+// AuditNotRotated fails if kube-apiserver rotated the audit log (lumberjack renames audit.log to
+// audit-<time>.log): a reader of audit.log alone would then under-count without saying so.
+func (cp *ControlPlane) AuditNotRotated() error {
+	ext := filepath.Ext(cp.AuditLog)
+	old, err := filepath.Glob(strings.TrimSuffix(cp.AuditLog, ext) + "-*" + ext)
+	if err != nil {
+		return err
+	}
+	if len(old) > 0 {
+		return fmt.Errorf("the audit log was rotated (%s): its reader would miss every record before the rotation", strings.Join(old, ", "))
+	}
+	return nil
 }
