@@ -163,7 +163,7 @@ bench: e2e-bins
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/renumber.md go test -tags bench -run TestRenumberingToExec -v -count=1 -p 1 -timeout 20m ./node/
 	cd test && NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/nat.md go test -tags bench -run TestNATUplinkChangeBench -v -count=1 -timeout 10m ./nat/
 	{ cat $(NODEADDR_CACHE_DIR)/report.md $(NODEADDR_CACHE_DIR)/scale.md docs/bench/scale-5000.md docs/bench/scale-5000-flowschema.md docs/bench/scale-5000-notes.md docs/bench/csr.md docs/bench/outage-before.md \
-	  $(NODEADDR_CACHE_DIR)/outage.md docs/bench/outage-5000.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/renumber.md $(NODEADDR_CACHE_DIR)/nat.md; \
+	  $(NODEADDR_CACHE_DIR)/outage.md docs/bench/outage-5000.md docs/bench/outage-5000-flowschema.md; echo; cat $(NODEADDR_CACHE_DIR)/realnode.md $(NODEADDR_CACHE_DIR)/renumber.md $(NODEADDR_CACHE_DIR)/nat.md; \
 	  echo; cat docs/bench/soak.md; echo; cat docs/bench/debounce.md; \
 	  printf '\n## Micro-benchmarks\n\n`go test -bench . -benchmem` on the hot paths (ns/op, B/op, allocs/op):\n\n```\n'; \
 	  grep -E '^(Benchmark|goos|goarch|cpu)' $(NODEADDR_CACHE_DIR)/micro.txt; printf '```\n'; } > docs/BENCHMARKS.md

@@ -229,6 +229,9 @@ func maxOf(d []time.Duration) time.Duration {
 }
 
 func secs(d time.Duration) string {
+	if d < 0 { // before the reference instant (an outage write answered before /readyz said 200)
+		return secs(-d) + " before"
+	}
 	switch {
 	case d < time.Second:
 		return fmt.Sprintf("%d ms", d.Milliseconds())
