@@ -40,6 +40,8 @@ type outageReport struct {
 	writes     []time.Duration // per Node: ready → completion of its agent's last successful PATCH
 	codes      map[int]int     // the other responses, by status code
 	outside    int             // PATCHes received after the window (none expected)
+	sent       []time.Time     // the agents' PATCHes on nodes sent in the window (client side)
+	sentEarly  int             // and sent between the restart and the window (held in connects)
 	others     map[string]int
 }
 
@@ -119,6 +121,8 @@ func (r *outageReport) analyse(t *testing.T, cp *harness.ControlPlane) error {
 		r.writes = append(r.writes, at.Sub(r.ready))
 	}
 	r.others = countRequests(t, cp, r.start, r.end.Add(time.Nanosecond))
+	r.sent = patchesSent.between(r.start, r.end)
+	r.sentEarly = len(patchesSent.between(r.restarted, r.start.Add(-time.Nanosecond)))
 	return nil
 }
 
@@ -146,15 +150,28 @@ func (r *outageReport) mean() float64 {
 
 // peak is the largest number of PATCHes received within any one second (a sliding window, so a
 // burst that straddles two buckets of the series is not split).
-func (r *outageReport) peak() int {
-	best, lo := 0, 0
-	for hi, at := range r.received {
-		for at.Sub(r.received[lo]) >= time.Second {
-			lo++
-		}
-		best = max(best, hi-lo+1)
+func (r *outageReport) peak() int { return peakPerSecond(r.received) }
+
+// sentPeak2Mean is peak/mean of the PATCHes as the agents sent them, over the same window: the
+// spread the agents' retry schedule achieved, before the server's own queueing or stalls.
+func (r *outageReport) sentPeak2Mean() float64 {
+	if len(r.sent) == 0 {
+		return 0
 	}
-	return best
+	return float64(peakPerSecond(r.sent)) / (float64(len(r.sent)) / float64(len(r.series)))
+}
+
+// silentSends is the number of seconds of the window in which the server received no PATCH, and
+// how many the agents sent in those seconds.
+func (r *outageReport) silentSends() (seconds, sent int) {
+	perSent := perSecond(r.sent, r.start, len(r.series))
+	for i, s := range r.series {
+		if s.total == 0 {
+			seconds++
+			sent += perSent[i]
+		}
+	}
+	return seconds, sent
 }
 
 // loadAvg is the machine's load average (1, 5, 15 min) as uptime prints it.
@@ -225,6 +242,11 @@ func (r *outageReport) writeTable(b *strings.Builder) {
 	row("mean PATCH rate over the window", "%.1f/s (%d PATCHes over %d s)", r.mean(), len(r.received), len(r.series))
 	row("peak one-second PATCH rate", "%d/s (%.0f%% of the fleet's writes)", r.peak(), 100*float64(r.peak())/float64(max(r.ok, 1)))
 	row("peak / mean", "%.2f (goal ≤ %.0f)", r.peak2mean(), spreadGoal)
+	row("the same PATCHes as the agents sent them (client side): count, peak/s, peak / mean", "%d, %d/s, %.2f",
+		len(r.sent), peakPerSecond(r.sent), r.sentPeak2Mean())
+	row("PATCHes the agents sent after the restart but before the window (waiting in connects or TLS handshakes)", "%d", r.sentEarly)
+	silent, sentThen := r.silentSends()
+	row("seconds of the window in which the server received no PATCH; PATCHes the agents sent in them", "%d; %d", silent, sentThen)
 	row("agents' write conflicts / write errors / overwrites detected, stop → converged", "%s", r.obs)
 	row("all agent requests in the window (context)", "%s", byVerb(r.others))
 	if r.outside > 0 {
@@ -251,24 +273,34 @@ func codeList(codes map[int]int) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
-// writeSeries prints PATCHes per second of the window, ten seconds a row; "n (f)" means n PATCHes
-// received in that second, f of them answered with no 2xx.
+// writeSeries prints PATCHes per second of the window, ten seconds a row: received ("n (f)": n
+// PATCHes received in that second, f of them answered with no 2xx), then sent by the agents.
 func (r *outageReport) writeSeries(b *strings.Builder) {
 	fmt.Fprintf(b, "PATCHes received per second of the recovery window (second 0 starts %s; \"n (f)\": f of the n got no 2xx):\n\n",
 		r.windowStartText())
+	writeGrid(b, len(r.series), func(i int) string {
+		if r.series[i].failed > 0 {
+			return fmt.Sprintf("%d (%d)", r.series[i].total, r.series[i].failed)
+		}
+		return fmt.Sprint(r.series[i].total)
+	})
+	fmt.Fprintf(b, "The same window's PATCHes per second as the agents sent them (client side, retries included):\n\n")
+	sent := perSecond(r.sent, r.start, len(r.series))
+	writeGrid(b, len(sent), func(i int) string { return fmt.Sprint(sent[i]) })
+}
+
+// writeGrid prints n cells as a markdown table of ten seconds a row.
+func writeGrid(b *strings.Builder, n int, cell func(int) string) {
 	b.WriteString("| s | +0 | +1 | +2 | +3 | +4 | +5 | +6 | +7 | +8 | +9 |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for row := 0; row < len(r.series); row += 10 {
+	for row := 0; row < n; row += 10 {
 		fmt.Fprintf(b, "| %d |", row)
 		for i := row; i < row+10; i++ {
-			switch {
-			case i >= len(r.series):
+			if i >= n {
 				b.WriteString(" |")
-			case r.series[i].failed > 0:
-				fmt.Fprintf(b, " %d (%d) |", r.series[i].total, r.series[i].failed)
-			default:
-				fmt.Fprintf(b, " %d |", r.series[i].total)
+				continue
 			}
+			fmt.Fprintf(b, " %s |", cell(i))
 		}
 		b.WriteString("\n")
 	}

@@ -360,7 +360,8 @@ func newAgentWith(ctx context.Context, host, node, token string, approval approv
 		Burst:           clientBurst,
 		// A Dial function makes client-go build a transport for this client alone instead of sharing
 		// its cached one: 500 agents are 500 connections, not 500 streams of one HTTP/2 connection.
-		Dial: dialer.DialContext,
+		Dial:          dialer.DialContext,
+		WrapTransport: patchesSent.wrap,
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
