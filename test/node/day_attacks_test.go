@@ -15,9 +15,11 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 )
 
 // The approval attacks' other parties: another Node (API only, no kubelet) and the API server's
@@ -117,8 +119,19 @@ func (d *day) otherParties(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.CoreV1().Nodes().Delete(context.Background(), otherNode, metav1.DeleteOptions{}) })
-	on.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: otherIP}}
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, on, metav1.UpdateOptions{}); err != nil {
+	// kube-controller-manager writes a new Node too (its pod CIDR, taints): retry on its conflict
+	// with the Node as it is now (a CI run failed here with "the object has been modified").
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		on.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: otherIP}}
+		_, err := cs.CoreV1().Nodes().UpdateStatus(ctx, on, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if fresh, gerr := cs.CoreV1().Nodes().Get(ctx, otherNode, metav1.GetOptions{}); gerr == nil {
+				on = fresh
+			}
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	ready := true
