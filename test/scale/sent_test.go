@@ -4,6 +4,7 @@ package scale
 
 import (
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -36,8 +37,19 @@ func (s sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.log.at = append(s.log.at, time.Now())
 		s.log.mu.Unlock()
 	}
-	return s.next.RoundTrip(req)
+	resp, err := s.next.RoundTrip(req)
+	if err == nil && stripRetryAfter && resp.StatusCode == http.StatusTooManyRequests {
+		// client-go retries a 429 that carries Retry-After itself, up to 10 times, after exactly
+		// the seconds the server asks: every agent rejected in one second comes back together.
+		// Without the header the 429 reaches the agent, whose retry schedule spreads the fleet.
+		resp.Header.Del("Retry-After")
+	}
+	return resp, err
 }
+
+// stripRetryAfter (NODEADDR_SCALE_NO_RETRY_AFTER=on) is the experiment of whether client-go's own
+// 429 retries are what bunches a recovering fleet.
+var stripRetryAfter = os.Getenv("NODEADDR_SCALE_NO_RETRY_AFTER") == "on"
 
 // between returns the sends in [from, to], in order.
 func (l *sendLog) between(from, to time.Time) []time.Time {
