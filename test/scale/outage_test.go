@@ -135,6 +135,7 @@ func startFleet(t *testing.T, n int, apf, flowSchema bool) *fleet {
 	if f.agents, err = newFleet(runCtx, f.cp.Config.Host, f.names, tokens, nil); err != nil {
 		t.Fatal(err)
 	}
+	patchesSent.reset() // the package-wide log of sends: this fleet's only
 	f.tr.expect(f.want(1))
 	f.started = time.Now()
 	runFleet(runCtx, t, &wg, f.agents, f.started)

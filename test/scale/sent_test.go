@@ -51,6 +51,13 @@ func (s sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // 429 retries are what bunches a recovering fleet.
 var stripRetryAfter = os.Getenv("NODEADDR_SCALE_NO_RETRY_AFTER") == "on"
 
+// reset forgets every send (a fleet starts from an empty log).
+func (l *sendLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at = nil
+}
+
 // between returns the sends in [from, to], in order.
 func (l *sendLog) between(from, to time.Time) []time.Time {
 	l.mu.Lock()
