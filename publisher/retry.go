@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // errConflict marks a write that lost a race with another writer (409, or a failed JSON-patch
@@ -18,7 +20,9 @@ func (h holdError) Error() string { return "rewrite held back until " + h.until.
 
 // RetryIn is how long to wait before retrying after a reconcile failed with err: a held-back
 // rewrite waits for its time, a conflict (this Node's own race, not a fleet-wide outage) retries
-// soon, anything else backs off on the retry schedule. A successful Reconcile ends the backoff.
+// soon, anything else backs off on the retry schedule, no sooner than the server's Retry-After
+// (a 429 from priority and fairness, which the agent's client does not retry itself; see
+// internal/kube). A successful Reconcile ends the backoff.
 func (p *Publisher) RetryIn(err error) time.Duration {
 	var hold holdError
 	switch {
@@ -27,8 +31,18 @@ func (p *Publisher) RetryIn(err error) time.Duration {
 	case errors.Is(err, errConflict):
 		return max(p.cfg.MinBackoff/4, time.Millisecond)
 	default:
-		return p.retry.When()
+		return p.retry.When(serverDelay(err, p.cfg.MaxBackoff))
 	}
+}
+
+// serverDelay is the Retry-After that an API error carries, at most limit (a server that asks for
+// an hour does not stop the agent for longer than one retry period), or 0.
+func serverDelay(err error, limit time.Duration) time.Duration {
+	s, ok := apierrors.SuggestsClientDelay(err)
+	if !ok || s <= 0 {
+		return 0
+	}
+	return min(time.Duration(s)*time.Second, limit)
 }
 
 // retrySchedule is when the driver retries after failed reconciles: a backoff that spreads a fleet
@@ -69,8 +83,11 @@ func newRetrySchedule(min, period time.Duration) *retrySchedule {
 	return &retrySchedule{min: min, period: period, rand: rand.Float64, now: time.Now}
 }
 
-// When is how long to wait before the next attempt, after a failed one.
-func (s *retrySchedule) When() time.Duration {
+// When is how long to wait before the next attempt, after a failed one: the next point of the
+// schedule that is at least atLeast away (the server's Retry-After, or 0). Waiting for a point of
+// the grid, rather than exactly atLeast, keeps a fleet that the server told to wait the same
+// seconds spread as before.
+func (s *retrySchedule) When(atLeast time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -79,7 +96,7 @@ func (s *retrySchedule) When() time.Duration {
 		s.anchor = s.period + time.Duration(s.rand()*float64(s.period))
 	}
 	elapsed := now.Sub(s.start)
-	return s.next(elapsed) - elapsed
+	return s.next(elapsed+max(atLeast, 0)) - elapsed
 }
 
 // next is the first point of the schedule after elapsed (and at or after min).

@@ -1,11 +1,15 @@
 package publisher
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 const minRetry, retryPeriod = 500 * time.Millisecond, 20 * time.Second
@@ -41,7 +45,7 @@ func TestRetryScheduleTimes(t *testing.T) {
 			s := schedule(tc.r, c)
 			var got []time.Duration
 			for range tc.want {
-				d := s.When()
+				d := s.When(0)
 				got = append(got, d)
 				c.advance(d) // the attempt fails at once
 			}
@@ -61,7 +65,7 @@ func TestRetryScheduleKeepsItsGrid(t *testing.T) {
 	step := func(took time.Duration, want time.Duration) {
 		t.Helper()
 		c.advance(took)
-		if got := s.When(); got != want {
+		if got := s.When(0); got != want {
 			t.Fatalf("after an attempt of %s: delay %s, want %s", took, got, want)
 		}
 		c.advance(want)
@@ -75,12 +79,40 @@ func TestRetryScheduleKeepsItsGrid(t *testing.T) {
 	step(0, 937500*time.Microsecond) // a new backoff, anchor 30 s: first point 0.9375 s
 }
 
+// A server's Retry-After is a lower bound, met on the grid: the delay is the first point of the
+// schedule after it (anchor 20 s: 0.625, 1.25, 2.5, 5, 10, 20, 40 … s), so agents told to wait the
+// same seconds still come back on points of their own. RetryIn reads it from the API error, wrapped
+// as the writes wrap it, and never waits longer than one period more for a huge Retry-After.
+func TestRetryScheduleRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want time.Duration
+	}{
+		{"no Retry-After", errors.New("connection refused"), 625 * time.Millisecond},
+		{"priority and fairness, 1 s", apierrors.NewTooManyRequests("Too many requests", 1), 1250 * time.Millisecond},
+		{"3 s", fmt.Errorf("write status: %w", apierrors.NewTooManyRequests("", 3)), 5 * time.Second},
+		{"exactly on a point", apierrors.NewTooManyRequests("", 5), 10 * time.Second},
+		{"past the anchor", apierrors.NewTooManyRequests("", 25), 40 * time.Second},
+		{"an hour, bounded by the period", apierrors.NewTooManyRequests("", 3600), 40 * time.Second},
+		{"a server timeout without a delay", apierrors.NewServerTimeout(schema.GroupResource{Resource: "nodes"}, "patch", 0), 625 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeClock{t: time.Unix(1000, 0)}
+			p := &Publisher{cfg: Config{MinBackoff: minRetry, MaxBackoff: retryPeriod}, retry: schedule(0, c)}
+			if got := p.RetryIn(tc.err); got != tc.want {
+				t.Errorf("delay %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // A minimum above the period leaves only the periodic part: the first attempt is the anchor.
 func TestRetryScheduleMinAbovePeriod(t *testing.T) {
 	c := &fakeClock{t: time.Unix(1000, 0)}
 	s := newRetrySchedule(time.Hour, time.Minute)
 	s.rand, s.now = func() float64 { return 0.5 }, c.now
-	if d := s.When(); d != time.Hour+30*time.Second {
+	if d := s.When(0); d != time.Hour+30*time.Second {
 		t.Errorf("first delay %s, want 1h0m30s (the first point at or after min: anchor 90 s + 59 periods)", d)
 	}
 }
@@ -102,7 +134,7 @@ func TestRetryScheduleSpreadsAFleet(t *testing.T) {
 				s.rand, s.now = rand.New(rand.NewPCG(uint64(i), 17)).Float64, c.now
 				at := time.Duration(0)
 				for at < outage {
-					d := s.When()
+					d := s.When(0)
 					at += d
 					c.advance(d)
 				}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 )
 
 // checkOptions are the flags of --check-install.
@@ -27,7 +28,7 @@ type checkOptions struct {
 	nodeSelector  string
 }
 
-// installLister reads what the check judges (kubeClient; a fake clientset in tests).
+// installLister reads what the check judges (kube.Client; a fake clientset in tests).
 type installLister interface {
 	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
 	ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error)
@@ -100,17 +101,9 @@ func (a *command) runCheck(ctx context.Context) error {
 		return err
 	}
 	cfg.UserAgent = "nodeaddr-check/" + version
-	client, err := newKubeClient(cfg, kubeScheme())
+	client, err := kube.NewClient(cfg, kube.Scheme())
 	if err != nil {
 		return err
 	}
 	return checkInstall(ctx, client, a.opts.check, a.opts.timeout, 2*time.Second, a.stdout)
-}
-
-// ListPods lists pods in namespace ("" for every namespace), for --check-install.
-func (k *kubeClient) ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error) {
-	l := &corev1.PodList{}
-	err := k.rest.Get().UseProtobufAsDefault().NamespaceIfScoped(namespace, namespace != "").Resource("pods").
-		VersionedParams(&opts, k.params).Do(ctx).Into(l)
-	return l, err
 }

@@ -13,20 +13,22 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 )
 
 // csrClient is what the kubelet-serving CSR approver (--approve-kubelet-serving-csr) reads and
 // writes: certificates.k8s.io/v1 CSRs (list, watch, the approval subresource), Nodes (list) and the
 // kubernetes Service's EndpointSlices (discovery.k8s.io/v1), as REST clients over a scheme of those
-// types only, like kubeClient (kube.go): the typed clients would link every API group.
+// types only, like kube.Client (internal/kube): the typed clients would link every API group.
 // It implements csrapproval.CSRClient and csrapproval.ClusterReader.
 type csrClient struct {
 	certs, slices rest.Interface
-	nodes         *kubeClient
+	nodes         *kube.Client
 	params        runtime.ParameterCodec
 }
 
-func newCSRClient(cfg *rest.Config, nodes *kubeClient) (*csrClient, error) {
+func newCSRClient(cfg *rest.Config, nodes *kube.Client) (*csrClient, error) {
 	s := runtime.NewScheme()
 	s.AddKnownTypes(certv1.SchemeGroupVersion, &certv1.CertificateSigningRequest{}, &certv1.CertificateSigningRequestList{})
 	s.AddKnownTypes(discoveryv1.SchemeGroupVersion, &discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{})
@@ -57,14 +59,14 @@ func newCSRClient(cfg *rest.Config, nodes *kubeClient) (*csrClient, error) {
 func (c *csrClient) List(ctx context.Context, opts metav1.ListOptions) (*certv1.CertificateSigningRequestList, error) {
 	l := &certv1.CertificateSigningRequestList{}
 	err := c.certs.Get().UseProtobufAsDefault().Resource("certificatesigningrequests").
-		VersionedParams(&opts, c.params).Timeout(timeout(opts)).Do(ctx).Into(l)
+		VersionedParams(&opts, c.params).Timeout(kube.Timeout(opts)).Do(ctx).Into(l)
 	return l, err
 }
 
 func (c *csrClient) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.certs.Get().UseProtobufAsDefault().Resource("certificatesigningrequests").
-		VersionedParams(&opts, c.params).Timeout(timeout(opts)).Watch(ctx)
+		VersionedParams(&opts, c.params).Timeout(kube.Timeout(opts)).Watch(ctx)
 }
 
 // UpdateApproval is the typed client's: PUT on the approval subresource.

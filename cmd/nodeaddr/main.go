@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/publisher/identity"
@@ -80,17 +81,17 @@ type command struct {
 // the metrics and probe listeners until ctx ends.
 func (a *command) run(ctx context.Context) error {
 	o := a.opts
-	var client *kubeClient
+	var client *kube.Client
 	var reviewer metrics.Reviewer
 	var csrs *csrClient
-	scheme := kubeScheme()
+	scheme := kube.Scheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
 		if err != nil {
 			return err
 		}
 		cfg.UserAgent = "nodeaddr/" + version
-		if client, err = newKubeClient(cfg, scheme); err != nil {
+		if client, err = kube.NewClient(cfg, scheme); err != nil {
 			return err
 		}
 		rc, err := newReviewClient(cfg, o.audiences()...)
@@ -109,7 +110,7 @@ func (a *command) run(ctx context.Context) error {
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
 		b := record.NewBroadcaster(record.WithContext(ctx))
-		b.StartRecordingToSink(events{client})
+		b.StartRecordingToSink(client.EventSink())
 		defer b.Shutdown()
 		cfg.Publisher.Nodes = client
 		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})

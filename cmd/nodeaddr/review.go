@@ -19,7 +19,7 @@ import (
 // reviewClient asks the API server who a scraper is (TokenReview) and whether it may get /metrics
 // (SubjectAccessReview): the two POSTs of a generated clientset's
 // AuthenticationV1().TokenReviews().Create and AuthorizationV1().SubjectAccessReviews().Create, on
-// REST clients that know only these two types (see kube.go for why no clientset).
+// REST clients that know only these two types (see internal/kube for why no clientset).
 type reviewClient struct {
 	authn, authz rest.Interface
 	// audiences are the TokenReview's spec.audiences (--metrics-token-audience); empty: the API

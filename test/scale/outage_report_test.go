@@ -226,11 +226,6 @@ func (r *outageReport) writeMethod(b *strings.Builder) {
 }
 
 func (r *outageReport) writeTable(b *strings.Builder) {
-	if stripRetryAfter {
-		b.WriteString("Experiment (`NODEADDR_SCALE_NO_RETRY_AFTER=on`): the agents' transport removes Retry-After from 429 " +
-			"responses, so client-go does not retry them itself and each rejection goes to the agent's retry schedule.\n\n")
-	}
-
 	failed := len(r.received) - r.ok
 	b.WriteString("| measure | result |\n| --- | --- |\n")
 	row := func(k, format string, args ...any) { fmt.Fprintf(b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }

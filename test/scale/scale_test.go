@@ -24,14 +24,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -363,22 +362,33 @@ func newAgentWith(ctx context.Context, host, node, token string, approval approv
 		Dial:          dialer.DialContext,
 		WrapTransport: patchesSent.wrap,
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	// The agent's own client (internal/kube), as cmd/nodeaddr builds it: what the fleet measures is
+	// what the agent sends, including which answers client-go retries by itself. The approval's
+	// clientset shares its connection.
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kube.NewClientForConfigAndClient(cfg, kube.Scheme(), hc)
 	if err != nil {
 		return nil, err
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	b.StartRecordingToSink(kc.EventSink())
 	a := &fleetAgent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: &writeCounter{}, events: b}
-	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "nodeaddr", Host: node})
+	rec := b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: "nodeaddr", Host: node})
 	var csr *csrapproval.Config
 	if approval != nil {
+		cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
+		if err != nil {
+			return nil, err
+		}
 		csr = approval(cs, rec)
 	}
 	ag, err := agent.New(agent.Config{
 		NodeName: node,
 		Publisher: publisher.Config{
-			Nodes: cs.CoreV1().Nodes(), RemoveTaint: true,
+			Nodes: kc, RemoveTaint: true,
 			Rate: publishRate, Burst: publishBurst, Observer: a.obs, Recorder: rec,
 		},
 		CSRApproval: csr,

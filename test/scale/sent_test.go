@@ -4,7 +4,6 @@ package scale
 
 import (
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -22,8 +21,8 @@ type sendLog struct {
 	at []time.Time
 }
 
-// wrap is a rest.Config WrapTransport recording every PATCH on nodes as it is sent (client-go's
-// own retries, after a 429 with Retry-After, pass through it again and count again).
+// wrap is a rest.Config WrapTransport recording every PATCH on nodes as it is sent (a retry,
+// client-go's or the agent's, passes through it again and counts again).
 func (l *sendLog) wrap(rt http.RoundTripper) http.RoundTripper { return sendRecorder{rt, l} }
 
 type sendRecorder struct {
@@ -37,19 +36,8 @@ func (s sendRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.log.at = append(s.log.at, time.Now())
 		s.log.mu.Unlock()
 	}
-	resp, err := s.next.RoundTrip(req)
-	if err == nil && stripRetryAfter && resp.StatusCode == http.StatusTooManyRequests {
-		// client-go retries a 429 that carries Retry-After itself, up to 10 times, after exactly
-		// the seconds the server asks: every agent rejected in one second comes back together.
-		// Without the header the 429 reaches the agent, whose retry schedule spreads the fleet.
-		resp.Header.Del("Retry-After")
-	}
-	return resp, err
+	return s.next.RoundTrip(req)
 }
-
-// stripRetryAfter (NODEADDR_SCALE_NO_RETRY_AFTER=on) is the experiment of whether client-go's own
-// 429 retries are what bunches a recovering fleet.
-var stripRetryAfter = os.Getenv("NODEADDR_SCALE_NO_RETRY_AFTER") == "on"
 
 // reset forgets every send (a fleet starts from an empty log).
 func (l *sendLog) reset() {

@@ -1,10 +1,11 @@
-package main
+package kube
 
 import (
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,7 @@ import (
 )
 
 var (
-	_ publisher.NodeClient = (*kubeClient)(nil)
+	_ publisher.NodeClient = (*Client)(nil)
 )
 
 // TestKubeClient checks the requests the REST client makes (paths, query, content types) and that
@@ -59,8 +60,8 @@ func TestKubeClient(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	scheme := kubeScheme()
-	k, err := newKubeClient(&rest.Config{Host: srv.URL, UserAgent: "test"}, scheme)
+	scheme := Scheme()
+	k, err := NewClient(&rest.Config{Host: srv.URL, UserAgent: "test"}, scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestKubeClient(t *testing.T) {
 		t.Fatalf("reference = %+v, %v", ref, err)
 	}
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "n1.1", Namespace: "default"}, InvolvedObject: *ref, Reason: "R"}
-	sink := events{k}
+	sink := k.EventSink()
 	if out, err := sink.Create(ev); err != nil || out.Reason != "R" {
 		t.Fatalf("Create = %+v, %v", out, err)
 	}
@@ -140,5 +141,48 @@ func TestKubeClient(t *testing.T) {
 	var sent corev1.Event
 	if err := json.Unmarshal([]byte(got[5][strings.Index(got[5], "{"):]), &sent); err != nil || sent.InvolvedObject.Kind != "Node" {
 		t.Errorf("event body %q: %v", got[5], err)
+	}
+}
+
+// TestPatchReturnsRetryAfter: a PATCH that the server rejects with Retry-After (priority and
+// fairness's 429, or a 5xx) comes back to the caller at once, with the server's delay in the
+// error, instead of being retried by client-go after exactly that delay (publisher/retry.go
+// spreads the retries).
+func TestPatchReturnsRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		is   func(error) bool
+	}{
+		{http.StatusTooManyRequests, apierrors.IsTooManyRequests},
+		{http.StatusServiceUnavailable, apierrors.IsServiceUnavailable},
+	} {
+		t.Run(http.StatusText(tc.code), func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				got = append(got, r.Method+" "+r.URL.Path)
+				mu.Unlock()
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "Too many requests, please try again later.", tc.code)
+			}))
+			defer srv.Close()
+			k, err := NewClient(&rest.Config{Host: srv.URL, UserAgent: "test"}, Scheme())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = k.Patch(t.Context(), "n1", types.JSONPatchType, []byte(`[]`), metav1.PatchOptions{}, "status")
+			if !tc.is(err) {
+				t.Fatalf("Patch: err = %v, want %d", err, tc.code)
+			}
+			if s, ok := apierrors.SuggestsClientDelay(err); !ok || s != 1 {
+				t.Errorf("SuggestsClientDelay = %d, %v; want the server's 1 s", s, ok)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"PATCH /api/v1/nodes/n1/status"}; !slices.Equal(got, want) {
+				t.Errorf("requests %q, want %q: client-go retried the Retry-After itself", got, want)
+			}
+		})
 	}
 }
