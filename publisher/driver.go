@@ -13,6 +13,7 @@ func (p *Publisher) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer p.queue.Done()
+	p.retry.Began()
 	err := p.reconcile(ctx)
 	if ctx.Err() != nil {
 		return false
@@ -30,6 +31,7 @@ func (p *Publisher) processNext(ctx context.Context) bool {
 // read the Node and published its one resolution; a nil error means the Node is reconciled, and
 // an error is retried after RetryIn.
 func (p *Publisher) Reconcile(ctx context.Context) error {
+	p.retry.Began()
 	err := p.reconcile(ctx)
 	if err == nil {
 		p.retry.Forget()

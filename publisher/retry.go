@@ -20,9 +20,10 @@ func (h holdError) Error() string { return "rewrite held back until " + h.until.
 
 // RetryIn is how long to wait before retrying after a reconcile failed with err: a held-back
 // rewrite waits for its time, a conflict (this Node's own race, not a fleet-wide outage) retries
-// soon, anything else backs off on the retry schedule, no sooner than the server's Retry-After up
-// to half a period (a 429 from priority and fairness, which the agent's client does not retry
-// itself; see internal/kube and serverDelay). A successful Reconcile ends the backoff.
+// soon, anything else backs off on the retry schedule, no sooner than the server's Retry-After, up
+// to one period, after the attempt began (a 429 from priority and fairness, which the agent's
+// client does not retry itself; see internal/kube and serverDelay). A successful Reconcile ends
+// the backoff.
 func (p *Publisher) RetryIn(err error) time.Duration {
 	var hold holdError
 	switch {
@@ -31,19 +32,19 @@ func (p *Publisher) RetryIn(err error) time.Duration {
 	case errors.Is(err, errConflict):
 		return max(p.cfg.MinBackoff/4, time.Millisecond)
 	default:
-		return p.retry.When(serverDelay(err, p.cfg.MaxBackoff/2))
+		return p.retry.When(serverDelay(err, p.cfg.MaxBackoff))
 	}
 }
 
 // serverDelay is the Retry-After that an API error carries, at most limit, or 0.
 //
-// RetryIn caps it at half the retry period. Priority and fairness asks for 1 s and doubles that,
-// up to 32 s, while it keeps rejecting; an agent already retrying once a period would skip its next
-// point for anything longer than the gap to it, and a fleet that a starting server rejected would
-// come back a whole period late: at 5 000 agents, every Node written 36.5 s after the server was
-// ready instead of about one period, 20 s (docs/bench/outage-5000-flowschema.md). Below the cap the
-// server's delay holds, which is what matters early in a backoff, when the gaps are shorter than
-// the Retry-After; above it the agent's own rate, one write per period, is already the backpressure.
+// RetryIn caps it at one retry period: priority and fairness asks for 1 s and doubles that, up to
+// 32 s, while it keeps rejecting, and an agent already retrying once a period is slower than that
+// cap. Measured from when the failed attempt began (the schedule's Began), not from its answer:
+// priority and fairness holds a request in its queue for up to 15 s before it rejects it, and a
+// Retry-After counted from the answer pushed every agent so held past its next point, so that at
+// 5 000 agents a fleet rejected by a starting server came back a whole period late
+// (docs/bench/outage-5000-flowschema.md, runs 4 and 5).
 func serverDelay(err error, limit time.Duration) time.Duration {
 	s, ok := apierrors.SuggestsClientDelay(err)
 	if !ok || s <= 0 {
@@ -84,16 +85,24 @@ type retrySchedule struct {
 	started bool
 	start   time.Time     // first failure of the current backoff
 	anchor  time.Duration // g, in [period, 2·period)
+	began   time.Time     // when the latest attempt began (Began); zero if never told
 }
 
 func newRetrySchedule(min, period time.Duration) *retrySchedule {
 	return &retrySchedule{min: min, period: period, rand: rand.Float64, now: time.Now}
 }
 
+// Began records that an attempt begins now: a Retry-After is counted from here.
+func (s *retrySchedule) Began() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.began = s.now()
+}
+
 // When is how long to wait before the next attempt, after a failed one: the next point of the
-// schedule that is at least atLeast away (the server's Retry-After, or 0). Waiting for a point of
-// the grid, rather than exactly atLeast, keeps a fleet that the server told to wait the same
-// seconds spread as before.
+// schedule, and no sooner than atLeast (the server's Retry-After, or 0) after the failed attempt
+// began. Waiting for a point of the grid, rather than exactly atLeast, keeps a fleet that the
+// server told to wait the same seconds spread as before.
 func (s *retrySchedule) When(atLeast time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,7 +112,15 @@ func (s *retrySchedule) When(atLeast time.Duration) time.Duration {
 		s.anchor = s.period + time.Duration(s.rand()*float64(s.period))
 	}
 	elapsed := now.Sub(s.start)
-	return s.next(elapsed+max(atLeast, 0)) - elapsed
+	after := elapsed // next returns the first point after this
+	if atLeast > 0 {
+		from := now
+		if !s.began.IsZero() && s.began.Before(now) {
+			from = s.began
+		}
+		after = max(after, from.Add(atLeast).Sub(s.start)-1) // at or after from+atLeast
+	}
+	return s.next(after) - elapsed
 }
 
 // next is the first point of the schedule after elapsed (and at or after min).

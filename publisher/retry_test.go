@@ -80,10 +80,9 @@ func TestRetryScheduleKeepsItsGrid(t *testing.T) {
 }
 
 // A server's Retry-After is a lower bound, met on the grid: the delay is the first point of the
-// schedule after it (anchor 20 s: 0.625, 1.25, 2.5, 5, 10, 20, 40 … s), so agents told to wait the
-// same seconds still come back on points of their own. RetryIn reads it from the API error, wrapped
-// as the writes wrap it, and caps it at half the period (10 s): a longer one does not push an agent
-// past the point after it.
+// schedule at or after it (anchor 20 s: 0.625, 1.25, 2.5, 5, 10, 20, 40 … s), so agents told to
+// wait the same seconds still come back on points of their own. RetryIn reads it from the API
+// error, wrapped as the writes wrap it, and caps it at one period.
 func TestRetryScheduleRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -93,10 +92,10 @@ func TestRetryScheduleRetryAfter(t *testing.T) {
 		{"no Retry-After", errors.New("connection refused"), 625 * time.Millisecond},
 		{"priority and fairness, 1 s", apierrors.NewTooManyRequests("Too many requests", 1), 1250 * time.Millisecond},
 		{"3 s", fmt.Errorf("write status: %w", apierrors.NewTooManyRequests("", 3)), 5 * time.Second},
-		{"exactly on a point", apierrors.NewTooManyRequests("", 5), 10 * time.Second},
+		{"exactly on a point", apierrors.NewTooManyRequests("", 5), 5 * time.Second},
 		{"8 s, APF after a few doublings", apierrors.NewTooManyRequests("", 8), 10 * time.Second},
-		{"32 s, APF's maximum, capped at 10 s", apierrors.NewTooManyRequests("", 32), 20 * time.Second},
-		{"an hour, capped at 10 s", apierrors.NewTooManyRequests("", 3600), 20 * time.Second},
+		{"32 s, APF's maximum, capped at the period", apierrors.NewTooManyRequests("", 32), 20 * time.Second},
+		{"an hour, capped at the period", apierrors.NewTooManyRequests("", 3600), 20 * time.Second},
 		{"a server timeout without a delay", apierrors.NewServerTimeout(schema.GroupResource{Resource: "nodes"}, "patch", 0), 625 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,15 +108,33 @@ func TestRetryScheduleRetryAfter(t *testing.T) {
 	}
 }
 
-// An agent already on its period (a write at the point 40 s that took 200 ms) and told by priority
-// and fairness to wait 32 s comes back on its next point, 60 s, not a period later.
+// An agent already on its period (anchor 20 s; an attempt at the point 40 s) keeps its next point,
+// 60 s, whatever priority and fairness answers: the Retry-After counts from when the attempt began,
+// not from the answer, which came after the request waited in the server's queue.
 func TestRetryAfterKeepsTheNextPoint(t *testing.T) {
-	c := &fakeClock{t: time.Unix(1000, 0)}
-	p := &Publisher{cfg: Config{MinBackoff: minRetry, MaxBackoff: retryPeriod}, retry: schedule(0, c)}
-	p.RetryIn(errors.New("connection refused")) // the backoff starts: anchor 20 s
-	c.advance(40*time.Second + 200*time.Millisecond)
-	if got, want := p.RetryIn(apierrors.NewTooManyRequests("", 32)), 19800*time.Millisecond; got != want {
-		t.Errorf("delay %s, want %s (the point at 60 s)", got, want)
+	for _, tc := range []struct {
+		name       string
+		took       time.Duration // from the attempt to its answer
+		retryAfter int
+		want       time.Duration // counted from the answer: 39.8 s, 5 s, 25 s, 25 s
+	}{
+		{"answered at once, 32 s", 200 * time.Millisecond, 32, 19800 * time.Millisecond},
+		{"queued 15 s, 8 s", 15 * time.Second, 8, 5 * time.Second},
+		{"queued 15 s, 16 s", 15 * time.Second, 16, 5 * time.Second},
+		{"queued 15 s, 32 s", 15 * time.Second, 32, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeClock{t: time.Unix(1000, 0)}
+			s := schedule(0, c)
+			p := &Publisher{cfg: Config{MinBackoff: minRetry, MaxBackoff: retryPeriod}, retry: s}
+			p.RetryIn(errors.New("connection refused")) // the backoff starts: anchor 20 s
+			c.advance(40 * time.Second)
+			s.Began()
+			c.advance(tc.took)
+			if got := p.RetryIn(apierrors.NewTooManyRequests("", tc.retryAfter)); got != tc.want {
+				t.Errorf("delay %s, want %s (the point at 60 s)", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -70,8 +70,8 @@ func (r *report) write(t *testing.T) {
 	}
 
 	fmt.Fprintf(&b, "### Scale: %d agents on one kube-apiserver\n\n", r.nodes)
-	fmt.Fprintf(&b, "%d in-process publishers (`publisher.Publisher`, the agent's Kubernetes half), each with its own Node, "+
-		"pod-bound ServiceAccount token, client and TLS connection (QPS %d, burst %d), publish rate %d/s burst %d, "+
+	fmt.Fprintf(&b, "%d in-process agents (`agent.Agent` over a scripted kernel instead of netlink), each with its own Node, "+
+		"pod-bound ServiceAccount token, client (the agent's own, `internal/kube`) and TLS connection (QPS %d, burst %d), publish rate %d/s burst %d, "+
 		"a real event recorder, ExternalIP managed, taint removal on. One kube-apiserver %s with etcd on loopback, "+
 		"priority and fairness "+onOff(r.apf)+flowSchemaNote(r.flowSchema)+", "+
 		"audit log at Metadata level (blocking), the DaemonSet's ValidatingAdmissionPolicy active. Machine: %d CPUs (%s), "+
