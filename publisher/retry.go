@@ -21,7 +21,7 @@ func (h holdError) Error() string { return "rewrite held back until " + h.until.
 // RetryIn is how long to wait before retrying after a reconcile failed with err: a held-back
 // rewrite waits for its time, a conflict (this Node's own race, not a fleet-wide outage) retries
 // soon, anything else backs off on the retry schedule, no sooner than the server's Retry-After, up
-// to one period, after the attempt began (a 429 from priority and fairness, which the agent's
+// to half a period, after the attempt began (a 429 from priority and fairness, which the agent's
 // client does not retry itself; see internal/kube and serverDelay). A successful Reconcile ends
 // the backoff.
 func (p *Publisher) RetryIn(err error) time.Duration {
@@ -32,19 +32,22 @@ func (p *Publisher) RetryIn(err error) time.Duration {
 	case errors.Is(err, errConflict):
 		return max(p.cfg.MinBackoff/4, time.Millisecond)
 	default:
-		return p.retry.When(serverDelay(err, p.cfg.MaxBackoff))
+		return p.retry.When(serverDelay(err, p.cfg.MaxBackoff/2))
 	}
 }
 
 // serverDelay is the Retry-After that an API error carries, at most limit, or 0.
 //
-// RetryIn caps it at one retry period: priority and fairness asks for 1 s and doubles that, up to
-// 32 s, while it keeps rejecting, and an agent already retrying once a period is slower than that
-// cap. Measured from when the failed attempt began (the schedule's Began), not from its answer:
-// priority and fairness holds a request in its queue for up to 15 s before it rejects it, and a
-// Retry-After counted from the answer pushed every agent so held past its next point, so that at
-// 5 000 agents a fleet rejected by a starting server came back a whole period late
-// (docs/bench/outage-5000-flowschema.md, runs 4 and 5).
+// RetryIn caps it at half a retry period and counts it from when the failed attempt began (the
+// schedule's Began), so that an agent already retrying once a period keeps its next point whatever
+// the server asks. Priority and fairness asks for 1 s and doubles that, up to 32 s, while it keeps
+// rejecting, and holds a request in its queue for up to 15 s before it rejects it. Counted from the
+// answer, or capped at a whole period (an attempt begins a little after its point), the server's
+// delay pushed every rejected agent a period later, and at 5 000 agents a fleet rejected by a
+// starting server was written 36–55 s after the server was ready instead of about one period
+// (docs/bench/outage-5000-flowschema.md, runs 4–6). Below the cap the delay holds, which is what
+// matters early in a backoff, when the gaps are shorter than a Retry-After; above it the agent's own
+// rate, one write per period, is the backpressure.
 func serverDelay(err error, limit time.Duration) time.Duration {
 	s, ok := apierrors.SuggestsClientDelay(err)
 	if !ok || s <= 0 {

@@ -82,7 +82,7 @@ func TestRetryScheduleKeepsItsGrid(t *testing.T) {
 // A server's Retry-After is a lower bound, met on the grid: the delay is the first point of the
 // schedule at or after it (anchor 20 s: 0.625, 1.25, 2.5, 5, 10, 20, 40 … s), so agents told to
 // wait the same seconds still come back on points of their own. RetryIn reads it from the API
-// error, wrapped as the writes wrap it, and caps it at one period.
+// error, wrapped as the writes wrap it, and caps it at half a period.
 func TestRetryScheduleRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -94,8 +94,9 @@ func TestRetryScheduleRetryAfter(t *testing.T) {
 		{"3 s", fmt.Errorf("write status: %w", apierrors.NewTooManyRequests("", 3)), 5 * time.Second},
 		{"exactly on a point", apierrors.NewTooManyRequests("", 5), 5 * time.Second},
 		{"8 s, APF after a few doublings", apierrors.NewTooManyRequests("", 8), 10 * time.Second},
-		{"32 s, APF's maximum, capped at the period", apierrors.NewTooManyRequests("", 32), 20 * time.Second},
-		{"an hour, capped at the period", apierrors.NewTooManyRequests("", 3600), 20 * time.Second},
+		{"16 s, capped at half the period", apierrors.NewTooManyRequests("", 16), 10 * time.Second},
+		{"32 s, APF's maximum", apierrors.NewTooManyRequests("", 32), 10 * time.Second},
+		{"an hour", apierrors.NewTooManyRequests("", 3600), 10 * time.Second},
 		{"a server timeout without a delay", apierrors.NewServerTimeout(schema.GroupResource{Resource: "nodes"}, "patch", 0), 625 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,27 +109,29 @@ func TestRetryScheduleRetryAfter(t *testing.T) {
 	}
 }
 
-// An agent already on its period (anchor 20 s; an attempt at the point 40 s) keeps its next point,
-// 60 s, whatever priority and fairness answers: the Retry-After counts from when the attempt began,
-// not from the answer, which came after the request waited in the server's queue.
+// An agent already on its period (anchor 20 s; an attempt due at the point 40 s) keeps its next
+// point, 60 s, whatever priority and fairness answers: the Retry-After counts from when the attempt
+// began, not from the answer, which came after the request waited in the server's queue, and it is
+// capped at half a period, as an attempt begins a little after its point.
 func TestRetryAfterKeepsTheNextPoint(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		took       time.Duration // from the attempt to its answer
+		late, took time.Duration // the attempt began late after its point, and was answered took after
 		retryAfter int
-		want       time.Duration // counted from the answer: 39.8 s, 5 s, 25 s, 25 s
+		want       time.Duration // counted from the answer: 39.8 s, 5 s, 25 s, 25 s, 39.75 s
 	}{
-		{"answered at once, 32 s", 200 * time.Millisecond, 32, 19800 * time.Millisecond},
-		{"queued 15 s, 8 s", 15 * time.Second, 8, 5 * time.Second},
-		{"queued 15 s, 16 s", 15 * time.Second, 16, 5 * time.Second},
-		{"queued 15 s, 32 s", 15 * time.Second, 32, 5 * time.Second},
+		{"answered at once, 32 s", 0, 200 * time.Millisecond, 32, 19800 * time.Millisecond},
+		{"queued 15 s, 8 s", 0, 15 * time.Second, 8, 5 * time.Second},
+		{"queued 15 s, 16 s", 0, 15 * time.Second, 16, 5 * time.Second},
+		{"queued 15 s, 32 s", 0, 15 * time.Second, 32, 5 * time.Second},
+		{"began 50 ms late, 20 s", 50 * time.Millisecond, 200 * time.Millisecond, 20, 19750 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &fakeClock{t: time.Unix(1000, 0)}
 			s := schedule(0, c)
 			p := &Publisher{cfg: Config{MinBackoff: minRetry, MaxBackoff: retryPeriod}, retry: s}
 			p.RetryIn(errors.New("connection refused")) // the backoff starts: anchor 20 s
-			c.advance(40 * time.Second)
+			c.advance(40*time.Second + tc.late)
 			s.Began()
 			c.advance(tc.took)
 			if got := p.RetryIn(apierrors.NewTooManyRequests("", tc.retryAfter)); got != tc.want {

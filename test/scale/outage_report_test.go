@@ -5,6 +5,7 @@ package scale
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -42,6 +43,7 @@ type outageReport struct {
 	outside    int             // PATCHes received after the window (none expected)
 	sent       []time.Time     // the agents' PATCHes on nodes sent in the window (client side)
 	sentEarly  int             // and sent between the restart and the window (held in connects)
+	held429    []time.Duration // per 429 in the window: arrival → answer (priority and fairness's queue)
 	others     map[string]int
 }
 
@@ -108,6 +110,9 @@ func (r *outageReport) analyse(t *testing.T, cp *harness.ControlPlane) error {
 		} else {
 			s.failed++
 			r.codes[code(e)]++
+			if code(e) == http.StatusTooManyRequests {
+				r.held429 = append(r.held429, e.StageTimestamp.Sub(e.RequestReceived))
+			}
 			if s.codes == nil {
 				s.codes = map[int]int{}
 			}
@@ -239,6 +244,9 @@ func (r *outageReport) writeTable(b *strings.Builder) {
 	}
 	row("agent PATCHes on nodes in the window", "%d: %d 2xx (Node writes, for %d nodes), %d non-2xx%s",
 		len(r.received), r.ok, r.nodes, failed, codeList(r.codes))
+	if len(r.held429) > 0 {
+		row("429s: time in the server, arrival → answer (priority and fairness's queue)", "%s", dist(r.held429))
+	}
 	row("mean PATCH rate over the window", "%.1f/s (%d PATCHes over %d s)", r.mean(), len(r.received), len(r.series))
 	row("peak one-second PATCH rate", "%d/s (%.0f%% of the fleet's writes)", r.peak(), 100*float64(r.peak())/float64(max(r.ok, 1)))
 	row("peak / mean", "%.2f (goal ≤ %.0f)", r.peak2mean(), spreadGoal)
