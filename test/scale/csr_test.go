@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -25,6 +26,7 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
@@ -150,7 +152,7 @@ func TestScaleCSR(t *testing.T) {
 		defer tr.mu.Unlock()
 		tr.converged = func(node string) {
 			time.AfterFunc(kubeletDelay, func() {
-				if err := kubelets.file(runCtx, node, p, netip.MustParseAddr(want[node])); err != nil && runCtx.Err() == nil {
+				if err := kubelets.fileRetrying(runCtx, node, p, netip.MustParseAddr(want[node])); err != nil && runCtx.Err() == nil {
 					t.Errorf("kubelet of %s: %v", node, err)
 				}
 				ap.filed(node)
@@ -202,6 +204,7 @@ func TestScaleCSR(t *testing.T) {
 	r.idleActual = idleEnd.Sub(idleStart)
 	r.idleFan = fan.take()
 	r.selfRSS, r.heapPerAgent, r.goroutines = selfMemory(n)
+	r.refiled = kubelets.refiled.Load()
 	r.write(t)
 }
 
@@ -222,6 +225,8 @@ type kubelets struct {
 	mu     sync.Mutex
 	asked  map[string]netip.Addr        // CSR name → the IP it asks for
 	served map[string]*x509.Certificate // node → its serving certificate
+
+	refiled atomic.Int64 // CSR creations the server refused and the kubelet retried
 }
 
 // issue makes node's serving certificate for the CSR called name (approved).
@@ -291,6 +296,34 @@ func (k *kubelets) file(ctx context.Context, node string, p int, ip netip.Addr) 
 	k.mu.Unlock()
 	_, err = k.clients[node].CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
 	return err
+}
+
+// fileRetrying files the CSR as the kubelet's certificate manager does when the server refuses it
+// (client-go util/certificate: 2 s doubling for 5 attempts, ±10%, then every 32 s): from 2 000
+// agents on, a mass renumbering's CSRs meet 429s that client-go's own retries do not outlast.
+// An AlreadyExists means an earlier attempt got through.
+func (k *kubelets) fileRetrying(ctx context.Context, node string, p int, ip netip.Addr) error {
+	delay := 2 * time.Second
+	for attempt := 0; ; attempt++ {
+		err := k.file(ctx, node, p, ip)
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if !apierrors.IsTooManyRequests(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err) &&
+			!apierrors.IsServiceUnavailable(err) && !apierrors.IsInternalError(err) {
+			return err
+		}
+		k.refiled.Add(1)
+		if attempt >= 5 {
+			delay = 32 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(float64(delay) * (1 + 0.1*mrand.Float64()))):
+		}
+		delay *= 2
+	}
 }
 
 func csrName(node string, p int) string { return fmt.Sprintf("%s-serving-%d", node, p) }
