@@ -44,23 +44,31 @@ type Client struct {
 
 // NewClient builds a Client from cfg over scheme (Scheme, or one that holds at least its types).
 func NewClient(cfg *rest.Config, scheme *runtime.Scheme) (*Client, error) {
-	hc, err := rest.HTTPClientFor(cfg)
+	c := withUserAgent(cfg)
+	hc, err := rest.HTTPClientFor(c)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return NewClientForConfigAndClient(cfg, scheme, hc)
+	return NewClientForConfigAndClient(c, scheme, hc)
+}
+
+// withUserAgent is a copy of cfg with client-go's default User-Agent if it sets none (the HTTP
+// client's transport sends it).
+func withUserAgent(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return c
 }
 
 // NewClientForConfigAndClient is NewClient over an HTTP client that other clients share (one
 // connection for all of them, as client-go's NewForConfigAndClient).
 func NewClientForConfigAndClient(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client) (*Client, error) {
-	c := rest.CopyConfig(cfg)
+	c := withUserAgent(cfg)
 	c.GroupVersion = &corev1.SchemeGroupVersion
 	c.APIPath = "/api"
 	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, serializer.NewCodecFactory(scheme)).WithoutConversion()
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
 	rc, err := rest.RESTClientForConfigAndClient(c, hc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

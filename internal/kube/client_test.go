@@ -186,3 +186,30 @@ func TestPatchReturnsRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestClientUserAgent: the requests carry the configured User-Agent, or client-go's default when
+// the configuration has none (never Go's own).
+func TestClientUserAgent(t *testing.T) {
+	for _, tc := range []struct{ set, wantPrefix string }{
+		{"nodeaddr/v1.2.3", "nodeaddr/v1.2.3"},
+		{"", strings.SplitN(rest.DefaultKubernetesUserAgent(), " ", 2)[0]},
+	} {
+		var got string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got = r.UserAgent()
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"kind":"Node","apiVersion":"v1","metadata":{"name":"n1"}}`))
+		}))
+		k, err := NewClient(&rest.Config{Host: srv.URL, UserAgent: tc.set}, Scheme())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Get(t.Context(), "n1", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		if !strings.HasPrefix(got, tc.wantPrefix) || strings.HasPrefix(got, "Go-http-client") {
+			t.Errorf("UserAgent %q set: request carried %q, want prefix %q", tc.set, got, tc.wantPrefix)
+		}
+	}
+}
