@@ -4,10 +4,13 @@ package scale
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -76,4 +79,23 @@ func procRSSMiB(pid string) float64 {
 		}
 	}
 	return 0
+}
+
+// reniceSelf sets every thread of this process to nice n (on Linux a nice value is a thread's, and
+// threads created later inherit their creator's); the control plane's processes keep theirs.
+func reniceSelf(n int) error {
+	tasks, err := filepath.Glob("/proc/self/task/[0-9]*")
+	if err != nil {
+		return err
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(filepath.Base(task))
+		if err != nil {
+			return err
+		}
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("nice %d for thread %d: %w", n, tid, err)
+		}
+	}
+	return nil
 }

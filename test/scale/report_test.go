@@ -30,8 +30,9 @@ const (
 )
 
 type report struct {
-	nodes int
-	idle  time.Duration
+	nodes     int
+	idle      time.Duration
+	fleetNice int // NODEADDR_SCALE_FLEET_NICE: the test process's nice value (the control plane's is 0)
 
 	nodesSetup, tokensSetup time.Duration
 	start, taint, mass      []time.Duration
@@ -75,7 +76,7 @@ func (r *report) write(t *testing.T) {
 		"a real event recorder, ExternalIP managed, taint removal on. One kube-apiserver %s with etcd on loopback, "+
 		"priority and fairness "+onOff(r.apf)+flowSchemaNote(r.flowSchema)+", "+
 		"audit log at Metadata level (blocking), the DaemonSet's ValidatingAdmissionPolicy active. Machine: %d CPUs (%s), "+
-		"shared by the control plane and the agents. Convergence is seen through one admin watch on all Nodes; "+
+		"shared by the control plane and the agents"+niceNote(r.fleetNice)+". Convergence is seen through one admin watch on all Nodes; "+
 		"API requests are counted from the audit log (user `%s`; a watch counts when it starts).\n\n",
 		r.nodes, clientQPS, clientBurst, publishRate, publishBurst, harness.KubernetesVersion, runtime.NumCPU(),
 		cpuModel(), harness.AgentUser)
@@ -261,6 +262,14 @@ func falsePositive(overwrites int64) string {
 	}
 	return " (no other writer runs here: every overwrite detected is a false positive, and each one also " +
 		"emits an AddressesOverwritten Event)"
+}
+
+// niceNote says when the fleet ran at a lower CPU priority than the control plane.
+func niceNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (the agents and bystanders at nice %d, kube-apiserver and etcd at 0: `NODEADDR_SCALE_FLEET_NICE=%d`)", n, n)
 }
 
 // flowSchemaNote says which FlowSchemas classified the agents' requests.
