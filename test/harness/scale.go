@@ -103,6 +103,11 @@ type TimedAuditEvent struct {
 // log order. Long-running requests (watches) appear at ResponseStarted when they begin and at
 // ResponseComplete when they end.
 func (cp *ControlPlane) AuditSince(user string, since time.Time) ([]TimedAuditEvent, error) {
+	return cp.AuditSinceMatching(func(u string) bool { return u == user }, since)
+}
+
+// AuditSinceMatching is AuditSince for every user that match accepts.
+func (cp *ControlPlane) AuditSinceMatching(match func(user string) bool, since time.Time) ([]TimedAuditEvent, error) {
 	if err := cp.AuditNotRotated(); err != nil {
 		return nil, err
 	}
@@ -119,7 +124,7 @@ func (cp *ControlPlane) AuditSince(user string, since time.Time) ([]TimedAuditEv
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			continue
 		}
-		if e.User.Username != user || e.RequestReceived.Before(since) {
+		if !match(e.User.Username) || e.RequestReceived.Before(since) {
 			continue
 		}
 		out = append(out, e)

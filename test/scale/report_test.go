@@ -50,6 +50,7 @@ type report struct {
 	apf               bool    // kube-apiserver ran with priority and fairness
 	flowSchema        bool    // with deploy/flowcontrol.yaml's FlowSchema and priority level
 	bystanders, flows string  // their tables (flows empty with priority and fairness off)
+	bystandersServer  string  // the bystanders' requests as kube-apiserver timed them
 	etcdMiB           float64 // etcd's data directory after the idle phase
 }
 
@@ -108,6 +109,12 @@ func (r *report) write(t *testing.T) {
 		"%d simulated kubelets renew their Lease every 10 s as `system:node:NAME`, and a controller (`%s`) GETs one "+
 		"Node a second and LISTs all Nodes every 30 s, each on its own connection, for the whole run.\n\n%s",
 		r.nodes, onOff(r.apf), min(bystanderKubelets, r.nodes), controllerUser, r.bystanders)
+	if r.bystandersServer != "" {
+		b.WriteString("\nThe same requests as kube-apiserver timed them, from receipt to response (its audit log; the " +
+			"Kubernetes SLO measures API call latency on the server): without the time they waited in the bystanders' " +
+			"own process, which shares this machine's cores with the in-process fleet, and without the waits for a " +
+			"connection. Watches are left out.\n\n" + r.bystandersServer)
+	}
 	if r.flows != "" {
 		fmt.Fprintf(&b, "\nWhere the requests landed (kube-apiserver's `apiserver_flowcontrol_dispatched_requests_total` "+
 			"and `apiserver_flowcontrol_rejected_requests_total` at the end of the run, and each level's "+

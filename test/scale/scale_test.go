@@ -212,6 +212,9 @@ func TestScale500(t *testing.T) {
 
 	r.idleObs = sumCounters(agents).minus(r.startObs).minus(r.massObs)
 	r.bystanders = by.table()
+	if r.bystandersServer, err = by.serverTable(cp); err != nil {
+		t.Fatal(err)
+	}
 	r.flows = flowPlacement(ctx, t, cp)
 	r.etcdMiB = dirMiB(filepath.Join(cp.Dir, "etcd"))
 	r.write(t)
