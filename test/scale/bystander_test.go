@@ -13,6 +13,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -243,11 +244,8 @@ func (b *bystanders) serverTable(cp *harness.ControlPlane) (string, error) {
 		if e.Stage != "ResponseComplete" || e.Verb == "watch" || e.ObjectRef == nil {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(began, e.RequestReceived, func(a, t time.Time) int { return a.Compare(t) })
-		if i == len(began) || !began[i].Equal(e.RequestReceived) {
-			i-- // the last phase that began before the request
-		}
-		phase := order[i]
+		// The last phase that began at or before the request (the first began at or before every one).
+		phase := order[sort.Search(len(began), func(i int) bool { return began[i].After(e.RequestReceived) })-1]
 		call := e.Verb + " " + e.ObjectRef.Resource
 		if lat[phase] == nil {
 			lat[phase], errs[phase] = map[string][]float64{}, map[string]int{}

@@ -74,8 +74,8 @@ func (r *csrReport) write(t *testing.T) {
 		total(r.idleReqs), byVerb(r.idleReqs), float64(total(r.idleReqs))/r.idleActual.Hours()/n)
 	row("idle: of which the approver's (approval off: the rest)", "%d (%s); approval off: %d", total(csrIdle), byVerb(csrIdle), total(otherIdle))
 	row("idle: CSR watches opened / CSR objects delivered", "%d / %s", r.idleFan.watches, r.idleFan.String(n))
-	row("the kubelets' CSR creations refused by the server (429, 5xx) and retried, whole run", "%d", r.refiled)
 	row("idle: kube-apiserver CPU", "%.2f s (%.1f%% of one core)", r.idleCPU, r.idleCPU/r.idleActual.Seconds()*100)
+	row("the kubelets' CSR creations refused by the server (429, 5xx) and retried, whole run", "%d", r.refiled)
 	row("test process (agents, kubelets, admin informers): RSS, heap in use per agent, goroutines", "%.0f MiB, %.0f KiB, %d",
 		r.selfRSS, r.heapPerAgent, r.goroutines)
 	out := b.String()
