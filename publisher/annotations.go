@@ -29,7 +29,16 @@ const (
 
 var forms = []Form{FormIPv4, FormIPv6, FormIPs, FormIPv4CIDR, FormIPv6CIDR}
 
-// AnnotationSpec publishes the addresses of Type, spelled as Form, under Key.
+// RecordAnnotation is the approval record (--approval-record): the comma-separated IPs of every
+// managed type that nodeaddr wrote into status.addresses, in status order. The central approver
+// (internal/csrapproval) approves a kubelet-serving CSR only for IPs in it.
+const RecordAnnotation = "nodeaddr.io/addresses"
+
+// RecordSpec is the AnnotationSpec of the approval record.
+func RecordSpec() AnnotationSpec { return AnnotationSpec{Key: RecordAnnotation, Form: FormIPs} }
+
+// AnnotationSpec publishes the addresses of Type (every managed type when empty), spelled as Form,
+// under Key.
 type AnnotationSpec struct {
 	Key  string
 	Type resolver.AddressType
@@ -41,7 +50,7 @@ type AnnotationSpec struct {
 func (a AnnotationSpec) Value(addrs []resolver.Address) string {
 	var parts []string
 	for _, ad := range addrs {
-		if ad.Type != a.Type {
+		if a.Type != "" && ad.Type != a.Type {
 			continue
 		}
 		fam := resolver.FamilyOf(ad.IP)
@@ -75,6 +84,9 @@ func (a AnnotationSpec) family() resolver.Family {
 func (a AnnotationSpec) String() string { return a.Key + "=" + formatName(a.Type, a.Form) }
 
 func formatName(t resolver.AddressType, f Form) string {
+	if t == "" {
+		return string(f)
+	}
 	if t == resolver.InternalIP {
 		return "internal-" + string(f)
 	}

@@ -28,7 +28,7 @@ type options struct {
 	publishRate      float64
 	publishBurst     int
 	removeTaint      bool
-	approveCSR       bool // --approve-kubelet-serving-csr
+	approvalRecord   bool // --approval-record (or the deprecated --approve-kubelet-serving-csr)
 	runOnce          bool
 	timeout          time.Duration
 	dryRun           bool

@@ -11,6 +11,7 @@ import (
 // warnings (deprecationWarnings).
 func markDeprecated(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("reconcile-interval", "use --resync-interval")
+	_ = fs.MarkDeprecated("approve-kubelet-serving-csr", "the agents no longer approve CSRs: run the central approver (nodeaddr approver, deploy/components/kubelet-serving-csr); the flag now means --approval-record")
 }
 
 // deprecationWarnings are the warnings for the deprecated flags set on the command line. pflag

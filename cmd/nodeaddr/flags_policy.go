@@ -44,6 +44,12 @@ func (o *options) buildPolicy(fs *pflag.FlagSet, r *rawFlags) error {
 	if o.annotations, err = publisher.ParseAnnotations(r.annotations, o.managed()); err != nil {
 		return usagef("--annotations: %v", err)
 	}
+	if o.approvalRecord {
+		if slices.ContainsFunc(o.annotations, func(a publisher.AnnotationSpec) bool { return a.Key == publisher.RecordAnnotation }) {
+			return usagef("--annotations names %s, which --approval-record writes itself", publisher.RecordAnnotation)
+		}
+		o.annotations = append(o.annotations, publisher.RecordSpec())
+	}
 	return nil
 }
 

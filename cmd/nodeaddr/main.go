@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
-	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
@@ -38,6 +37,11 @@ func main() {
 
 // run is main without the process: it returns the exit code (0 ok, 1 runtime failure, 2 usage).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "approver" {
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return runApprover(ctx, args[1:], getenv, stdout, stderr)
+	}
 	o, err := parseFlags(args, getenv, os.Hostname, stdout)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
@@ -83,7 +87,6 @@ func (a *command) run(ctx context.Context) error {
 	o := a.opts
 	var client *kube.Client
 	var reviewer metrics.Reviewer
-	var csrs *csrClient
 	scheme := kube.Scheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig)
@@ -99,11 +102,6 @@ func (a *command) run(ctx context.Context) error {
 			return err
 		}
 		reviewer = withScrapers(rc, o.scrapers)
-		if o.approveCSR && !o.runOnce {
-			if csrs, err = newCSRClient(cfg, client); err != nil {
-				return err
-			}
-		}
 	}
 	m := metrics.New(version, revision)
 	cfg := a.config(m)
@@ -114,10 +112,6 @@ func (a *command) run(ctx context.Context) error {
 		defer b.Shutdown()
 		cfg.Publisher.Nodes = client
 		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})
-		if csrs != nil {
-			cfg.CSRApproval = &csrapproval.Config{CSRs: csrs, Cluster: csrs, Recorder: cfg.Publisher.Recorder,
-				Observer: m.RegisterCSRApproval(), Logger: a.log, Kubelet: csrapproval.TLSProbe}
-		}
 	}
 	if !o.runOnce {
 		cfg.Watcher = &watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Observer: m}

@@ -17,7 +17,6 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -50,9 +49,6 @@ type Config struct {
 	Explain, ExplainJSON bool
 	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
 	Discovery *discovery.Config
-	// CSRApproval, if set, approves the kubelet-serving CSRs of the Node
-	// (--approve-kubelet-serving-csr); New sets its Node and Own (csr.go). Ignored in a dry run.
-	CSRApproval *csrapproval.Config
 }
 
 // Agent is one assembled agent.
@@ -63,7 +59,6 @@ type Agent struct {
 	synced   cache.InformerSynced      // the handler has seen the informer's initial list
 	pub      *publisher.Publisher      // nil in a dry run
 	printer  *printer                  // nil unless a dry run
-	csr      *csrapproval.Approver     // nil without Config.CSRApproval
 	watcher  *watcher.Watcher          // nil without Config.Watcher
 	discover *discovery.Discoverer     // nil without Config.Discovery
 	loop     *resolver.Loop
@@ -111,12 +106,6 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Discovery != nil {
 		a.discover = a.newDiscovery(*cfg.Discovery)
 		a.cfg.Loop.Discovery = a.discover
-	}
-	if err := a.newCSRApproval(); err != nil {
-		return nil, err
-	}
-	if a.csr != nil {
-		sink = csrSink{Sink: sink, approver: a.csr}
 	}
 	a.loop = resolver.NewLoop(a.cfg.Loop, trigger, sink)
 	if a.informer != nil {
@@ -170,9 +159,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.discover != nil {
 		wg.Go(func() { a.discover.Run(ctx) })
-	}
-	if a.csr != nil {
-		wg.Go(func() { a.csr.Run(ctx) })
 	}
 	wg.Go(func() { a.loop.Run(ctx) })
 	if a.pub == nil {

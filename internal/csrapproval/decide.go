@@ -1,14 +1,19 @@
-// Package csrapproval decides whether a nodeaddr agent may approve a kubelet-serving
-// CertificateSigningRequest of its own Node. The decision is a pure function of the CSR and of what
-// the agent knows first-hand: the addresses it publishes for its Node from its own resolution, the
-// Node's DNS names, and the addresses it must never vouch for (other Nodes', the API server's).
+// Package csrapproval approves kubelet-serving CertificateSigningRequests centrally: one approver
+// for the cluster (`nodeaddr approver`, a leader-elected Deployment), never the per-node agents. A
+// kubelet-serving certificate is signed by the cluster CA for server auth, so the right to approve
+// one must not sit with credentials that a compromised node holds: admission cannot read a CSR's
+// SANs (CEL parses no x509), so any holder of that right can approve anything its policy lets
+// through. The agents only publish, on their own Node, the record of the addresses they wrote
+// (RecordAnnotation); the approver decides from that record and from the cluster's view.
 //
 // The signer (kube-controller-manager) checks the form of a kubelet-serving request
 // (pkg/apis/certificates/helpers.go, ValidateKubeletServingCSR) but not whose addresses it names,
-// and nothing in the cluster but an approver does. Approvers that trusted a SAN without checking
-// who asked, or the Node's status that a kubelet may write itself, let one node impersonate another
-// (Talos CCM, GHSA-87pw-5j2g-6376; k0s PR #8333). So every rule here is checked against the agent's
-// own view, never against status.addresses alone.
+// and nothing in the cluster but an approver does. The rules below are those the public advisories
+// taught: the node's identity comes from who asked (spec.username), never from a SAN (Talos CCM,
+// GHSA-87pw-5j2g-6376); DNS SANs are the node's own name only, never another Node's nor an
+// in-cluster name (talos-cloud-controller-manager PR 360, cloud-provider-gcp 185, k0s PR 8333); IP
+// SANs are addresses nodeaddr published for that Node and nobody else's, never the API server's,
+// the Service network's, loopback, link-local or multicast; the number of SANs is capped.
 package csrapproval
 
 import (
@@ -17,78 +22,139 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	certv1 "k8s.io/api/certificates/v1"
+
+	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
-// Reasons a CSR is left pending, as Event and metric label values. A CSR that is not this agent's
-// business (another signer, another node, already decided) gets no reason: it is ignored silently,
-// since another approver may own it.
+// RecordAnnotation is the record an agent started with --approval-record keeps on its own Node:
+// the comma-separated IPs nodeaddr wrote into status.addresses, in status order. The base admission
+// policy lets an agent write only its own Node, and the component's policy keeps kubelets from
+// writing this key, so an IP in it was published by that Node's agent.
+const RecordAnnotation = publisher.RecordAnnotation
+
+// Reasons a CSR is left pending, as Event and metric label values.
 const (
-	ReasonNotNodeGroup     = "NotNodeGroup"     // spec.groups lacks system:nodes
-	ReasonSubject          = "SubjectMismatch"  // CN is not system:node:<node> or O is not exactly [system:nodes]
-	ReasonUsages           = "UsagesNotServing" // not {digital signature, server auth} (+ key encipherment)
-	ReasonNoSAN            = "NoSubjectAltName" // neither a DNS nor an IP SAN
-	ReasonEmailOrURI       = "EmailOrURISAN"    // an email or URI SAN
-	ReasonIPNotPublished   = "IPNotPublished"   // an IP SAN that nodeaddr does not publish for this Node
-	ReasonIPOfAnotherNode  = "IPOfAnotherNode"  // an IP SAN that another Node has
-	ReasonIPOfAPIServer    = "IPOfAPIServer"    // an IP SAN of the API server
-	ReasonDNSNotNode       = "DNSNameNotNode"   // a DNS SAN that is not one of the Node's names
-	ReasonMalformedRequest = "MalformedRequest" // spec.request is not one PEM CERTIFICATE REQUEST with a valid signature
+	ReasonNotNodeGroup      = "NotNodeGroup"         // spec.groups lacks system:nodes
+	ReasonSubject           = "SubjectMismatch"      // CN is not spec.username or O is not exactly [system:nodes]
+	ReasonUsages            = "UsagesNotServing"     // not {digital signature, server auth} (+ key encipherment)
+	ReasonNoSAN             = "NoSubjectAltName"     // neither a DNS nor an IP SAN
+	ReasonEmailOrURI        = "EmailOrURISAN"        // an email or URI SAN
+	ReasonTooManySANs       = "TooManySANs"          // more SANs than --max-sans
+	ReasonNodeUnknown       = "NodeUnknown"          // no Node of that name (yet)
+	ReasonIPNotPublished    = "IPNotPublished"       // an IP SAN nodeaddr did not publish for this Node
+	ReasonIPOfAnotherNode   = "IPOfAnotherNode"      // an IP SAN another Node lists
+	ReasonIPOfAPIServer     = "IPOfAPIServer"        // an IP SAN of the API server (endpoints, kubernetes Service)
+	ReasonIPInServiceCIDR   = "IPInServiceCIDR"      // an IP SAN inside the cluster's Service CIDRs
+	ReasonIPNotRoutable     = "IPNotRoutable"        // loopback, link-local, unspecified or multicast
+	ReasonIPNotAllowed      = "IPNotAllowed"         // outside --allowed-ip-prefixes
+	ReasonDNSNotNode        = "DNSNameNotNode"       // a DNS SAN that is neither the node's name nor <name>.<allowed suffix>
+	ReasonDNSOfAnotherNode  = "DNSNameOfAnotherNode" // a DNS SAN that is another Node's name or DNS entry
+	ReasonDNSOfAPIServer    = "DNSNameOfAPIServer"   // kubernetes, kubernetes.default…, or any name under .svc
+	ReasonDNSWildcard       = "DNSWildcard"          // a DNS SAN with a wildcard
+	ReasonMalformedRequest  = "MalformedRequest"     // spec.request is not one PEM CERTIFICATE REQUEST with a valid signature
+	nodeUsernamePrefix      = "system:node:"
+	defaultClusterDomain    = "cluster.local"
+	defaultMaxSANs          = 10
+	defaultMaxPendingByNode = 10
 )
 
 // Reasons lists every reason, for metrics that pre-create a series per reason.
 func Reasons() []string {
 	return []string{ReasonNotNodeGroup, ReasonSubject, ReasonUsages, ReasonNoSAN, ReasonEmailOrURI,
-		ReasonIPNotPublished, ReasonIPOfAnotherNode, ReasonIPOfAPIServer, ReasonDNSNotNode, ReasonMalformedRequest}
+		ReasonTooManySANs, ReasonNodeUnknown, ReasonIPNotPublished, ReasonIPOfAnotherNode, ReasonIPOfAPIServer,
+		ReasonIPInServiceCIDR, ReasonIPNotRoutable, ReasonIPNotAllowed, ReasonDNSNotNode, ReasonDNSOfAnotherNode,
+		ReasonDNSOfAPIServer, ReasonDNSWildcard, ReasonMalformedRequest}
 }
 
-// Facts are what the agent knows about its Node when it decides.
+// Facts are what the approver knows when it decides on a CSR of Node: that Node's record, the
+// cluster's view (other Nodes, the API server, the Service network) and the operator's settings.
 type Facts struct {
-	// Node is the agent's Node name.
-	Node string
-	// Published are the addresses nodeaddr itself publishes for this Node, from its own resolution
-	// (kernel-derived or discovered), not read back from status.addresses.
+	// Node is the requester's Node name (from spec.username); Exists whether such a Node is known.
+	Node   string
+	Exists bool
+	// Published are the IPs nodeaddr published for Node: in its RecordAnnotation and in its
+	// status.addresses as InternalIP or ExternalIP.
 	Published []netip.Addr
-	// DNSNames are the Node's Hostname, InternalDNS and ExternalDNS addresses.
-	DNSNames []string
-	// Forbidden are addresses no SAN may name: other Nodes' and the API server's endpoints. An
-	// address in both Published and Forbidden is refused.
-	OtherNodes, APIServer []netip.Addr
+	// OtherNodeWithIP and OtherNodeWithName name another Node that lists the IP in its status, or
+	// whose name or Hostname/InternalDNS/ExternalDNS entry is the (lower-case) name; "" for none.
+	OtherNodeWithIP   func(netip.Addr) string
+	OtherNodeWithName func(string) string
+	// APIServer are the API server's addresses (the kubernetes Service's endpoints and ClusterIPs);
+	// ServiceCIDRs the cluster's Service network.
+	APIServer    []netip.Addr
+	ServiceCIDRs []netip.Prefix
+	Policy
 }
 
-// Verdict is the decision on one CSR.
+// Policy is the operator's part of the rules (flags of `nodeaddr approver`).
+type Policy struct {
+	// ClusterDomain is the cluster's DNS domain (cluster.local when empty).
+	ClusterDomain string
+	// DNSSuffixes: besides the node's name, <name>.<suffix> is allowed for each.
+	DNSSuffixes []string
+	// IPPrefixes, when not empty, must contain every IP SAN (a second factor).
+	IPPrefixes []netip.Prefix
+	// MaxSANs caps the DNS and IP SANs of one CSR (10 when 0).
+	MaxSANs int
+	// MaxPendingPerNode caps the pending CSRs of one node decided in one pass, newest first (10
+	// when 0): a node filing thousands delays only its own older ones.
+	MaxPendingPerNode int
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.ClusterDomain == "" {
+		p.ClusterDomain = defaultClusterDomain
+	}
+	if p.MaxSANs <= 0 {
+		p.MaxSANs = defaultMaxSANs
+	}
+	if p.MaxPendingPerNode <= 0 {
+		p.MaxPendingPerNode = defaultMaxPendingByNode
+	}
+	return p
+}
+
+// Verdict is the decision on one CSR: Approve when every rule holds, else Reason and Message say
+// which rule broke and on what.
 type Verdict struct {
-	// Ours: the CSR is a pending kubelet-serving request of this agent's Node. Only then does the
-	// agent act: approve it, or report Reason once.
-	Ours bool
-	// Approve: every rule holds.
-	Approve bool
-	// Reason and Message say why an Ours CSR is left pending.
+	Approve         bool
 	Reason, Message string
 }
 
-// Decide applies the rules to csr.
-func Decide(csr *certv1.CertificateSigningRequest, f Facts) Verdict {
-	if csr.Spec.SignerName != certv1.KubeletServingSignerName || csr.Spec.Username != "system:node:"+f.Node ||
-		decided(csr) {
-		return Verdict{}
+// NodeOf is the Node a kubelet-serving CSR asks for: the node name of its requester
+// (system:node:NAME), "" when the requester is not a node or the CSR is not kubelet-serving.
+func NodeOf(csr *certv1.CertificateSigningRequest) string {
+	if csr.Spec.SignerName != certv1.KubeletServingSignerName {
+		return ""
 	}
-	if r, msg := check(csr, f); r != "" {
-		return Verdict{Ours: true, Reason: r, Message: msg}
+	name, ok := strings.CutPrefix(csr.Spec.Username, nodeUsernamePrefix)
+	if !ok {
+		return ""
 	}
-	return Verdict{Ours: true, Approve: true}
+	return name
 }
 
-// decided reports whether the CSR was approved, denied or has failed.
-func decided(csr *certv1.CertificateSigningRequest) bool {
+// Pending reports whether the CSR is neither approved, denied nor failed.
+func Pending(csr *certv1.CertificateSigningRequest) bool {
 	for _, c := range csr.Status.Conditions {
 		switch c.Type {
 		case certv1.CertificateApproved, certv1.CertificateDenied, certv1.CertificateFailed:
-			return true
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// Decide applies the rules to a pending kubelet-serving CSR of f.Node.
+func Decide(csr *certv1.CertificateSigningRequest, f Facts) Verdict {
+	f.Policy = f.Policy.withDefaults()
+	if r, msg := check(csr, f); r != "" {
+		return Verdict{Reason: r, Message: msg}
+	}
+	return Verdict{Approve: true}
 }
 
 // check returns the first rule csr breaks, with a message naming what broke it, or "".
@@ -99,46 +165,93 @@ func check(csr *certv1.CertificateSigningRequest, f Facts) (reason, msg string) 
 	if !servingUsages(csr.Spec.Usages) {
 		return ReasonUsages, fmt.Sprintf("usages %v are not digital signature and server auth (key encipherment allowed)", csr.Spec.Usages)
 	}
-	req, err := parseRequest(csr.Spec.Request)
+	req, err := ParseRequest(csr.Spec.Request)
 	if err != nil {
 		return ReasonMalformedRequest, err.Error()
 	}
-	if cn, o := req.Subject.CommonName, req.Subject.Organization; cn != "system:node:"+f.Node || !slices.Equal(o, []string{"system:nodes"}) {
-		return ReasonSubject, fmt.Sprintf("subject CN=%q O=%v, want CN=%q O=[system:nodes]", cn, o, "system:node:"+f.Node)
+	want := nodeUsernamePrefix + f.Node
+	if cn, o := req.Subject.CommonName, req.Subject.Organization; csr.Spec.Username != want || cn != want || !slices.Equal(o, []string{"system:nodes"}) {
+		return ReasonSubject, fmt.Sprintf("requester %q, subject CN=%q O=%v, want CN=%q O=[system:nodes]", csr.Spec.Username, cn, o, want)
 	}
 	if len(req.EmailAddresses) > 0 || len(req.URIs) > 0 {
 		return ReasonEmailOrURI, fmt.Sprintf("email SANs %v, URI SANs %v", req.EmailAddresses, req.URIs)
 	}
-	if len(req.DNSNames) == 0 && len(req.IPAddresses) == 0 {
+	if n := len(req.DNSNames) + len(req.IPAddresses); n == 0 {
 		return ReasonNoSAN, "no DNS or IP subject alternative name"
+	} else if n > f.MaxSANs {
+		return ReasonTooManySANs, fmt.Sprintf("%d subject alternative names, at most %d allowed", n, f.MaxSANs)
 	}
-	for _, ip := range req.IPAddresses {
-		if r, msg := checkIP(ip, f); r != "" {
+	if !f.Exists {
+		return ReasonNodeUnknown, fmt.Sprintf("no Node %q is known (yet)", f.Node)
+	}
+	for _, name := range req.DNSNames {
+		if r, msg := checkDNS(name, f); r != "" {
 			return r, msg
 		}
 	}
-	for _, name := range req.DNSNames {
-		if !slices.Contains(f.DNSNames, name) {
-			return ReasonDNSNotNode, fmt.Sprintf("DNS name %q is not one of the Node's names %v", name, f.DNSNames)
+	for _, raw := range req.IPAddresses {
+		if r, msg := checkIP(raw, f); r != "" {
+			return r, msg
 		}
 	}
 	return "", ""
 }
 
-// checkIP checks one IP SAN: published by nodeaddr for this Node, and nobody else's.
+// checkDNS checks one DNS SAN: the node's own name, or <name>.<suffix> for an allowed suffix, and
+// never a wildcard, an in-cluster name or another Node's name.
+func checkDNS(name string, f Facts) (reason, msg string) {
+	n := strings.TrimSuffix(strings.ToLower(name), ".")
+	node := strings.ToLower(f.Node)
+	domain := strings.Trim(strings.ToLower(f.ClusterDomain), ".")
+	switch {
+	case strings.Contains(n, "*"):
+		return ReasonDNSWildcard, fmt.Sprintf("DNS name %q is a wildcard", name)
+	case n == "kubernetes" || strings.HasPrefix(n, "kubernetes.default") || strings.HasSuffix(n, ".svc") ||
+		strings.HasSuffix(n, ".svc."+domain) || n == domain || strings.HasSuffix(n, "."+domain):
+		return ReasonDNSOfAPIServer, fmt.Sprintf("DNS name %q is an in-cluster name (the API server's or a Service's)", name)
+	}
+	if n == node {
+		return "", "" // Node names are unique: another Node listing it in its status claims nothing
+	}
+	if other := f.OtherNodeWithName(n); other != "" {
+		return ReasonDNSOfAnotherNode, fmt.Sprintf("DNS name %q belongs to Node %s", name, other)
+	}
+	for _, s := range f.DNSSuffixes {
+		if s = strings.Trim(strings.ToLower(s), "."); s != "" && n == node+"."+s {
+			return "", ""
+		}
+	}
+	return ReasonDNSNotNode, fmt.Sprintf("DNS name %q is not the node's name %q (allowed suffixes %v)", name, f.Node, f.DNSSuffixes)
+}
+
+// checkIP checks one IP SAN: routable, nobody else's, allowed, and published by nodeaddr for this
+// Node.
 func checkIP(raw []byte, f Facts) (reason, msg string) {
 	ip, ok := netip.AddrFromSlice(raw)
 	if !ok {
 		return ReasonMalformedRequest, fmt.Sprintf("IP SAN of %d bytes", len(raw))
 	}
 	ip = ip.Unmap() // x509 keeps IPv4 SANs as 16-byte IPv4-mapped addresses
-	switch {
-	case slices.Contains(f.APIServer, ip):
+	if ip.IsUnspecified() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() {
+		return ReasonIPNotRoutable, fmt.Sprintf("IP %s is unspecified, loopback, link-local or multicast", ip)
+	}
+	if slices.Contains(f.APIServer, ip) {
 		return ReasonIPOfAPIServer, fmt.Sprintf("IP %s is an address of the API server", ip)
-	case slices.Contains(f.OtherNodes, ip):
-		return ReasonIPOfAnotherNode, fmt.Sprintf("IP %s is an address of another Node", ip)
-	case !slices.Contains(f.Published, ip):
-		return ReasonIPNotPublished, fmt.Sprintf("IP %s is not an address nodeaddr publishes for this Node %v", ip, f.Published)
+	}
+	for _, p := range f.ServiceCIDRs {
+		if p.Contains(ip) {
+			return ReasonIPInServiceCIDR, fmt.Sprintf("IP %s is inside the Service CIDR %s", ip, p)
+		}
+	}
+	if other := f.OtherNodeWithIP(ip); other != "" {
+		return ReasonIPOfAnotherNode, fmt.Sprintf("IP %s is an address of Node %s", ip, other)
+	}
+	if len(f.IPPrefixes) > 0 && !slices.ContainsFunc(f.IPPrefixes, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+		return ReasonIPNotAllowed, fmt.Sprintf("IP %s is outside the allowed prefixes %v", ip, f.IPPrefixes)
+	}
+	if !slices.Contains(f.Published, ip) {
+		return ReasonIPNotPublished, fmt.Sprintf("IP %s is not an address nodeaddr published for Node %s %v", ip, f.Node, f.Published)
 	}
 	return "", ""
 }
@@ -158,8 +271,8 @@ func servingUsages(usages []certv1.KeyUsage) bool {
 	return seen[certv1.UsageDigitalSignature] && seen[certv1.UsageServerAuth]
 }
 
-// parseRequest decodes the one PEM CERTIFICATE REQUEST of a CSR and checks its signature.
-func parseRequest(data []byte) (*x509.CertificateRequest, error) {
+// ParseRequest decodes the one PEM CERTIFICATE REQUEST of a CSR and checks its signature.
+func ParseRequest(data []byte) (*x509.CertificateRequest, error) {
 	block, rest := pem.Decode(data)
 	if block == nil || block.Type != "CERTIFICATE REQUEST" {
 		return nil, fmt.Errorf("spec.request holds no PEM CERTIFICATE REQUEST")

@@ -1,0 +1,281 @@
+package main
+
+// `nodeaddr approver`: the central kubelet-serving CSR approver (internal/csrapproval), one
+// leader-elected Deployment for the cluster. The per-node agents hold no CSR right.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+)
+
+// approverOptions are the approver's flags.
+type approverOptions struct {
+	kubeconfig, namespace, leaseName, bindAddr string
+	leaderElect, version                       bool
+	policy                                     csrapproval.Policy
+	serviceCIDRs                               []netip.Prefix
+	logLevel                                   slog.Level
+	logFormat                                  string
+}
+
+// parseApproverFlags parses the approver's args; -h prints usage to out and returns pflag.ErrHelp.
+func parseApproverFlags(args []string, getenv func(string) string, out io.Writer) (*approverOptions, error) {
+	o := &approverOptions{}
+	fs := pflag.NewFlagSet("nodeaddr approver", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var cidrs, prefixes []string
+	var level string
+	fs.StringVar(&o.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); in-cluster configuration when empty")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "decide only while holding the leader Lease (run several replicas, one decides)")
+	fs.StringVar(&o.namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: env POD_NAMESPACE, else the pod's namespace, else kube-system)")
+	fs.StringVar(&o.leaseName, "leader-election-id", "nodeaddr-approver", "name of the leader Lease")
+	fs.StringVar(&o.policy.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain: no DNS SAN may be under it")
+	fs.StringSliceVar(&cidrs, "service-cidr", nil, "the Service network's CIDRs, added to the cluster's ServiceCIDR objects and the kubernetes Service's ClusterIPs (for API servers without ServiceCIDR objects)")
+	fs.StringSliceVar(&o.policy.DNSSuffixes, "allowed-dns-suffixes", nil, "besides the node's name, allow the DNS SAN <node name>.<suffix> for each suffix")
+	fs.StringSliceVar(&prefixes, "allowed-ip-prefixes", nil, "when set, every IP SAN must lie inside one of these CIDRs (a second factor beside the agent's record)")
+	fs.IntVar(&o.policy.MaxSANs, "max-sans", 10, "most DNS and IP SANs in one CSR")
+	fs.IntVar(&o.policy.MaxPendingPerNode, "max-pending-per-node", 10, "most pending CSRs of one node decided per pass, newest first")
+	fs.StringVar(&o.bindAddr, "bind-address", ":9813", "address of /healthz, /readyz and /metrics (plain HTTP; \"0\" disables)")
+	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	help := fs.BoolP("help", "h", false, "show this help")
+	if err := fs.Parse(args); err != nil {
+		return nil, usagef("%v", err)
+	}
+	if *help {
+		fmt.Fprintf(out, "Usage: nodeaddr approver [flags]\n\nApproves kubelet-serving CSRs whose SANs are the node's own name and the addresses its nodeaddr agent published (run once per cluster: deploy/components/kubelet-serving-csr).\n\nFlags:\n%s", fs.FlagUsages())
+		return nil, pflag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected arguments %q", fs.Args())
+	}
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, usagef("--service-cidr: %q is not a CIDR", c)
+		}
+		o.serviceCIDRs = append(o.serviceCIDRs, p.Masked())
+	}
+	for _, c := range prefixes {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, usagef("--allowed-ip-prefixes: %q is not a CIDR", c)
+		}
+		o.policy.IPPrefixes = append(o.policy.IPPrefixes, p.Masked())
+	}
+	for _, s := range o.policy.DNSSuffixes {
+		if s = strings.Trim(s, "."); s == "" || strings.Contains(s, "*") {
+			return nil, usagef("--allowed-dns-suffixes: %q is not a DNS suffix", s)
+		}
+	}
+	if o.policy.MaxSANs < 1 || o.policy.MaxPendingPerNode < 1 {
+		return nil, usagef("--max-sans and --max-pending-per-node must be at least 1")
+	}
+	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, usagef("--log-format: %q is not text or json", o.logFormat)
+	}
+	if o.namespace == "" {
+		o.namespace = getenv("POD_NAMESPACE")
+	}
+	if o.namespace == "" {
+		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
+			o.namespace = strings.TrimSpace(string(b))
+		}
+	}
+	if o.namespace == "" {
+		o.namespace = "kube-system"
+	}
+	return o, nil
+}
+
+// runApprover is `nodeaddr approver`: exit code 0 ok, 1 runtime failure, 2 usage.
+func runApprover(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseApproverFlags(args, getenv, stdout)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodeaddr approver: %v (see nodeaddr approver --help)\n", err)
+		return 2
+	}
+	if o.version {
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
+	log := newLogger(&options{logLevel: o.logLevel, logFormat: o.logFormat}, stderr)
+	if err := o.run(ctx, log); err != nil {
+		log.Error("nodeaddr approver failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "nodeaddr-approver/" + version
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "1, labelled with the approver's version and revision.",
+			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "component": "approver"}}, func() float64 { return 1 }))
+	m := csrapproval.NewMetrics(reg)
+
+	cidrObjects, err := servesServiceCIDRs(cs)
+	if err != nil {
+		return err
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	defer b.Shutdown()
+	ctrl, err := csrapproval.NewController(csrapproval.Config{
+		Client: cs, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs, ServiceCIDRObjects: cidrObjects,
+		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: csrapproval.EventComponent}),
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var leading atomic.Bool
+	var elector *leaderelection.HealthzAdaptor
+	ready := func() error {
+		if o.leaderElect && !leading.Load() {
+			return nil // a standby is ready: it decides nothing until it leads
+		}
+		return ctrl.Ready()
+	}
+	healthy := func() error {
+		if elector != nil {
+			return elector.Check(nil)
+		}
+		return nil
+	}
+	serveErr := make(chan error, 1)
+	if o.bindAddr != "" && o.bindAddr != "0" {
+		ln, err := net.Listen("tcp", o.bindAddr)
+		if err != nil {
+			return fmt.Errorf("--bind-address: %w", err)
+		}
+		srv := approverServer(reg, healthy, ready)
+		go func() { serveErr <- srv.Serve(ln) }()
+		defer srv.Close()
+	}
+	log.Info("nodeaddr approver starting", "version", version, "revision", revision, "leader_elect", o.leaderElect,
+		"lease", o.namespace+"/"+o.leaseName, "service_cidr_objects", cidrObjects, "service_cidrs", fmt.Sprint(o.serviceCIDRs),
+		"allowed_dns_suffixes", fmt.Sprint(o.policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.policy.IPPrefixes),
+		"bind_address", o.bindAddr)
+	go func() {
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("approver listener failed", "err", err)
+			cancel()
+		}
+	}()
+	if !o.leaderElect {
+		leading.Store(true)
+		m.Leader.Set(1)
+		return ctrl.Run(ctx)
+	}
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	elector = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	var runErr error
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.leaseName},
+			Client:     cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id + "_" + fmt.Sprint(time.Now().UnixNano())},
+		},
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		ReleaseOnCancel: true, Name: o.leaseName, WatchDog: elector,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				leading.Store(true)
+				m.Leader.Set(1)
+				log.Info("leading: deciding on kubelet serving CSRs", "lease", o.namespace+"/"+o.leaseName)
+				runErr = ctrl.Run(ctx)
+			},
+			OnStoppedLeading: func() {
+				m.Leader.Set(0)
+				log.Info("stopped leading", "lease", o.namespace+"/"+o.leaseName)
+				cancel() // a replica that lost the Lease exits; its Deployment starts it afresh
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
+	return runErr
+}
+
+// servesServiceCIDRs reports whether the API server serves networking.k8s.io/v1 ServiceCIDRs.
+func servesServiceCIDRs(cs kubernetes.Interface) (bool, error) {
+	res, err := cs.Discovery().ServerResourcesForGroupVersion(networkingv1.SchemeGroupVersion.String())
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", networkingv1.SchemeGroupVersion, err)
+	}
+	for _, r := range res.APIResources {
+		if r.Name == "servicecidrs" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// approverServer serves /healthz, /readyz and /metrics.
+func approverServer(reg *prometheus.Registry, healthy, ready func() error) *http.Server {
+	mux := http.NewServeMux()
+	check := func(f func() error) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			if err := f(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = io.WriteString(w, "ok\n")
+		}
+	}
+	mux.Handle("/healthz", check(healthy))
+	mux.Handle("/readyz", check(ready))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 15 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 8 << 10}
+}

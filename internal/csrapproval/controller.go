@@ -1,0 +1,547 @@
+package csrapproval
+
+// The approver: the I/O around Decide. Informers hold every fact (kubelet-serving CSRs, Nodes, the
+// kubernetes Service, its EndpointSlices, the ServiceCIDRs), so a decision reads no API: a flood of
+// CSRs costs the API server nothing but the approvals. The work queue is keyed by node, not by CSR:
+// a node filing a thousand CSRs is one key, decided newest first up to MaxPendingPerNode, and never
+// delays another node's key. A change of one Node re-examines only that Node's pending CSRs, so k
+// nodes renumbering at once cost O(k) work. It never denies: another approver may own what this one
+// leaves pending.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Event reasons on the requester's Node (stable: alerts and runbooks match on them).
+const (
+	// EventApproved (Normal): the approver approved a kubelet's serving CSR.
+	EventApproved = "KubeletServingCSRApproved"
+	// EventPending (Warning): a kubelet-serving CSR breaks a rule and is left pending; the message
+	// names the rule (a Reason constant) and the CSR.
+	EventPending = "KubeletServingCSRPending"
+	// ApprovalReason is the reason of the Approved condition the approver adds.
+	ApprovalReason = "NodeaddrApproved"
+	// EventComponent is the source of the approver's Events.
+	EventComponent = "nodeaddr-approver"
+	// FieldManager names the approver's writes.
+	FieldManager = "nodeaddr-approver"
+)
+
+// SignerFieldSelector narrows the CSR informer to kubelet-serving CSRs, the only selector CSRs
+// support besides metadata.name.
+var SignerFieldSelector = fields.OneTermEqualSelector("spec.signerName", certv1.KubeletServingSignerName).String()
+
+// The API server's Service and its EndpointSlices.
+const (
+	apiServerNamespace = metav1.NamespaceDefault
+	apiServerService   = "kubernetes"
+)
+
+// Informer indexes.
+const (
+	byNode = "node" // CSRs by the node that asks; Nodes by name is the store's key
+	byIP   = "ip"   // Nodes by every IP in their status
+	byName = "name" // Nodes by their name and DNS entries, lower case
+)
+
+// Config configures a Controller.
+type Config struct {
+	Client   kubernetes.Interface
+	Recorder record.EventRecorder
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Policy   Policy
+	// ServiceCIDRs are the Service network where the API server serves no ServiceCIDR objects
+	// (--service-cidr), added to what the cluster says.
+	ServiceCIDRs []netip.Prefix
+	// ServiceCIDRObjects: the API server serves networking.k8s.io/v1 ServiceCIDRs (1.33+).
+	ServiceCIDRObjects bool
+	// Resync is the informers' resync: every pending CSR is examined again this often, the backstop
+	// for a fact that changed on another object (10 minutes when 0).
+	Resync time.Duration
+	// Workers decide in parallel (2 when 0).
+	Workers int
+}
+
+// Controller approves the kubelet-serving CSRs that Decide approves.
+type Controller struct {
+	cfg       Config
+	queue     workqueue.TypedRateLimitingInterface[string]
+	factories []informers.SharedInformerFactory
+	csrs      cache.SharedIndexInformer
+	nodes     cache.SharedIndexInformer
+	services  cache.SharedIndexInformer
+	slices    cache.SharedIndexInformer
+	cidrs     cache.SharedIndexInformer // nil without ServiceCIDR objects
+	synced    []cache.InformerSynced
+
+	mu       sync.Mutex
+	reported map[string]string // pending CSR → the reason last reported (an Event once per reason)
+	ready    bool
+}
+
+// NewController builds the informers and the queue; nothing runs until Run.
+func NewController(cfg Config) (*Controller, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("csr approver: a client is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Recorder == nil {
+		cfg.Recorder = &record.FakeRecorder{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 10 * time.Minute
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	cfg.Policy = cfg.Policy.withDefaults()
+	c := &Controller{
+		cfg:      cfg,
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-approver"}),
+		reported: map[string]string{},
+	}
+	csrF := informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = SignerFieldSelector }))
+	nodeF := informers.NewSharedInformerFactory(cfg.Client, 0)
+	svcF := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(apiServerNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", apiServerService).String()
+		}))
+	sliceF := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(apiServerNamespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = labels.Set{discoveryv1.LabelServiceName: apiServerService}.String()
+		}))
+	c.factories = []informers.SharedInformerFactory{csrF, nodeF, svcF, sliceF}
+	c.csrs = csrF.Certificates().V1().CertificateSigningRequests().Informer()
+	c.nodes = nodeF.Core().V1().Nodes().Informer()
+	c.services = svcF.Core().V1().Services().Informer()
+	c.slices = sliceF.Discovery().V1().EndpointSlices().Informer()
+	if cfg.ServiceCIDRObjects {
+		cidrF := informers.NewSharedInformerFactory(cfg.Client, 0)
+		c.factories = append(c.factories, cidrF)
+		c.cidrs = cidrF.Networking().V1().ServiceCIDRs().Informer()
+	}
+	for _, inf := range c.informers() {
+		// The approver keeps thousands of Nodes and CSRs: their managedFields are never read.
+		if err := inf.SetTransform(stripManagedFields); err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	if err := c.csrs.AddIndexers(cache.Indexers{byNode: func(o any) ([]string, error) {
+		if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
+			if n := NodeOf(csr); n != "" {
+				return []string{n}, nil
+			}
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, err
+	}
+	if err := c.nodes.AddIndexers(cache.Indexers{byIP: nodeIPs, byName: nodeNames}); err != nil {
+		return nil, err
+	}
+	return c, c.addHandlers()
+}
+
+// stripManagedFields drops what the approver never reads from a cached object.
+func stripManagedFields(o any) (any, error) {
+	if m, err := meta.Accessor(o); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return o, nil
+}
+
+func (c *Controller) informers() []cache.SharedIndexInformer {
+	out := []cache.SharedIndexInformer{c.csrs, c.nodes, c.services, c.slices}
+	if c.cidrs != nil {
+		out = append(out, c.cidrs)
+	}
+	return out
+}
+
+// nodeIPs indexes a Node by every IP in its status, whatever its type.
+func nodeIPs(o any) ([]string, error) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	for _, a := range n.Status.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			out = append(out, ip.Unmap().String())
+		}
+	}
+	return out, nil
+}
+
+// nodeNames indexes a Node by its name and its Hostname, InternalDNS and ExternalDNS entries.
+func nodeNames(o any) ([]string, error) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return nil, nil
+	}
+	out := []string{strings.ToLower(n.Name)}
+	for _, a := range n.Status.Addresses {
+		switch a.Type {
+		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
+			out = append(out, strings.TrimSuffix(strings.ToLower(a.Address), "."))
+		}
+	}
+	return out, nil
+}
+
+func (c *Controller) addHandlers() error {
+	if _, err := c.csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onCSR,
+		UpdateFunc: func(_, o any) { c.onCSR(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
+				c.forget(csr.Name)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { c.onNode(nil, o) },
+		UpdateFunc: func(old, o any) {
+			if nodeFactsChanged(old, o) {
+				c.onNode(old, o)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	// The API server's addresses and the Service network change rarely; when they do, every
+	// pending CSR is examined again.
+	for _, inf := range c.informers()[2:] {
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { c.requeueAll() },
+			UpdateFunc: func(any, any) { c.requeueAll() },
+			DeleteFunc: func(any) { c.requeueAll() },
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onCSR queues the node of a pending kubelet-serving CSR; any other costs one comparison.
+func (c *Controller) onCSR(o any) {
+	csr, ok := o.(*certv1.CertificateSigningRequest)
+	if !ok {
+		return
+	}
+	if !Pending(csr) {
+		c.forget(csr.Name)
+		return
+	}
+	if n := NodeOf(csr); n != "" {
+		c.queue.Add(n)
+	}
+}
+
+// onNode queues a Node whose facts changed, when it has CSRs.
+func (c *Controller) onNode(_, o any) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return
+	}
+	if keys, _ := c.csrs.GetIndexer().IndexKeys(byNode, n.Name); len(keys) > 0 {
+		c.queue.Add(n.Name)
+	}
+}
+
+// nodeFactsChanged: what Decide reads of a Node changed (its addresses or its record).
+func nodeFactsChanged(old, o any) bool {
+	a, ok1 := old.(*corev1.Node)
+	b, ok2 := o.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !slices.Equal(a.Status.Addresses, b.Status.Addresses) || a.Annotations[RecordAnnotation] != b.Annotations[RecordAnnotation]
+}
+
+// requeueAll queues every node with CSRs.
+func (c *Controller) requeueAll() {
+	for _, n := range c.csrs.GetIndexer().ListIndexFuncValues(byNode) {
+		c.queue.Add(n)
+	}
+}
+
+func (c *Controller) forget(name string) {
+	c.mu.Lock()
+	delete(c.reported, name)
+	c.mu.Unlock()
+}
+
+// Ready reports whether the informers have synced and the workers run.
+func (c *Controller) Ready() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ready {
+		return errors.New("csr approver: informers not synced")
+	}
+	return nil
+}
+
+// Run starts the informers, waits for them, and decides until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+	defer func() {
+		for _, f := range c.factories {
+			f.Shutdown()
+		}
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("csr approver: informers did not sync: %w", context.Cause(ctx))
+	}
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
+	c.cfg.Logger.Info("csr approver running", "workers", c.cfg.Workers, "service_cidr_objects", c.cfg.ServiceCIDRObjects)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	node, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(node)
+	if err := c.Sync(ctx, node); err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("kubelet serving CSRs of a node not handled, retrying", "node", node, "err", err)
+		c.queue.AddRateLimited(node)
+		return true
+	}
+	c.queue.Forget(node)
+	return true
+}
+
+// Sync decides on the pending kubelet-serving CSRs of node, newest first, at most
+// MaxPendingPerNode of them: approves those that pass and reports once why the others do not.
+func (c *Controller) Sync(ctx context.Context, node string) error {
+	objs, err := c.csrs.GetIndexer().ByIndex(byNode, node)
+	if err != nil {
+		return err
+	}
+	var pending []*certv1.CertificateSigningRequest
+	for _, o := range objs {
+		if csr, ok := o.(*certv1.CertificateSigningRequest); ok && Pending(csr) {
+			pending = append(pending, csr)
+		}
+	}
+	slices.SortFunc(pending, newestFirst)
+	if len(pending) > c.cfg.Policy.MaxPendingPerNode {
+		c.cfg.Logger.Debug("older pending kubelet serving CSRs of a node left for later", "node", node,
+			"pending", len(pending), "decided", c.cfg.Policy.MaxPendingPerNode)
+		pending = pending[:c.cfg.Policy.MaxPendingPerNode]
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	f := c.Facts(node)
+	var errs []error
+	for _, csr := range pending {
+		v := Decide(csr, f)
+		if !v.Approve {
+			c.reportPending(csr, node, v)
+			continue
+		}
+		errs = append(errs, c.approve(ctx, csr, node, f))
+	}
+	return errors.Join(errs...)
+}
+
+// newestFirst orders CSRs by creation, newest first (then by name, for a stable order).
+func newestFirst(a, b *certv1.CertificateSigningRequest) int {
+	if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(b.Name, a.Name)
+}
+
+// Facts gathers what Decide needs about node from the informers' caches.
+func (c *Controller) Facts(node string) Facts {
+	f := Facts{Node: node, Policy: c.cfg.Policy, ServiceCIDRs: slices.Clone(c.cfg.ServiceCIDRs)}
+	indexer := c.nodes.GetIndexer()
+	if o, ok, _ := indexer.GetByKey(node); ok {
+		if n, ok := o.(*corev1.Node); ok {
+			f.Exists = true
+			f.Published = Published(n)
+		}
+	}
+	other := func(index, key string) string {
+		objs, _ := indexer.ByIndex(index, key)
+		for _, o := range objs {
+			if n, ok := o.(*corev1.Node); ok && n.Name != node {
+				return n.Name
+			}
+		}
+		return ""
+	}
+	f.OtherNodeWithIP = func(ip netip.Addr) string { return other(byIP, ip.String()) }
+	f.OtherNodeWithName = func(name string) string { return other(byName, name) }
+	for _, o := range c.services.GetStore().List() {
+		if s, ok := o.(*corev1.Service); ok && s.Name == apiServerService {
+			for _, raw := range append([]string{s.Spec.ClusterIP}, s.Spec.ClusterIPs...) {
+				if ip, err := netip.ParseAddr(raw); err == nil && !slices.Contains(f.APIServer, ip.Unmap()) {
+					f.APIServer = append(f.APIServer, ip.Unmap())
+				}
+			}
+		}
+	}
+	for _, o := range c.slices.GetStore().List() {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			for _, ep := range s.Endpoints {
+				for _, raw := range ep.Addresses {
+					if ip, err := netip.ParseAddr(raw); err == nil {
+						f.APIServer = append(f.APIServer, ip.Unmap())
+					}
+				}
+			}
+		}
+	}
+	if c.cidrs != nil {
+		for _, o := range c.cidrs.GetStore().List() {
+			if sc, ok := o.(*networkingv1.ServiceCIDR); ok {
+				for _, raw := range sc.Spec.CIDRs {
+					if p, err := netip.ParsePrefix(raw); err == nil {
+						f.ServiceCIDRs = append(f.ServiceCIDRs, p.Masked())
+					}
+				}
+			}
+		}
+	}
+	return f
+}
+
+// Published are the IPs of n that nodeaddr published: in its RecordAnnotation and among its
+// InternalIP and ExternalIP entries (the record alone is not enough: an address the agent no longer
+// writes is gone from the status first).
+func Published(n *corev1.Node) []netip.Addr {
+	var record []netip.Addr
+	for _, raw := range strings.Split(n.Annotations[RecordAnnotation], ",") {
+		if ip, err := netip.ParseAddr(strings.TrimSpace(raw)); err == nil {
+			record = append(record, ip.Unmap())
+		}
+	}
+	var out []netip.Addr
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil && slices.Contains(record, ip.Unmap()) && !slices.Contains(out, ip.Unmap()) {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+// nodeRef is the Node the approver's Events are about (it may not exist yet).
+func nodeRef(node string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
+}
+
+// approve adds the Approved condition, naming what was checked.
+func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigningRequest, node string, f Facts) error {
+	msg := fmt.Sprintf("nodeaddr-approver: every IP SAN is an address nodeaddr published for Node %s %v, every DNS SAN the node's name; none is another Node's, the API server's or in the Service network",
+		node, f.Published)
+	u := csr.DeepCopy()
+	u.Status.Conditions = append(u.Status.Conditions, certv1.CertificateSigningRequestCondition{
+		Type: certv1.CertificateApproved, Status: corev1.ConditionTrue,
+		Reason: ApprovalReason, Message: msg, LastUpdateTime: metav1.NewTime(c.cfg.Now()),
+	})
+	_, err := c.cfg.Client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, u.Name, u, metav1.UpdateOptions{FieldManager: FieldManager})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		// Changed since the informer saw it: its update event queues the node again.
+		c.cfg.Logger.Debug("kubelet serving CSR changed before its approval", "node", node, "csr", u.Name)
+		return nil
+	case err != nil:
+		return fmt.Errorf("approve csr %s: %w", u.Name, err)
+	}
+	c.forget(u.Name)
+	latency := c.cfg.Now().Sub(csr.CreationTimestamp.Time)
+	c.cfg.Metrics.approved(latency)
+	c.cfg.Logger.Info("kubelet serving CSR approved", "node", node, "csr", csr.Name,
+		"addresses", fmt.Sprint(f.Published), "latency", latency)
+	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, EventApproved, "%s", Bounded(
+		fmt.Sprintf("Kubelet serving CSR %s approved: IP SANs among the addresses nodeaddr published %v", csr.Name, f.Published)))
+	return nil
+}
+
+// reportPending says once per CSR and reason why it is left pending.
+func (c *Controller) reportPending(csr *certv1.CertificateSigningRequest, node string, v Verdict) {
+	c.mu.Lock()
+	seen := c.reported[csr.Name] == v.Reason
+	c.reported[csr.Name] = v.Reason
+	c.mu.Unlock()
+	if seen {
+		return
+	}
+	c.cfg.Metrics.pending(v.Reason)
+	c.cfg.Logger.Warn("kubelet serving CSR left pending", "node", node, "csr", csr.Name, "reason", v.Reason, "message", v.Message)
+	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, EventPending, "%s", Bounded(
+		fmt.Sprintf("Kubelet serving CSR %s left pending (%s): %s", csr.Name, v.Reason, v.Message)))
+}
+
+// Bounded keeps an Event message within the 1024 bytes the API server keeps, cut on a UTF-8
+// boundary.
+func Bounded(s string) string {
+	const limit = 1024
+	if len(s) <= limit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:limit-3], "") + "..."
+}

@@ -1,0 +1,168 @@
+package csrapproval
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+)
+
+func node(name string, record string, addrs ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if record != "" {
+		n.Annotations = map[string]string{RecordAnnotation: record}
+	}
+	for _, a := range addrs {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+	}
+	return n
+}
+
+// filed is a CSR of spec named name, created at second sec.
+func filed(t *testing.T, name string, sec int, s csrSpec) *certv1.CertificateSigningRequest {
+	csr := build(t, s)
+	csr.Name = name
+	csr.CreationTimestamp = metav1.NewTime(time.Unix(int64(1_000_000+sec), 0))
+	return csr
+}
+
+// newTestController runs a Controller on a fake clientset holding objs until the test ends.
+func newTestController(t *testing.T, p Policy, objs ...runtime.Object) (*Controller, *fake.Clientset, *record.FakeRecorder) {
+	t.Helper()
+	cs := fake.NewClientset(objs...)
+	rec := record.NewFakeRecorder(1000)
+	c, err := NewController(Config{Client: cs, Recorder: rec, Policy: p, Now: func() time.Time { return time.Unix(1_000_100, 0) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return c, cs, rec
+}
+
+// approvedNames lists the CSRs the approver approved, in the order of its requests.
+func approvedNames(cs *fake.Clientset) []string {
+	var out []string
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "update" && a.GetSubresource() == "approval" {
+			out = append(out, a.(interface{ GetObject() runtime.Object }).GetObject().(*certv1.CertificateSigningRequest).Name)
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// A node that floods the approver with CSRs delays only its own older ones: its newest are decided
+// first, at most MaxPendingPerNode per pass, and another node's good CSR is approved regardless.
+// Every fact comes from the informers: one LIST per informer, none per CSR.
+func TestControllerFloodNewestFirst(t *testing.T) {
+	objs := []runtime.Object{node("node-a", "10.0.0.5", "10.0.0.5"), node("node-b", "10.0.0.6", "10.0.0.6")}
+	for i := range 500 {
+		objs = append(objs, filed(t, fmt.Sprintf("a-flood-%03d", i), i, csrSpec{ips: []string{"192.0.2.99"}}))
+	}
+	objs = append(objs,
+		filed(t, "a-good", 600, csrSpec{ips: []string{"10.0.0.5"}, dns: []string{"node-a"}}),
+		filed(t, "b-good", 0, csrSpec{username: "system:node:node-b", cn: "system:node:node-b", ips: []string{"10.0.0.6"}, dns: []string{"node-b"}}))
+	c, cs, _ := newTestController(t, Policy{MaxPendingPerNode: 5}, objs...)
+	waitFor(t, "both good CSRs approved", func() bool { return len(approvedNames(cs)) == 2 })
+	if got := approvedNames(cs); !slices.Contains(got, "a-good") || !slices.Contains(got, "b-good") {
+		t.Fatalf("approved %v", got)
+	}
+	lists := map[string]int{}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" {
+			lists[a.GetResource().Resource]++
+		}
+	}
+	want := map[string]int{"certificatesigningrequests": 1, "nodes": 1, "services": 1, "endpointslices": 1}
+	if fmt.Sprint(lists) != fmt.Sprint(want) {
+		t.Errorf("LISTs %v, want %v", lists, want)
+	}
+	// Only the five newest of node-a's were decided: four floods reported, the oldest not.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var reported []string
+	for name := range c.reported {
+		reported = append(reported, name)
+	}
+	slices.Sort(reported)
+	if want := []string{"a-flood-496", "a-flood-497", "a-flood-498", "a-flood-499"}; !slices.Equal(reported, want) {
+		t.Errorf("reported %v, want %v", reported, want)
+	}
+}
+
+// A CSR filed before its Node's record names the address is approved once the record arrives
+// (the Node's update queues its node), and a pending reason is reported once per CSR and reason.
+func TestControllerApprovesWhenTheRecordArrives(t *testing.T) {
+	n := node("node-a", "", "10.0.0.5")
+	c, cs, rec := newTestController(t, Policy{}, n, filed(t, "early", 1, csrSpec{ips: []string{"10.0.0.5"}, dns: []string{"node-a"}}))
+	waitFor(t, "the pending Event", func() bool { return len(rec.Events) > 0 })
+	if ev := <-rec.Events; ev != "Warning KubeletServingCSRPending Kubelet serving CSR early left pending (IPNotPublished): IP 10.0.0.5 is not an address nodeaddr published for Node node-a []" {
+		t.Errorf("Event %q", ev)
+	}
+	if err := c.Sync(context.Background(), "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Events) != 0 {
+		t.Errorf("a second Event for the same reason: %q", <-rec.Events)
+	}
+	n = n.DeepCopy()
+	n.Annotations = map[string]string{RecordAnnotation: "10.0.0.5"}
+	if _, err := cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the approval", func() bool { return slices.Equal(approvedNames(cs), []string{"early"}) })
+	csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "early", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := csr.Status.Conditions; len(c) != 1 || c[0].Type != certv1.CertificateApproved || c[0].Reason != ApprovalReason {
+		t.Errorf("conditions %+v", c)
+	}
+}
+
+// The kubernetes Service's ClusterIP is the API server's address, and the flag's Service CIDR is
+// the Service network, even where no EndpointSlice or ServiceCIDR object says so.
+func TestControllerFactsFromTheCluster(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1", "fd00:96::1"}}}
+	c, _, _ := newTestController(t, Policy{}, svc, node("node-a", "10.0.0.5", "10.0.0.5"), node("node-b", "", "10.0.0.6"))
+	waitFor(t, "sync", func() bool { return c.Ready() == nil })
+	c.cfg.ServiceCIDRs = nil
+	f := c.Facts("node-a")
+	if fmt.Sprint(f.APIServer) != "[10.96.0.1 fd00:96::1]" || !f.Exists || fmt.Sprint(f.Published) != "[10.0.0.5]" {
+		t.Errorf("facts %+v", f)
+	}
+	if got := f.OtherNodeWithIP(netipMust("10.0.0.6")); got != "node-b" {
+		t.Errorf("OtherNodeWithIP(10.0.0.6) = %q", got)
+	}
+	if got := f.OtherNodeWithIP(netipMust("10.0.0.5")); got != "" {
+		t.Errorf("OtherNodeWithIP(own address) = %q", got)
+	}
+	if got := f.OtherNodeWithName("node-b"); got != "node-b" {
+		t.Errorf("OtherNodeWithName(node-b) = %q", got)
+	}
+}
