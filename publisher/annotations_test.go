@@ -214,3 +214,18 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "annotations/success", "taint/success",
 		"annotations/success", "annotations/conflict", "annotations/success"})
 }
+
+// The approval record lists every managed type's IPs, in status order.
+func TestRecordSpecValue(t *testing.T) {
+	addrs := []resolver.Address{
+		{Type: resolver.InternalIP, IP: netip.MustParseAddr("192.0.2.10")},
+		{Type: resolver.InternalIP, IP: netip.MustParseAddr("2001:db8::10")},
+		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("203.0.113.7")},
+	}
+	if got := RecordSpec().Value(addrs); got != "192.0.2.10,2001:db8::10,203.0.113.7" {
+		t.Fatalf("record %q", got)
+	}
+	if got := RecordSpec().String(); got != "nodeaddr.io/addresses=ips" {
+		t.Fatalf("String %q", got)
+	}
+}
