@@ -22,13 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
@@ -147,7 +140,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	}
 	cfg.UserAgent = "nodeaddr-approver/" + version
 	cfg.QPS, cfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(cfg)
+	api, err := newApproverAPI(cfg)
 	if err != nil {
 		return err
 	}
@@ -156,17 +149,16 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "1, labelled with the approver's version and revision.",
 			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "component": "approver"}}, func() float64 { return 1 }))
 	m := csrapproval.NewMetrics(reg)
-
-	cidrObjects, err := servesServiceCIDRs(cs)
+	src, err := api.source(ctx)
 	if err != nil {
 		return err
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	b.StartRecordingToSink(api.events.EventSink())
 	defer b.Shutdown()
 	ctrl, err := csrapproval.NewController(csrapproval.Config{
-		Client: cs, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs, ServiceCIDRObjects: cidrObjects,
-		Recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: csrapproval.EventComponent}),
+		Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
+		Recorder: b.NewRecorder(api.scheme, corev1.EventSource{Component: csrapproval.EventComponent}),
 	})
 	if err != nil {
 		return err
@@ -174,95 +166,57 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var leading atomic.Bool
-	var elector *leaderelection.HealthzAdaptor
 	ready := func() error {
-		if o.leaderElect && !leading.Load() {
+		if !leading.Load() {
 			return nil // a standby is ready: it decides nothing until it leads
 		}
 		return ctrl.Ready()
 	}
-	healthy := func() error {
-		if elector != nil {
-			return elector.Check(nil)
-		}
-		return nil
-	}
-	serveErr := make(chan error, 1)
 	if o.bindAddr != "" && o.bindAddr != "0" {
 		ln, err := net.Listen("tcp", o.bindAddr)
 		if err != nil {
 			return fmt.Errorf("--bind-address: %w", err)
 		}
-		srv := approverServer(reg, healthy, ready)
-		go func() { serveErr <- srv.Serve(ln) }()
+		srv := approverServer(reg, ready)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("approver listener failed", "err", err)
+				cancel()
+			}
+		}()
 		defer srv.Close()
 	}
 	log.Info("nodeaddr approver starting", "version", version, "revision", revision, "leader_elect", o.leaderElect,
-		"lease", o.namespace+"/"+o.leaseName, "service_cidr_objects", cidrObjects, "service_cidrs", fmt.Sprint(o.serviceCIDRs),
+		"lease", o.namespace+"/"+o.leaseName, "service_cidr_objects", src.ServiceCIDRs != nil, "service_cidrs", fmt.Sprint(o.serviceCIDRs),
 		"allowed_dns_suffixes", fmt.Sprint(o.policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.policy.IPPrefixes),
 		"bind_address", o.bindAddr)
-	go func() {
-		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("approver listener failed", "err", err)
-			cancel()
-		}
-	}()
-	if !o.leaderElect {
+	var runErr error
+	lead := func(ctx context.Context) {
 		leading.Store(true)
 		m.Leader.Set(1)
-		return ctrl.Run(ctx)
+		defer m.Leader.Set(0)
+		if runErr = ctrl.Run(ctx); runErr != nil {
+			cancel()
+		}
 	}
-	id, err := os.Hostname()
+	if !o.leaderElect {
+		lead(ctx)
+		return runErr
+	}
+	host, err := os.Hostname()
 	if err != nil {
 		return err
 	}
-	elector = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	var runErr error
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.leaseName},
-			Client:     cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id + "_" + fmt.Sprint(time.Now().UnixNano())},
-		},
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		ReleaseOnCancel: true, Name: o.leaseName, WatchDog: elector,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				leading.Store(true)
-				m.Leader.Set(1)
-				log.Info("leading: deciding on kubelet serving CSRs", "lease", o.namespace+"/"+o.leaseName)
-				runErr = ctrl.Run(ctx)
-			},
-			OnStoppedLeading: func() {
-				m.Leader.Set(0)
-				log.Info("stopped leading", "lease", o.namespace+"/"+o.leaseName)
-				cancel() // a replica that lost the Lease exits; its Deployment starts it afresh
-			},
-		},
-	})
-	if err != nil {
-		return err
+	e := &csrapproval.Elector{Client: api.lease(o.namespace, o.leaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
+	if err := e.Run(ctx, lead); err != nil {
+		return err // a replica that lost the Lease exits; its Deployment starts it afresh
 	}
-	le.Run(ctx)
 	return runErr
 }
 
-// servesServiceCIDRs reports whether the API server serves networking.k8s.io/v1 ServiceCIDRs.
-func servesServiceCIDRs(cs kubernetes.Interface) (bool, error) {
-	res, err := cs.Discovery().ServerResourcesForGroupVersion(networkingv1.SchemeGroupVersion.String())
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", networkingv1.SchemeGroupVersion, err)
-	}
-	for _, r := range res.APIResources {
-		if r.Name == "servicecidrs" {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// approverServer serves /healthz, /readyz and /metrics.
-func approverServer(reg *prometheus.Registry, healthy, ready func() error) *http.Server {
+// approverServer serves /healthz (the process serves), /readyz (a standby, or a leader whose
+// informers have synced) and /metrics.
+func approverServer(reg *prometheus.Registry, ready func() error) *http.Server {
 	mux := http.NewServeMux()
 	check := func(f func() error) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -273,7 +227,7 @@ func approverServer(reg *prometheus.Registry, healthy, ready func() error) *http
 			_, _ = io.WriteString(w, "ok\n")
 		}
 	}
-	mux.Handle("/healthz", check(healthy))
+	mux.Handle("/healthz", check(func() error { return nil }))
 	mux.Handle("/readyz", check(ready))
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second,

@@ -11,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -39,7 +41,7 @@ func newTestController(t *testing.T, p Policy, objs ...runtime.Object) (*Control
 	t.Helper()
 	cs := fake.NewClientset(objs...)
 	rec := record.NewFakeRecorder(1000)
-	c, err := NewController(Config{Client: cs, Recorder: rec, Policy: p, Now: func() time.Time { return time.Unix(1_000_100, 0) }})
+	c, err := NewController(Config{Source: fakeSource(cs), Recorder: rec, Policy: p, Now: func() time.Time { return time.Unix(1_000_100, 0) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +55,48 @@ func newTestController(t *testing.T, p Policy, objs ...runtime.Object) (*Control
 		}
 	})
 	return c, cs, rec
+}
+
+// fakeSource is the controller's Source on a fake clientset.
+func fakeSource(cs *fake.Clientset) Source {
+	return Source{
+		CSRs: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.CertificatesV1().CertificateSigningRequests().List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.CertificatesV1().CertificateSigningRequests().Watch(ctx, o)
+			},
+		}, cs),
+		Nodes: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.CoreV1().Nodes().List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.CoreV1().Nodes().Watch(ctx, o)
+			},
+		}, cs),
+		Services: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.CoreV1().Services(APIServerNamespace).List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.CoreV1().Services(APIServerNamespace).Watch(ctx, o)
+			},
+		}, cs),
+		EndpointSlices: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return cs.DiscoveryV1().EndpointSlices(APIServerNamespace).List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cs.DiscoveryV1().EndpointSlices(APIServerNamespace).Watch(ctx, o)
+			},
+		}, cs),
+		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
+			_, err := cs.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+			return err
+		},
+	}
 }
 
 // approvedNames lists the CSRs the approver approved, in the order of its requests.
@@ -101,7 +145,17 @@ func TestControllerFloodNewestFirst(t *testing.T) {
 	if fmt.Sprint(lists) != fmt.Sprint(want) {
 		t.Errorf("LISTs %v, want %v", lists, want)
 	}
-	// Only the five newest of node-a's were decided: four floods reported, the oldest not.
+	// Only the five newest pending CSRs of node-a are decided in a pass: the good one and four
+	// floods, then (the good one approved) the five newest floods. Nothing older is ever examined.
+	waitFor(t, "four pending reports", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.reported) >= 4 })
+	waitFor(t, "the informer to see a-good approved", func() bool {
+		o, _, _ := c.csrs.GetIndexer().GetByKey("a-good")
+		csr, ok := o.(*certv1.CertificateSigningRequest)
+		return ok && !Pending(csr)
+	})
+	if err := c.Sync(context.Background(), "node-a"); err != nil {
+		t.Fatal(err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var reported []string
@@ -109,7 +163,7 @@ func TestControllerFloodNewestFirst(t *testing.T) {
 		reported = append(reported, name)
 	}
 	slices.Sort(reported)
-	if want := []string{"a-flood-496", "a-flood-497", "a-flood-498", "a-flood-499"}; !slices.Equal(reported, want) {
+	if want := []string{"a-flood-495", "a-flood-496", "a-flood-497", "a-flood-498", "a-flood-499"}; !slices.Equal(reported, want) {
 		t.Errorf("reported %v, want %v", reported, want)
 	}
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	certv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/internal/kube"
+)
+
+// approverAPI is the approver's REST clients, one per API group it reads, over csrapproval.Scheme:
+// the generated typed clients would link every group's types into the binary the agents run too.
+type approverAPI struct {
+	scheme                             *runtime.Scheme
+	core, certs, discovery, net, coord rest.Interface
+	events                             *kube.Client
+}
+
+func newApproverAPI(cfg *rest.Config) (*approverAPI, error) {
+	a := &approverAPI{scheme: csrapproval.Scheme()}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if a.core, err = kube.NewGroupClient(cfg, a.scheme, hc, corev1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if a.certs, err = kube.NewGroupClient(cfg, a.scheme, hc, certv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if a.discovery, err = kube.NewGroupClient(cfg, a.scheme, hc, discoveryv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if a.net, err = kube.NewGroupClient(cfg, a.scheme, hc, networkingv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if a.coord, err = kube.NewGroupClient(cfg, a.scheme, hc, coordinationv1.SchemeGroupVersion); err != nil {
+		return nil, err
+	}
+	if a.events, err = kube.NewClientForConfigAndClient(cfg, a.scheme, hc); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// source is what the controller reads and writes; ServiceCIDRs only where the API server serves them.
+func (a *approverAPI) source(ctx context.Context) (csrapproval.Source, error) {
+	lw := func(c rest.Interface, resource, ns string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
+		return cache.NewFilteredListWatchFromClient(c, resource, ns, tweak)
+	}
+	src := csrapproval.Source{
+		CSRs:  lw(a.certs, "certificatesigningrequests", "", func(o *metav1.ListOptions) { o.FieldSelector = csrapproval.SignerFieldSelector }),
+		Nodes: lw(a.core, "nodes", "", func(*metav1.ListOptions) {}),
+		Services: lw(a.core, "services", csrapproval.APIServerNamespace, func(o *metav1.ListOptions) {
+			o.FieldSelector = csrapproval.APIServerServiceSelector
+		}),
+		EndpointSlices: lw(a.discovery, "endpointslices", csrapproval.APIServerNamespace, func(o *metav1.ListOptions) {
+			o.LabelSelector = csrapproval.APIServerSliceSelector
+		}),
+		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
+			return a.certs.Put().Resource("certificatesigningrequests").Name(csr.Name).SubResource("approval").
+				VersionedParams(&metav1.UpdateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).
+				Body(csr).Do(ctx).Error()
+		},
+	}
+	served, err := a.servesServiceCIDRs(ctx)
+	if err != nil {
+		return src, err
+	}
+	if served {
+		src.ServiceCIDRs = lw(a.net, "servicecidrs", "", func(*metav1.ListOptions) {})
+	}
+	return src, nil
+}
+
+// servesServiceCIDRs reports whether the API server serves networking.k8s.io/v1 ServiceCIDRs (1.33+).
+func (a *approverAPI) servesServiceCIDRs(ctx context.Context) (bool, error) {
+	raw, err := a.net.Get().AbsPath("/apis", networkingv1.SchemeGroupVersion.String()).Do(ctx).Raw()
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", networkingv1.SchemeGroupVersion, err)
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return false, fmt.Errorf("discover %s: %w", networkingv1.SchemeGroupVersion, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "servicecidrs" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// lease is the leader Lease's client.
+func (a *approverAPI) lease(namespace, name string) csrapproval.LeaseClient {
+	return leaseClient{c: a.coord, ns: namespace, name: name}
+}
+
+type leaseClient struct {
+	c        rest.Interface
+	ns, name string
+}
+
+func (l leaseClient) Get(ctx context.Context) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	return out, l.c.Get().Namespace(l.ns).Resource("leases").Name(l.name).Do(ctx).Into(out)
+}
+
+func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	in = in.DeepCopy()
+	in.Name, in.Namespace = l.name, l.ns
+	out := &coordinationv1.Lease{}
+	return out, l.c.Post().Namespace(l.ns).Resource("leases").
+		VersionedParams(&metav1.CreateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).Body(in).Do(ctx).Into(out)
+}
+
+func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out := &coordinationv1.Lease{}
+	return out, l.c.Put().Namespace(l.ns).Resource("leases").Name(l.name).
+		VersionedParams(&metav1.UpdateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).Body(in).Do(ctx).Into(out)
+}

@@ -1,0 +1,181 @@
+package csrapproval
+
+// Leader election on a coordination.k8s.io Lease, the protocol of client-go's leaderelection
+// (holderIdentity, renewTime + leaseDurationSeconds, optimistic concurrency on resourceVersion).
+// client-go's package is not used because it links every API group's types (its resourcelock
+// imports the typed clients, which register the whole clientset scheme): a binary that imports it
+// and nothing else is 23.5 MB stripped, more than the agent that shares this binary (20.6 MB).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LeaseClient reads and writes one Lease.
+type LeaseClient interface {
+	Get(ctx context.Context) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+}
+
+// Elector runs a function while it holds the Lease.
+type Elector struct {
+	Client   LeaseClient
+	Identity string
+	// Duration is how long a Lease stays held without renewal (15 s when 0); Renew how long the
+	// leader keeps trying to renew before it gives up (10 s); Retry the interval of attempts (2 s).
+	Duration, Renew, Retry time.Duration
+	Logger                 *slog.Logger
+	Now                    func() time.Time
+}
+
+func (e *Elector) defaults() {
+	if e.Duration <= 0 {
+		e.Duration = 15 * time.Second
+	}
+	if e.Renew <= 0 {
+		e.Renew = 10 * time.Second
+	}
+	if e.Retry <= 0 {
+		e.Retry = 2 * time.Second
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	if e.Logger == nil {
+		e.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ErrLeaseLost is Run's error when the leader could not renew its Lease in time.
+var ErrLeaseLost = errors.New("leader lease lost")
+
+// Run waits until it acquires the Lease, then runs lead with a context that ends when the Lease is
+// lost or ctx ends. It returns when lead has returned: nil when ctx ended (the Lease is released),
+// ErrLeaseLost when renewal failed; the caller exits, as a lost leader must not decide.
+func (e *Elector) Run(ctx context.Context, lead func(context.Context)) error {
+	e.defaults()
+	for {
+		ok, err := e.tryAcquire(ctx)
+		if err != nil {
+			e.Logger.Warn("leader lease not acquired", "err", err)
+		}
+		if ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(e.Retry):
+		}
+	}
+	e.Logger.Info("leader lease acquired", "identity", e.Identity)
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lead(lctx)
+	}()
+	err := e.renewLoop(lctx)
+	cancel()
+	<-done
+	if ctx.Err() != nil {
+		e.release()
+		return nil
+	}
+	return err
+}
+
+// renewLoop renews every Retry until ctx ends (nil) or renewal fails for longer than Renew.
+func (e *Elector) renewLoop(ctx context.Context) error {
+	last := e.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(e.Retry):
+		}
+		ok, err := e.tryAcquire(ctx)
+		if ok {
+			last = e.Now()
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if e.Now().Sub(last) > e.Renew {
+			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
+		}
+	}
+}
+
+// tryAcquire takes or renews the Lease when it is free, expired or already ours.
+func (e *Elector) tryAcquire(ctx context.Context) (bool, error) {
+	now := metav1.NewMicroTime(e.Now())
+	secs := int32(e.Duration / time.Second)
+	l, err := e.Client.Get(ctx)
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: &e.Identity,
+			LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now}}
+		_, err = e.Client.Create(ctx, l)
+		return err == nil, err
+	}
+	if err != nil {
+		return false, err
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if holder != e.Identity && holder != "" && !expired(l, e.Now()) {
+		return false, nil
+	}
+	l = l.DeepCopy()
+	if holder != e.Identity {
+		transitions := int32(0)
+		if l.Spec.LeaseTransitions != nil {
+			transitions = *l.Spec.LeaseTransitions
+		}
+		transitions++
+		l.Spec.LeaseTransitions = &transitions
+		l.Spec.AcquireTime = &now
+		l.Spec.HolderIdentity = &e.Identity
+	}
+	l.Spec.LeaseDurationSeconds = &secs
+	l.Spec.RenewTime = &now
+	_, err = e.Client.Update(ctx, l)
+	return err == nil, err
+}
+
+// expired: the holder has not renewed within its lease duration.
+func expired(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return true
+	}
+	return now.After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// release gives the Lease up so that a standby takes over at once rather than after Duration.
+func (e *Elector) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := e.Client.Get(ctx)
+	if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != e.Identity {
+		return
+	}
+	l = l.DeepCopy()
+	empty := ""
+	secs := int32(1)
+	l.Spec.HolderIdentity = &empty
+	l.Spec.LeaseDurationSeconds = &secs
+	if _, err := e.Client.Update(ctx, l); err != nil {
+		e.Logger.Warn("leader lease not released", "err", err)
+	}
+}
