@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
@@ -102,6 +103,7 @@ func (a *command) run(ctx context.Context) error {
 			return err
 		}
 		reviewer = withScrapers(rc, o.scrapers)
+		a.addServiceNetwork(ctx, client)
 	}
 	m := metrics.New(version, revision)
 	cfg := a.config(m)
@@ -127,6 +129,24 @@ func (a *command) run(ctx context.Context) error {
 		return a.runOnce(ctx, ag)
 	}
 	return a.serve(ctx, ag, m, reviewer)
+}
+
+// addServiceNetwork adds the cluster's Service network (its ServiceCIDRs and the kubernetes
+// Service's ClusterIPs) to --service-cidr's exclusions, read once at start: a Service address on a
+// host interface must never become the Node's address. Unreadable (an older RBAC, an API error), the
+// flag alone excludes, and the agent says so.
+func (a *command) addServiceNetwork(ctx context.Context, client *kube.Client) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cluster, err := client.ServiceNetwork(ctx)
+	if err != nil {
+		a.log.Warn("the cluster's Service network could not be read: only --service-cidr keeps Service addresses off the Node", "err", err)
+	}
+	for _, p := range cluster {
+		if !slices.Contains(a.opts.serviceCIDRs, p) {
+			a.opts.serviceCIDRs = append(a.opts.serviceCIDRs, p)
+		}
+	}
 }
 
 // serve runs the agent beside the metrics and probe listeners until ctx ends or either fails.

@@ -6,11 +6,15 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -173,4 +177,49 @@ func NewGroupClient(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client, g
 		return nil, fmt.Errorf("kubernetes client for %s: %w", gv, err)
 	}
 	return rc, nil
+}
+
+// ServiceNetwork reads the cluster's Service network: the CIDRs of its ServiceCIDR objects
+// (networking.k8s.io/v1, served from Kubernetes 1.33 on; an older API server answers 404, which is
+// not an error) and the kubernetes Service's ClusterIPs (as single-address prefixes). The agent
+// excludes them, so that a ClusterIP on a host interface never becomes the Node's address.
+func (k *Client) ServiceNetwork(ctx context.Context) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	add := func(raw string, single bool) {
+		if single {
+			if ip, err := netip.ParseAddr(raw); err == nil {
+				out = append(out, netip.PrefixFrom(ip.Unmap(), ip.Unmap().BitLen()))
+			}
+		} else if p, err := netip.ParsePrefix(raw); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	body, err := k.rest.Get().AbsPath("/apis/networking.k8s.io/v1/servicecidrs").SetHeader("Accept", "application/json").Do(ctx).Raw()
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("list servicecidrs: %w", err)
+	default:
+		var l networkingv1.ServiceCIDRList
+		if err := json.Unmarshal(body, &l); err != nil {
+			return nil, fmt.Errorf("list servicecidrs: %w", err)
+		}
+		for _, sc := range l.Items {
+			for _, c := range sc.Spec.CIDRs {
+				add(c, false)
+			}
+		}
+	}
+	body, err = k.rest.Get().AbsPath("/api/v1/namespaces/default/services/kubernetes").SetHeader("Accept", "application/json").Do(ctx).Raw()
+	if err != nil {
+		return out, fmt.Errorf("get the kubernetes service: %w", err)
+	}
+	var svc corev1.Service
+	if err := json.Unmarshal(body, &svc); err != nil {
+		return out, fmt.Errorf("get the kubernetes service: %w", err)
+	}
+	for _, ip := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
+		add(ip, true)
+	}
+	return out, nil
 }

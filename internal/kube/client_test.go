@@ -2,6 +2,7 @@ package kube
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -211,5 +212,47 @@ func TestClientUserAgent(t *testing.T) {
 		if !strings.HasPrefix(got, tc.wantPrefix) || strings.HasPrefix(got, "Go-http-client") {
 			t.Errorf("UserAgent %q set: request carried %q, want prefix %q", tc.set, got, tc.wantPrefix)
 		}
+	}
+}
+
+// ServiceNetwork reads the ServiceCIDRs and the kubernetes Service's ClusterIPs; an API server
+// without ServiceCIDRs (404) leaves the ClusterIPs.
+func TestServiceNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cidrs  bool
+		want   string
+		errHas string
+	}{
+		{"ServiceCIDR objects", true, "[10.96.0.0/12 fd00:96::/108 10.96.0.1/32 fd00:96::1/128]", ""},
+		{"no ServiceCIDR objects", false, "[10.96.0.1/32 fd00:96::1/128]", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				switch {
+				case r.URL.Path == "/apis/networking.k8s.io/v1/servicecidrs" && tc.cidrs:
+					w.Write([]byte(`{"kind":"ServiceCIDRList","apiVersion":"networking.k8s.io/v1","items":[{"metadata":{"name":"kubernetes"},"spec":{"cidrs":["10.96.0.0/12","fd00:96::/108"]}}]}`))
+				case r.URL.Path == "/api/v1/namespaces/default/services/kubernetes":
+					w.Write([]byte(`{"kind":"Service","apiVersion":"v1","metadata":{"name":"kubernetes"},"spec":{"clusterIP":"10.96.0.1","clusterIPs":["10.96.0.1","fd00:96::1"]}}`))
+				default:
+					w.WriteHeader(http.StatusNotFound)
+					w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+				}
+			}))
+			defer srv.Close()
+			c, err := NewClient(&rest.Config{Host: srv.URL}, Scheme())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.ServiceNetwork(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The ClusterIP appears in both clusterIP and clusterIPs: the caller dedupes.
+			if s := fmt.Sprint(slices.Compact(got)); s != tc.want {
+				t.Fatalf("ServiceNetwork = %s, want %s", s, tc.want)
+			}
+		})
 	}
 }
