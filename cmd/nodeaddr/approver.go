@@ -146,7 +146,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "1, labelled with the approver's version and revision.",
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "Build information (value 1).",
 			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "component": "approver"}}, func() float64 { return 1 }))
 	m := csrapproval.NewMetrics(reg)
 	src, err := api.source(ctx)

@@ -133,11 +133,11 @@ type Controller struct {
 	cfg      Config
 	queue    workqueue.TypedRateLimitingInterface[string]
 	csrs     cache.SharedIndexInformer
-	nodes     cache.SharedIndexInformer
-	services  cache.SharedIndexInformer
-	slices    cache.SharedIndexInformer
-	cidrs     cache.SharedIndexInformer // nil without ServiceCIDR objects
-	synced    []cache.InformerSynced
+	nodes    cache.SharedIndexInformer
+	services cache.SharedIndexInformer
+	slices   cache.SharedIndexInformer
+	cidrs    cache.SharedIndexInformer // nil without ServiceCIDR objects
+	synced   []cache.InformerSynced
 
 	mu       sync.Mutex
 	reported map[string]string // pending CSR → the reason last reported (an Event once per reason)
@@ -402,11 +402,25 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 			pending = append(pending, csr)
 		}
 	}
-	slices.SortFunc(pending, newestFirst)
+	// CSRs not yet decided come first, newest first: a flood the approver already refused cannot
+	// hide a new CSR, not even one filed in the same second (creationTimestamp has whole seconds).
+	c.mu.Lock()
+	undecided := func(csr *certv1.CertificateSigningRequest) bool { _, ok := c.reported[csr.Name]; return !ok }
+	slices.SortFunc(pending, func(a, b *certv1.CertificateSigningRequest) int {
+		if ua, ub := undecided(a), undecided(b); ua != ub {
+			if ua {
+				return -1
+			}
+			return 1
+		}
+		return newestFirst(a, b)
+	})
+	c.mu.Unlock()
 	if len(pending) > c.cfg.Policy.MaxPendingPerNode {
-		c.cfg.Logger.Debug("older pending kubelet serving CSRs of a node left for later", "node", node,
+		c.cfg.Logger.Debug("pending kubelet serving CSRs of a node left for the next pass", "node", node,
 			"pending", len(pending), "decided", c.cfg.Policy.MaxPendingPerNode)
 		pending = pending[:c.cfg.Policy.MaxPendingPerNode]
+		defer c.queue.AddAfter(node, nextPass) // the rest, after the other nodes' turns
 	}
 	if len(pending) == 0 {
 		return nil
@@ -423,6 +437,9 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// nextPass is how soon a node with more pending CSRs than a pass decides gets its next pass.
+const nextPass = time.Second
 
 // newestFirst orders CSRs by creation, newest first (then by name, for a stable order).
 func newestFirst(a, b *certv1.CertificateSigningRequest) int {

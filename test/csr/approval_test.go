@@ -2,7 +2,12 @@ package csr
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/pem"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,207 +15,507 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// The agent with --approve-kubelet-serving-csr approves its own kubelet's legitimate serving CSR,
-// leaves every attack of its own kubelet pending with a Warning naming the rule, and does not touch
-// another Node's CSR. Its own token cannot approve another Node's CSR, nor deny any.
-func TestKubeletServingCSRApproval(t *testing.T) {
-	w := newWorld(t, "--approve-kubelet-serving-csr")
-	ctx := context.Background()
-	// node-b's legitimate CSR first: by the time node-a's is approved, the agent has seen it.
-	w.file("node-b-serving", csrSpec{node: other, ips: []string{otherIP}})
+// attack is one line of the attack corpus: a CSR the approver must leave pending (no condition)
+// with a Warning Event naming reason on the requester's Node, whether node-a is honest or its
+// kubelet and agent token are both the attacker's.
+type attack struct {
+	name   string // the case
+	csr    string // its CSR's name, after the mode's prefix
+	reason string // the rule the approver names; "" when it must not even look at the CSR
+	spec   csrSpec
+	by     requester // node-a's kubelet when zero
+	// setup runs before the CSR is filed, in both modes.
+	setup func(t *testing.T, w *world)
+	// refused: the API server refuses to create the CSR (the approver never sees it), with an
+	// error containing this.
+	refused string
+}
 
-	t.Run("own legitimate CSR approved", func(t *testing.T) {
-		w.file("legit", csrSpec{})
-		ev := w.waitEvent(approvedReason, "legit")
-		if ev.Type != corev1.EventTypeNormal || ev.Source.Component != "nodeaddr" {
-			t.Errorf("Event %s %+v", ev.Type, ev.Source)
-		}
-		var approved *certv1.CertificateSigningRequestCondition
-		for _, c := range w.csr("legit").Status.Conditions {
-			if c.Type == certv1.CertificateApproved {
-				approved = &c
-			} else {
-				t.Errorf("condition %s on the approved CSR", c.Type)
-			}
-		}
-		if approved == nil || approved.Status != corev1.ConditionTrue || approved.Reason != "NodeaddrApproved" ||
-			!strings.Contains(approved.Message, "["+selfIP+"]") {
-			t.Fatalf("Approved condition %+v", approved)
-		}
-		if n := w.agent.Metric("nodeaddr_csr_approved_total"); n != 1 {
-			t.Errorf("nodeaddr_csr_approved_total = %v, want 1", n)
-		}
-		if n := w.agent.Metric("nodeaddr_csr_approval_seconds_count"); n != 1 {
-			t.Errorf("nodeaddr_csr_approval_seconds_count = %v, want 1", n)
-		}
+func (a attack) requester() requester {
+	if a.by.user == "" {
+		return kubeletOf(self)
+	}
+	return a.by
+}
+
+var (
+	serving    = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageServerAuth}
+	clientAuth = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageClientAuth}
+	// filer and mallory may create CSRs (system:node-bootstrapper) but are no kubelet.
+	nodeNameNoGroup = requester{"system:node:" + self, []string{filersGroup, "system:authenticated"}}
+	mallory         = requester{"mallory", []string{filersGroup, "system:authenticated"}}
+)
+
+// attacks is the corpus: one line per public case and per rule of internal/csrapproval.
+func attacks(clusterIP string) []attack {
+	return []attack{
+		// Who asks, and the request's form.
+		{name: "requester named system:node:node-a but not in group system:nodes", csr: "not-node-group", reason: "NotNodeGroup", by: nodeNameNoGroup},
+		{name: "non-node user files for the kubelet-serving signer (no Node: ignored, no Event)", csr: "non-node-user", by: mallory},
+		{name: "subject CN of another node", csr: "cn-other-node", reason: "SubjectMismatch", spec: csrSpec{cn: "system:node:" + other}},
+		{name: "node-b's kubelet files with node-a's CN and SANs (Event on node-b)", csr: "other-requester-our-cn", reason: "SubjectMismatch",
+			by: kubeletOf(other), spec: csrSpec{cn: "system:node:" + self, dns: []string{self}, ips: []string{selfIP}}},
+		{name: "subject O adds system:masters", csr: "org-masters", reason: "SubjectMismatch", spec: csrSpec{org: []string{"system:nodes", "system:masters"}}},
+		{name: "client auth usage beside server auth", csr: "usage-client-and-server", reason: "UsagesNotServing",
+			spec: csrSpec{usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth, certv1.UsageClientAuth}}},
+		{name: "client auth usage instead of server auth", csr: "usage-client-only", reason: "UsagesNotServing", spec: csrSpec{usages: clientAuth}},
+		{name: "no subject alternative name", csr: "no-san", reason: "NoSubjectAltName", spec: csrSpec{dns: []string{}, ips: []string{}}},
+		{name: "URI SAN", csr: "uri-san", reason: "EmailOrURISAN", spec: csrSpec{uris: []string{"spiffe://cluster.local/ns/kube-system/sa/nodeaddr"}}},
+		{name: "email SAN", csr: "email-san", reason: "EmailOrURISAN", spec: csrSpec{emails: []string{"root@node-a"}}},
+		{name: "eleven SANs, the node's own, over the cap of ten", csr: "eleven-sans", reason: "TooManySANs",
+			spec: csrSpec{dns: []string{self}, ips: []string{selfIP, selfIP6, selfIP, selfIP6, selfIP, selfIP6, selfIP, selfIP6, selfIP, selfIP6}}},
+		{name: "a second PEM block smuggles a request for node-b", csr: "second-pem-block", reason: "MalformedRequest",
+			spec: csrSpec{mangle: func(t *testing.T, req []byte) []byte {
+				smuggled := csrSpec{dns: []string{other}, ips: []string{otherIP}}.object(t, "smuggled", other)
+				return append(req, smuggled.Spec.Request...)
+			}}},
+		{name: "request whose signature does not verify (refused by the API server's validation)", csr: "bad-signature",
+			refused: "signature", spec: csrSpec{mangle: breakSignature}},
+		{name: "requester whose Node does not exist (Event on node ghost)", csr: "node-unknown", reason: "NodeUnknown",
+			by: kubeletOf("ghost"), spec: csrSpec{dns: []string{"ghost"}}},
+
+		// DNS SANs.
+		{name: "DNS SAN of another Node's name", csr: "dns-other-node", reason: "DNSNameOfAnotherNode", spec: csrSpec{dns: []string{self, other}}},
+		{name: "DNS SAN of another Node's InternalDNS entry", csr: "dns-other-node-entry", reason: "DNSNameOfAnotherNode", spec: csrSpec{dns: []string{self, otherDNS}}},
+		{name: "DNS SAN of another Node's name in capitals with a trailing dot", csr: "dns-other-node-spelling", reason: "DNSNameOfAnotherNode",
+			spec: csrSpec{dns: []string{self, "NODE-B."}}},
+		{name: "DNS SAN kubernetes", csr: "dns-kubernetes", reason: "DNSNameOfAPIServer", spec: csrSpec{dns: []string{self, "kubernetes"}}},
+		{name: "DNS SAN kubernetes.default", csr: "dns-kubernetes-default", reason: "DNSNameOfAPIServer", spec: csrSpec{dns: []string{self, "kubernetes.default"}}},
+		{name: "DNS SAN kubernetes.default.svc", csr: "dns-kubernetes-default-svc", reason: "DNSNameOfAPIServer", spec: csrSpec{dns: []string{self, "kubernetes.default.svc"}}},
+		{name: "DNS SAN kubernetes.default.svc.cluster.local", csr: "dns-kubernetes-fqdn", reason: "DNSNameOfAPIServer",
+			spec: csrSpec{dns: []string{self, "kubernetes.default.svc.cluster.local"}}},
+		{name: "DNS SAN of another Service", csr: "dns-service", reason: "DNSNameOfAPIServer", spec: csrSpec{dns: []string{self, "nodeaddr.kube-system.svc"}}},
+		{name: "wildcard DNS SAN *.default.svc.cluster.local", csr: "dns-wildcard-svc", reason: "DNSWildcard",
+			spec: csrSpec{dns: []string{self, "*.default.svc.cluster.local"}}},
+		{name: "wildcard DNS SAN under the allowed suffix", csr: "dns-wildcard-suffix", reason: "DNSWildcard", spec: csrSpec{dns: []string{self, "*." + dnsSuffix}}},
+		{name: "DNS SAN starting with the node's name under a foreign domain (postfinance)", csr: "dns-prefix-foreign", reason: "DNSNameNotNode",
+			spec: csrSpec{dns: []string{self, self + ".attacker.example"}}},
+		{name: "DNS SAN of the allowed suffix extended (node-a.nodes.example.internal.attacker.example)", csr: "dns-suffix-extended", reason: "DNSNameNotNode",
+			spec: csrSpec{dns: []string{self, self + "." + dnsSuffix + ".attacker.example"}}},
+		{name: "foreign DNS SAN beside the node's own IP (cloud-provider-gcp checked no DNS SAN)", csr: "dns-foreign-with-ip", reason: "DNSNameNotNode",
+			spec: csrSpec{dns: []string{self, "www.example.com"}}},
+		{name: "DNS-only CSR with a foreign name (Talos fix review)", csr: "dns-only-foreign", reason: "DNSNameNotNode",
+			spec: csrSpec{dns: []string{"www.example.com"}, ips: []string{}}},
+		{name: "DNS-only CSR with another Node's name", csr: "dns-only-other-node", reason: "DNSNameOfAnotherNode", spec: csrSpec{dns: []string{other}, ips: []string{}}},
+		{name: "Talos GHSA-87pw-5j2g-6376: node-b's name and IP, identity taken from a SAN", csr: "talos-identity-from-san", reason: "DNSNameOfAnotherNode",
+			spec: csrSpec{dns: []string{other}, ips: []string{otherIP}}},
+		{name: "ekco GHSA-x7j5-fww5-mqmv approved any kubelet-serving CSR: the API server's name and ClusterIP", csr: "ekco-any-serving", reason: "DNSNameOfAPIServer",
+			spec: csrSpec{dns: []string{self, "kubernetes.default.svc.cluster.local"}, ips: []string{selfIP, clusterIP}}},
+
+		// IP SANs.
+		{name: "IP SAN of another Node beside the own (k0s: every SAN must be the node's)", csr: "ip-other-node", reason: "IPOfAnotherNode",
+			spec: csrSpec{ips: []string{selfIP, otherIP}}},
+		{name: "IP SAN of the API server endpoint", csr: "ip-apiserver-endpoint", reason: "IPOfAPIServer", spec: csrSpec{ips: []string{selfIP, apiServerIP}}},
+		{name: "IP SAN of the kubernetes ClusterIP (published as InternalIP by the compromised agent)", csr: "ip-cluster-ip", reason: "IPOfAPIServer",
+			spec: csrSpec{ips: []string{selfIP, clusterIP}}},
+		{name: "IP SAN inside the Service CIDR", csr: "ip-service-cidr", reason: "IPInServiceCIDR", spec: csrSpec{ips: []string{selfIP, serviceIP}}},
+		{name: "IP SAN loopback 127.0.0.1", csr: "ip-loopback", reason: "IPNotRoutable", spec: csrSpec{ips: []string{selfIP, "127.0.0.1"}}},
+		{name: "IP SAN loopback ::1", csr: "ip-loopback6", reason: "IPNotRoutable", spec: csrSpec{ips: []string{selfIP, "::1"}}},
+		{name: "IP SAN link-local 169.254.169.254", csr: "ip-link-local", reason: "IPNotRoutable", spec: csrSpec{ips: []string{selfIP, "169.254.169.254"}}},
+		{name: "IP SAN link-local fe80::10", csr: "ip-link-local6", reason: "IPNotRoutable", spec: csrSpec{ips: []string{selfIP, "fe80::10"}}},
+		{name: "IP SAN multicast 224.0.0.251", csr: "ip-multicast", reason: "IPNotRoutable", spec: csrSpec{ips: []string{selfIP, "224.0.0.251"}}},
+		{name: "IP SAN unspecified 0.0.0.0", csr: "ip-unspecified", reason: "IPNotRoutable", spec: csrSpec{ips: []string{selfIP, "0.0.0.0"}}},
+		{name: "IP SAN not published anywhere", csr: "ip-not-published", reason: "IPNotPublished", spec: csrSpec{ips: []string{selfIP, "192.0.2.97"}}},
+		{name: "IP SAN the kubelet wrote into its Node's status, not in the record", csr: "ip-kubelet-status", reason: "IPNotPublished",
+			spec: csrSpec{ips: []string{selfIP, "192.0.2.99"}},
+			setup: func(t *testing.T, w *world) {
+				w.kubeletAddsStatus(t, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.99"})
+			}},
+		{name: "IP SAN outside the allowed prefixes (recorded by the compromised agent)", csr: "ip-not-allowed", reason: "IPNotAllowed",
+			spec: csrSpec{ips: []string{selfIP, outsideIP}}},
+
+		// Other signers: never the approver's.
+		{name: "deckhouse approved any signer: the kubelet client signer (ignored, no Event)", csr: "other-signer-kubelet-client",
+			spec: csrSpec{signer: certv1.KubeAPIServerClientKubeletSignerName, usages: clientAuth, dns: []string{}, ips: []string{}}},
+		{name: "deckhouse approved any signer: a custom signer with node-a's serving SANs (ignored, no Event)", csr: "other-signer-custom",
+			spec: csrSpec{signer: "example.com/node-serving", usages: serving}},
+	}
+}
+
+// breakSignature flips the last bit of the request's signature.
+func breakSignature(t *testing.T, req []byte) []byte {
+	block, _ := pem.Decode(req)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	block.Bytes[len(block.Bytes)-1] ^= 1
+	return pem.EncodeToMemory(block)
+}
+
+// TestCentralApprover runs the approver against the attack corpus and the kubelets it must serve.
+func TestCentralApprover(t *testing.T) {
+	w := newWorld(t)
+
+	// The approver's metric families are those of the golden file that test/deploy checks the
+	// alert rules and the dashboard against.
+	t.Run("approval metrics match the golden file", func(t *testing.T) { checkApprovalGolden(t, w.approver) })
+
+	t.Run("legitimate CSRs are approved", func(t *testing.T) { testApprovals(t, w) })
+
+	table := attacks(w.clusterIP)
+	t.Run("attacks of an honest node's kubelet are left pending", func(t *testing.T) { w.runMode(t, "honest-", table, false) })
+
+	t.Run("floods", func(t *testing.T) { testFloods(t, w) })
+
+	// Informers, not requests per CSR: whatever was filed so far (hundreds of CSRs), each approver
+	// process read each resource with one streaming watch, read no CSR by itself, and wrote one
+	// approval per approved CSR.
+	t.Run("the approver's requests", func(t *testing.T) { checkApproverRequests(t, w) })
+
+	// The attacker owns node-a: its kubelet's identity and its agent's token (the agent process is
+	// stopped; its token writes what the attacker likes, within the base admission policy).
+	if code := w.agent.Stop(); code != 0 {
+		t.Fatalf("agent exited %d", code)
+	}
+	t.Run("compromised node-a poisons its Node", func(t *testing.T) { w.poison(t) })
+	t.Run("attacks of a compromised node (kubelet and agent token) are left pending", func(t *testing.T) {
+		w.runMode(t, "compromised-", table, true)
 	})
 
-	// The approver's metric families (registered only with the flag) are those of the golden file
-	// that test/deploy checks the alert rules and the dashboard against.
-	t.Run("approval metrics match the golden file", func(t *testing.T) { checkApprovalGolden(t, w.agent) })
+	// What the record cannot prevent: the agent's token is the root of trust for its own Node.
+	t.Run("limits of the record", func(t *testing.T) {
+		t.Run("an unused address the compromised agent records, in the allowed prefixes and nobody else's, is approved", func(t *testing.T) {
+			w.agentPublishes(t, selfIP, "192.0.2.98")
+			before := w.metrics(t)
+			if _, err := w.file(t, kubeletOf(self), "compromised-unused-recorded-address", csrSpec{ips: []string{"192.0.2.98"}}); err != nil {
+				t.Fatal(err)
+			}
+			w.expectApproved(t, self, "compromised-unused-recorded-address", "[192.0.2.10 192.0.2.98]", before)
+		})
+		t.Run("node-b's own CSR while node-a squats node-b's IP is left pending, approved for neither", func(t *testing.T) {
+			w.agentPublishes(t, selfIP, otherIP)
+			before := w.metrics(t)
+			if _, err := w.file(t, kubeletOf(other), "node-b-while-squatted", csrSpec{ips: []string{otherIP}}); err != nil {
+				t.Fatal(err)
+			}
+			w.expectPending(t, other, "node-b-while-squatted", "IPOfAnotherNode", before)
+		})
+	})
+}
 
-	// The kubelet writes node-b's address into its own Node's status, as NodeRestriction allows (an
-	// ExternalIP: nodeaddr manages only InternalIP here, so it stays).
-	n := w.cp.Node(t, self)
-	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: otherIP})
-	if _, err := w.kubelet(self).CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
-		t.Fatalf("kubelet writes %s into its Node's status: %v", otherIP, err)
+// testApprovals: the CSRs of kubelets as distributions configure them, each approved.
+func testApprovals(t *testing.T, w *world) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
 	}
-	attacks := []struct {
-		name, reason string
-		spec         csrSpec
+	dual := "[" + selfIP + " " + selfIP6 + "]"
+	lines := []struct {
+		name, csr string
+		spec      csrSpec
 	}{
-		{"ip-not-the-nodes", "IPNotPublished", csrSpec{ips: []string{selfIP, "192.0.2.99"}}},
-		{"other-nodes-ip-in-own-status", "IPOfAnotherNode", csrSpec{ips: []string{selfIP, otherIP}}},
-		{"api-server-ip", "IPOfAPIServer", csrSpec{ips: []string{apiServerIP}}},
-		{"foreign-dns-name", "DNSNameNotNode", csrSpec{dns: []string{self, "kubernetes.default.svc"}}},
-		{"uri-san", "EmailOrURISAN", csrSpec{uris: []string{"spiffe://cluster.local/ns/kube-system/sa/nodeaddr"}}},
-		{"client-auth-usage", "UsagesNotServing", csrSpec{usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth, certv1.UsageClientAuth}}},
+		// The kubelet's certificate manager asks for its Node's Hostname/DNS entries and IPs; an
+		// RSA key adds key encipherment, an ECDSA one does not (kubelet >= 1.27).
+		{"kubeadm kubelet: node name and InternalIP, RSA key", "kubeadm", csrSpec{dns: []string{self}, ips: []string{selfIP}, key: rsaKey, usages: serving}},
+		{"k3s kubelet with --node-name=node-a (the kubelet's --hostname-override), dual-stack", "k3s-dual-stack", csrSpec{dns: []string{self}, ips: []string{selfIP, selfIP6}}},
+		{"Talos kubelet: node name and InternalIP, ECDSA key without key encipherment", "talos",
+			csrSpec{dns: []string{self}, ips: []string{selfIP}, usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}}},
+		{"k0s kubelet: node name and both InternalIPs, IPv6 first", "k0s", csrSpec{dns: []string{self}, ips: []string{selfIP6, selfIP}}},
+		{"DNS SAN under an allowed suffix beside the node's name", "allowed-dns-suffix", csrSpec{dns: []string{self, self + "." + dnsSuffix}, ips: []string{selfIP}}},
+		{"node name in capitals with a trailing dot", "node-name-spelling", csrSpec{dns: []string{"NODE-A."}, ips: []string{selfIP}}},
 	}
-	for _, a := range attacks {
-		t.Run("attack left pending/"+a.name, func(t *testing.T) {
-			w.file(a.name, a.spec)
-			ev := w.waitEvent(pendingReason, a.name)
-			if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "("+a.reason+")") {
-				t.Errorf("Event %s %q, want a Warning with (%s)", ev.Type, ev.Message, a.reason)
+	for _, l := range lines {
+		t.Run(l.name, func(t *testing.T) {
+			before := w.metrics(t)
+			if _, err := w.file(t, kubeletOf(self), l.csr, l.spec); err != nil {
+				t.Fatal(err)
 			}
-			if c := w.csr(a.name).Status.Conditions; len(c) != 0 {
-				t.Errorf("conditions %+v, want none (pending)", c)
-			}
-			if n := w.agent.Metric(`nodeaddr_csr_pending_total{reason="` + a.reason + `"}`); n != 1 {
-				t.Errorf("nodeaddr_csr_pending_total{reason=%q} = %v, want 1", a.reason, n)
-			}
+			w.expectApproved(t, self, l.csr, dual, before)
 		})
 	}
 
-	t.Run("another node's CSR untouched", func(t *testing.T) {
-		if c := w.csr("node-b-serving").Status.Conditions; len(c) != 0 {
-			t.Errorf("node-b's CSR has conditions %+v", c)
+	// The kubelet files its first CSR at registration, before its Node exists: left pending
+	// (NodeUnknown) until the kubelet registers the Node, then approved.
+	t.Run("first CSR at registration, DNS-only, approved once the Node exists", func(t *testing.T) {
+		const node = "node-c"
+		before := w.metrics(t)
+		if _, err := w.file(t, kubeletOf(node), "registration", csrSpec{dns: []string{node}, ips: []string{}}); err != nil {
+			t.Fatal(err)
 		}
-		for _, reason := range []string{pendingReason, approvedReason} {
-			for _, e := range w.cp.Events(t, self, reason) {
-				if strings.Contains(e.Message, "node-b-serving") {
-					t.Errorf("Event about node-b's CSR: %s", e.Message)
+		w.expectPending(t, node, "registration", "NodeUnknown", before)
+		before = w.metrics(t)
+		if _, err := w.as(t, kubeletOf(node)).CoreV1().Nodes().Create(context.Background(),
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("kubelet registers %s: %v", node, err)
+		}
+		w.expectApproved(t, node, "registration", "[]", before)
+	})
+
+	// The kubelet's --node-ip is a secondary address of the uplink: the agent publishes it (the
+	// cloud node controller's rule) and records it, and the kubelet's CSR for it is approved.
+	t.Run("provided-node-ip: the kubelet's --node-ip, a secondary address of the uplink", func(t *testing.T) {
+		const provided = "192.0.2.11"
+		w.h.NS.IP("addr", "add", provided+"/24", "dev", "eth0")
+		if err := patchNode(w.as(t, kubeletOf(self)), self, "", map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{providedNodeIPAn: provided}}}); err != nil {
+			t.Fatalf("kubelet annotates its Node: %v", err)
+		}
+		w.waitRecord(t, provided)
+		before := w.metrics(t)
+		if _, err := w.file(t, kubeletOf(self), "provided-node-ip", csrSpec{ips: []string{provided}}); err != nil {
+			t.Fatal(err)
+		}
+		w.expectApproved(t, self, "provided-node-ip", "["+provided+"]", before)
+		// Back to the world's addresses.
+		if err := patchNode(w.as(t, kubeletOf(self)), self, "", map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{providedNodeIPAn: nil}}}); err != nil {
+			t.Fatal(err)
+		}
+		w.h.NS.IP("addr", "del", provided+"/24", "dev", "eth0")
+		w.waitRecord(t, baselineRecord)
+	})
+}
+
+// runMode runs the table in a mode, 20 lines per approver process.
+func (w *world) runMode(t *testing.T, mode string, table []attack, compromised bool) {
+	const chunk = 20
+	for start := 0; start < len(table); start += chunk {
+		lines := table[start:min(start+chunk, len(table))]
+		w.freshApprover(t)
+		for _, a := range lines {
+			t.Run(a.name, func(t *testing.T) { w.runAttack(t, mode, a, compromised) })
+		}
+		w.checkStillPending(t, mode, lines)
+	}
+}
+
+// runAttack files the line's CSR in a mode (the CSR's name prefix) and checks it is left pending;
+// compromised, the attacker also tries to approve it with the agent's token and to record its IPs
+// as the kubelet.
+func (w *world) runAttack(t *testing.T, mode string, a attack, compromised bool) {
+	name := mode + a.csr
+	if a.setup != nil {
+		a.setup(t, w)
+	}
+	before := w.metrics(t)
+	created, err := w.file(t, a.requester(), name, a.spec)
+	if a.refused != "" {
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), a.refused) {
+			t.Fatalf("create: %v, want 422 saying %q", err, a.refused)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s files %s: %v", a.requester().user, name, err)
+	}
+	if compromised {
+		err := harness.SetCSRCondition(context.Background(), w.agentCS, created, certv1.CertificateApproved)
+		expectRBACDenial(t, err, `cannot update resource "certificatesigningrequests/approval"`)
+		ips := append([]string{selfIP}, a.spec.ips...)
+		err = patchNode(w.as(t, kubeletOf(self)), self, "", map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{recordKey: strings.Join(ips, ",")}}})
+		expectDenied(t, err, recordPolicy, "may not create, change or remove the annotation "+recordKey)
+	}
+	if a.reason == "" {
+		return // ignored: checkStillPending looks once the mode's later lines were decided
+	}
+	node := a.requester().node()
+	w.expectPending(t, node, name, a.reason, before)
+}
+
+// checkStillPending: after every line of a mode, none of its CSRs has a condition, and no Event
+// names those the approver must ignore.
+func (w *world) checkStillPending(t *testing.T, mode string, table []attack) {
+	t.Run("still pending: "+table[0].csr+" to "+table[len(table)-1].csr, func(t *testing.T) {
+		for _, a := range table {
+			if a.refused != "" {
+				continue
+			}
+			if c := w.csr(t, mode+a.csr).Status.Conditions; len(c) != 0 {
+				t.Errorf("%s: conditions %+v", mode+a.csr, c)
+			}
+			if a.reason == "" {
+				if evs := w.eventsNaming(t, mode+a.csr); len(evs) != 0 {
+					t.Errorf("%s: Events %+v, want none (the approver ignores it)", mode+a.csr, evs)
 				}
 			}
 		}
 	})
+}
 
-	// What the approver cost the API server so far (before this test uses the agent's token itself),
-	// besides its LIST and watch of CSRs in each window (its start, each change of the Node's
-	// addresses; internal/csrapproval's tests count those exactly): one LIST of
-	// Nodes and of the kubernetes EndpointSlices per decision on a CSR of its own Node (the
-	// legitimate one and the six attacks), one approval, and nothing for node-b's CSR.
-	t.Run("requests", func(t *testing.T) {
-		got := approverRequests(t, w, len(attacks)+1)
-		want := map[string]int{"update certificatesigningrequests/approval": 1,
-			"list nodes (all)": len(attacks) + 1, "list endpointslices": len(attacks) + 1}
-		for k, n := range want {
-			if got[k] != n {
-				t.Errorf("%s: %d requests, want %d (all: %v)", k, got[k], n, got)
-			}
+// kubeletAddsStatus: node-a's kubelet adds addresses to its Node's status (NodeRestriction lets a
+// kubelet write its own Node's status).
+func (w *world) kubeletAddsStatus(t *testing.T, addrs ...corev1.NodeAddress) {
+	t.Helper()
+	n := w.cp.Node(t, self)
+	for _, a := range addrs {
+		if !containsAddr(n.Status.Addresses, a) {
+			n.Status.Addresses = append(n.Status.Addresses, a)
 		}
-		if got["about node-b-serving"] != 0 {
-			t.Errorf("%d requests about node-b's CSR", got["about node-b-serving"])
-		}
-	})
+	}
+	if _, err := w.as(t, kubeletOf(self)).CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
+		t.Fatalf("kubelet writes %v into its Node's status: %v", addrs, err)
+	}
+}
 
-	agent := agentClient(t, w)
-	t.Run("agent token cannot approve another node's CSR", func(t *testing.T) {
-		err := harness.SetCSRCondition(ctx, agent, w.csr("node-b-serving"), certv1.CertificateApproved)
-		expectPolicyDenial(t, err, "may approve only kubernetes.io/kubelet-serving CSRs of system:node:"+self)
+func containsAddr(list []corev1.NodeAddress, a corev1.NodeAddress) bool {
+	for _, b := range list {
+		if a == b {
+			return true
+		}
+	}
+	return false
+}
+
+// agentPublishes writes ips with node-a's agent token as its InternalIPs and its record, as the
+// agent would (the other status entries kept, in place).
+func (w *world) agentPublishes(t *testing.T, ips ...string) {
+	t.Helper()
+	n := w.cp.Node(t, self)
+	var addrs []corev1.NodeAddress
+	for _, ip := range ips {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			addrs = append(addrs, a)
+		}
+	}
+	if err := patchNode(w.agentCS, self, "status", map[string]any{"status": map[string]any{"addresses": addrs}}); err != nil {
+		t.Fatalf("agent token publishes %v: %v", ips, err)
+	}
+	if err := patchNode(w.agentCS, self, "", map[string]any{
+		"metadata": map[string]any{"annotations": map[string]any{recordKey: strings.Join(ips, ",")}}}); err != nil {
+		t.Fatalf("agent token records %v: %v", ips, err)
+	}
+}
+
+// poison: with the agent's token the attacker publishes and records, on node-a, node-b's IP, the
+// kubernetes ClusterIP, the API server's endpoint, an address in the Service CIDR and one outside
+// the allowed prefixes (the base admission policy admits each: none is special-purpose); as the
+// kubelet it adds an unrecorded ExternalIP, node-b's IP, the ClusterIP, an in-cluster name and
+// node-b's name to the status, and cannot write the record.
+func (w *world) poison(t *testing.T) {
+	recorded := []string{selfIP, selfIP6, otherIP, w.clusterIP, apiServerIP, serviceIP, outsideIP}
+	w.agentPublishes(t, recorded...)
+	w.kubeletAddsStatus(t, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "192.0.2.99"},
+		corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: otherIP}, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: w.clusterIP},
+		corev1.NodeAddress{Type: corev1.NodeInternalDNS, Address: "kubernetes.default.svc"},
+		corev1.NodeAddress{Type: corev1.NodeExternalDNS, Address: other})
+	n := w.cp.Node(t, self)
+	if got, want := n.Annotations[recordKey], strings.Join(recorded, ","); got != want {
+		t.Errorf("record %q, want %q", got, want)
+	}
+	for _, sub := range []string{"", "status"} {
+		n := w.cp.Node(t, self)
+		n.Annotations[recordKey] = "192.0.2.99"
+		var err error
+		if sub == "" {
+			_, err = w.as(t, kubeletOf(self)).CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		} else {
+			_, err = w.as(t, kubeletOf(self)).CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+		}
+		expectDenied(t, err, recordPolicy, "system:node:"+self+" may not create, change or remove the annotation "+recordKey)
+	}
+}
+
+// testFloods: CSRs by the hundred delay nobody else, nor the flooding node's next good CSR.
+func testFloods(t *testing.T, w *world) {
+	// k0s: a node filing CSRs whose names sort first blocked every other node's.
+	t.Run("node-b floods CSRs whose names sort first; node-a's good CSR is approved", func(t *testing.T) {
+		w.flood(t, kubeletOf(other), "0-node-b-flood-%03d", 200, csrSpec{dns: []string{other, "kubernetes"}, ips: []string{}})
+		before := w.metrics(t)
+		if _, err := w.file(t, kubeletOf(self), "node-a-beside-node-b-flood", csrSpec{ips: []string{selfIP, selfIP6}}); err != nil {
+			t.Fatal(err)
+		}
+		w.expectApproved(t, self, "node-a-beside-node-b-flood", "["+selfIP+" "+selfIP6+"]", before)
 	})
-	t.Run("agent token cannot deny", func(t *testing.T) {
-		for _, name := range []string{"ip-not-the-nodes", "node-b-serving"} {
-			err := harness.SetCSRCondition(ctx, agent, w.csr(name), certv1.CertificateDenied)
-			expectPolicyDenial(t, err, "")
-			if c := w.csr(name).Status.Conditions; len(c) != 0 {
-				t.Errorf("%s: conditions %+v after the refused denial", name, c)
-			}
+	// cluster-machine-approver stops approving past pending = machines + 100.
+	t.Run("500 pending bad CSRs of node-a, then its good CSR is approved", func(t *testing.T) {
+		newest := w.flood(t, kubeletOf(self), "node-a-flood-%03d", 500, csrSpec{ips: []string{selfIP, "192.0.2.97"}})
+		// creationTimestamp has whole seconds: the good CSR comes a second after the flood's
+		// newest, as a kubelet's next one would.
+		time.Sleep(time.Until(newest.Add(time.Second)))
+		before := w.metrics(t)
+		if _, err := w.file(t, kubeletOf(self), "node-a-after-its-flood", csrSpec{ips: []string{selfIP}}); err != nil {
+			t.Fatal(err)
 		}
-	})
-	// A CSR filed while the agent was down is decided when it starts, once its resolution is known
-	// (the CSR may be examined before that, and is then examined again: internal/agent's csrSink and
-	// the Node's events; this run does not tell which of them did it).
-	t.Run("restarted agent approves a CSR filed while it was down", func(t *testing.T) {
-		if code := w.agent.Stop(); code != 0 {
-			t.Fatalf("agent exited %d", code)
-		}
-		w.file("while-down", csrSpec{})
-		w.agent = w.h.Start(w.args...)
-		w.waitEvent(approvedReason, "while-down")
-	})
-	t.Run("agent token cannot delete or create CSRs", func(t *testing.T) {
-		err := agent.CertificatesV1().CertificateSigningRequests().Delete(ctx, "ip-not-the-nodes", metav1.DeleteOptions{})
-		if !apierrors.IsForbidden(err) {
-			t.Errorf("delete: %v, want 403", err)
-		}
-		_, err = agent.CertificatesV1().CertificateSigningRequests().Create(ctx, csrSpec{}.object(t, "by-agent"), metav1.CreateOptions{})
-		if !apierrors.IsForbidden(err) {
-			t.Errorf("create: %v, want 403", err)
-		}
+		w.expectApproved(t, self, "node-a-after-its-flood", "["+selfIP+" "+selfIP6+"]", before)
 	})
 }
 
-func agentClient(t *testing.T, w *world) kubernetes.Interface {
+// flood files n CSRs (names from format) as r, 16 at a time, and returns the newest's creation time.
+func (w *world) flood(t *testing.T, r requester, format string, n int, s csrSpec) time.Time {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: w.cp.Config.Host, BearerToken: w.cp.AgentToken(t, self),
-		TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	var mu sync.Mutex
+	var newest time.Time
+	var firstErr error
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				c, err := w.file(t, r, fmt.Sprintf(format, i), s)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				} else if err == nil && c.CreationTimestamp.After(newest) {
+					newest = c.CreationTimestamp.Time
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("flood: %v", firstErr)
+	}
+	return newest
+}
+
+// checkApproverRequests counts the approver's requests in the audit log: each process's informers
+// watched each resource once, streaming the initial list (client-go's WatchList), and nothing
+// else read CSRs, Nodes, the Service, its EndpointSlices or the ServiceCIDRs: no LIST at all, no
+// GET; one approval per approved CSR.
+func checkApproverRequests(t *testing.T, w *world) {
+	evs, err := w.cp.AuditSince(harness.ApproverUser, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs
-}
-
-// expectPolicyDenial checks that err is a 403 from nodeaddr's CSR policy (not RBAC's), whose message
-// contains want.
-func expectPolicyDenial(t *testing.T, err error, want string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("the write was admitted")
-	}
-	if msg, ok := harness.DeniedByPolicy(err, policyName); !ok || !strings.Contains(msg, want) {
-		t.Fatalf("err %v, want 403 from ValidatingAdmissionPolicy %s saying %q", err, policyName, want)
-	}
-}
-
-// approverRequests counts the agent's completed requests that serve the approver, by verb and
-// resource; "list nodes (all)" are the LISTs without the Node informer's field selector. It waits
-// until decisions LISTs of Nodes are logged (the audit log is written as requests complete).
-func approverRequests(t *testing.T, w *world, decisions int) map[string]int {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		evs, err := w.cp.Audit(harness.AgentUser)
-		if err != nil {
-			t.Fatal(err)
+	got := map[string]int{}
+	for _, e := range evs {
+		if e.ObjectRef == nil {
+			continue
 		}
-		out := map[string]int{}
-		for _, e := range evs {
-			if e.ObjectRef == nil {
-				continue
-			}
-			r := e.ObjectRef.Resource
-			if e.ObjectRef.Subresource != "" {
-				r += "/" + e.ObjectRef.Subresource
-			}
-			switch {
-			case r == "nodes" && e.Verb == "list" && !strings.Contains(e.RequestURI, "fieldSelector"):
-				out["list nodes (all)"]++
-			case strings.HasPrefix(r, "certificatesigningrequests") || r == "endpointslices":
-				out[e.Verb+" "+r]++
-			}
-			if e.ObjectRef.Name == "node-b-serving" {
-				out["about node-b-serving"]++
-			}
+		r := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			r += "/" + e.ObjectRef.Subresource
 		}
-		if out["list nodes (all)"] >= decisions || time.Now().After(deadline) {
-			return out
+		switch {
+		case e.Verb == "watch" && e.Stage == "ResponseStarted":
+			if strings.Contains(e.RequestURI, "sendInitialEvents=true") {
+				got["watch-list "+r]++
+			} else {
+				got["watch "+r]++
+			}
+		case e.Verb != "watch" && e.Stage == "ResponseComplete" && e.ResponseStatus != nil:
+			got[fmt.Sprintf("%s %s %d", e.Verb, r, e.ResponseStatus.Code)]++
 		}
 	}
+	w.mu.Lock()
+	approved, starts := w.approved, w.starts
+	w.mu.Unlock()
+	want := map[string]int{"update certificatesigningrequests/approval 200": approved}
+	for _, r := range []string{"certificatesigningrequests", "nodes", "services", "endpointslices", "servicecidrs"} {
+		want["watch-list "+r] = starts
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: %d requests, want %d", k, got[k], n)
+		}
+	}
+	for k, n := range got {
+		if _, ok := want[k]; !ok && !strings.Contains(k, " events ") {
+			t.Errorf("unexpected requests %s: %d", k, n)
+		}
+	}
+	t.Logf("approver requests (%d processes, %d approvals): %v", starts, approved, got)
 }

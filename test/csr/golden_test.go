@@ -10,13 +10,13 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// approvalGolden lists the `# HELP` and `# TYPE` lines of the metric families an agent registers
-// only with --approve-kubelet-serving-csr; test/deploy's TestGoldenMetricsCoverRulesAndDashboard
+// approvalGolden lists the `# HELP` and `# TYPE` lines of the approver's own metric families
+// (nodeaddr_csr_*, nodeaddr_approver_*, nodeaddr_build_info); test/deploy's TestGoldenMetricsCoverRulesAndDashboard
 // reads it beside metrics.golden. NODEADDR_GOLDEN_UPDATE=1 rewrites it from this scrape.
 var approvalGolden = filepath.Join("..", "deploy", "testdata", "metrics-approval.golden")
 
-func checkApprovalGolden(t *testing.T, a *harness.Agent) {
-	code, body, err := a.Get(a.MetricsPort, "/metrics")
+func checkApprovalGolden(t *testing.T, a *harness.Approver) {
+	code, body, err := a.Get("/metrics")
 	if err != nil || code != 200 {
 		t.Fatalf("scrape: %d %v", code, err)
 	}
@@ -24,7 +24,7 @@ func checkApprovalGolden(t *testing.T, a *harness.Agent) {
 	for _, l := range strings.Split(body, "\n") {
 		f := strings.Fields(l)
 		if len(f) > 2 && (f[1] == "HELP" || f[1] == "TYPE") &&
-			(strings.HasPrefix(f[2], "nodeaddr_csr_") || strings.HasPrefix(f[2], "nodeaddr_kubelet_serving_")) {
+			(strings.HasPrefix(f[2], "nodeaddr_csr_") || strings.HasPrefix(f[2], "nodeaddr_approver_") || f[2] == "nodeaddr_build_info") {
 			lines = append(lines, l)
 		}
 	}

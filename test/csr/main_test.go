@@ -1,7 +1,9 @@
-// Package csr proves --approve-kubelet-serving-csr on a real kube-apiserver: the real agent runs in
-// a network namespace with a pod-bound token, the RBAC of deploy/ and of
-// deploy/components/kubelet-serving-csr, and every admission policy; kubelets are the administrator
-// impersonating system:node:NAME (what the Node authorizer sees for a kubelet's client certificate).
+// Package csr proves the central kubelet-serving CSR approver (`nodeaddr approver`,
+// deploy/components/kubelet-serving-csr) on a real kube-apiserver: the real approver runs on the
+// host with a token of its ServiceAccount, the real agent of node-a runs in a network namespace
+// with a pod-bound token and --approval-record, with the RBAC of deploy/ and of the component and
+// every admission policy; kubelets are the administrator impersonating system:node:NAME (what the
+// Node authorizer sees for a kubelet's client certificate).
 package csr
 
 import (

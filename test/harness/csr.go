@@ -32,6 +32,12 @@ type ServingCSR struct {
 	Usages []certv1.KeyUsage
 	// Key signs the request; a fresh P-256 key when nil (no approver looks at it).
 	Key crypto.Signer
+	// Optional, for attacks: the subject's CN (system:node:Node when empty) and O ([system:nodes]
+	// when nil), email SANs, and the signer (kubernetes.io/kubelet-serving when empty).
+	CommonName   string
+	Organization []string
+	Emails       []string
+	Signer       string
 }
 
 // Object returns the CertificateSigningRequest named name, ready to be created with the kubelet's
@@ -47,8 +53,17 @@ func (s ServingCSR) Object(name string) (*certv1.CertificateSigningRequest, erro
 		}
 		s.Key = key
 	}
-	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + s.Node, Organization: []string{"system:nodes"}},
-		DNSNames: s.DNS}
+	if s.CommonName == "" {
+		s.CommonName = "system:node:" + s.Node
+	}
+	if s.Organization == nil {
+		s.Organization = []string{"system:nodes"}
+	}
+	if s.Signer == "" {
+		s.Signer = certv1.KubeletServingSignerName
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.CommonName, Organization: s.Organization},
+		DNSNames: s.DNS, EmailAddresses: s.Emails}
 	for _, ip := range s.IPs {
 		p := net.ParseIP(ip)
 		if p == nil {
@@ -69,7 +84,7 @@ func (s ServingCSR) Object(name string) (*certv1.CertificateSigningRequest, erro
 	}
 	return &certv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeletServingSignerName, Usages: s.Usages,
+		Spec: certv1.CertificateSigningRequestSpec{SignerName: s.Signer, Usages: s.Usages,
 			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})},
 	}, nil
 }

@@ -1,0 +1,151 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ApproverUser is the API user of the central approver's ServiceAccount (deploy/rbac.yaml holds it,
+// deploy/components/kubelet-serving-csr binds it), as audit records name it.
+const ApproverUser = "system:serviceaccount:kube-system:nodeaddr-approver"
+
+// Approver is a running `nodeaddr approver` on the host (not in a network namespace: the
+// Deployment's pods use no host network), serving /healthz, /readyz and /metrics on 127.0.0.1:Port.
+type Approver struct {
+	Port int
+	t    testing.TB
+	p    *proc
+	mu   sync.Mutex
+	logs strings.Builder
+}
+
+// ApproverToken returns a one-hour token of the ServiceAccount kube-system/nodeaddr-approver.
+func (cp *ControlPlane) ApproverToken(t testing.TB) string {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(context.Background(), "nodeaddr-approver",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("approver token: %v", err)
+	}
+	return tr.Status.Token
+}
+
+// StartApprover runs `nodeaddr approver --kubeconfig=<token of nodeaddr-approver>
+// --leader-elect=false --bind-address=127.0.0.1:<free port>` and args, as uid/gid 65532 without
+// capabilities (the Deployment's securityContext), and waits until /readyz answers 200 (its
+// informers have synced). It is stopped when t ends.
+func StartApprover(t testing.TB, cp *ControlPlane, args ...string) *Approver {
+	t.Helper()
+	bins := MustBuild(t)
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Approver{Port: port, t: t}
+	kubeconfig := Kubeconfig(t, AgentDir(t), cp.Config.Host, cp.ApproverToken(t))
+	argv := append([]string{"approver", "--kubeconfig=" + kubeconfig, "--leader-elect=false",
+		fmt.Sprintf("--bind-address=127.0.0.1:%d", port)}, args...)
+	cmd := exec.Command(bins.Nodeaddr, argv...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	// Set in the child before its parent-death signal (unlike setpriv's, which clears it).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532, Groups: []uint32{}}}
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			a.mu.Lock()
+			a.logs.WriteString(sc.Text() + "\n")
+			a.mu.Unlock()
+			if os.Getenv("NODEADDR_E2E_QUIET") == "" {
+				t.Log("approver: " + sc.Text())
+			}
+		}
+	}()
+	if a.p, err = startProc(cmd); err != nil {
+		t.Fatalf("start nodeaddr approver: %v", err)
+	}
+	go func() { <-a.p.done; pw.Close() }()
+	t.Cleanup(func() {
+		a.Stop()
+		<-done
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _, err := a.Get("/readyz"); err == nil && code == http.StatusOK {
+			return a
+		}
+		select {
+		case <-a.p.done:
+			t.Fatalf("nodeaddr approver exited before ready (%s):\n%s", a.p.cmd.ProcessState, a.Logs())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nodeaddr approver not ready within 30s:\n%s", a.Logs())
+		}
+	}
+}
+
+// Stop sends SIGTERM and waits; it returns the exit code.
+func (a *Approver) Stop() int {
+	a.p.stop()
+	return a.p.cmd.ProcessState.ExitCode()
+}
+
+// Logs returns what the approver logged so far.
+func (a *Approver) Logs() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.logs.String()
+}
+
+// Get fetches path from the approver's listener.
+func (a *Approver) Get(path string) (int, string, error) {
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d%s", a.Port, path))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// Metrics scrapes /metrics into `name{labels}` → value.
+func (a *Approver) Metrics() (map[string]float64, error) {
+	code, body, err := a.Get("/metrics")
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("/metrics: %d", code)
+	}
+	return ParseMetrics(body), nil
+}
+
+// Metric returns one sample (`name{labels}` as exposed; 0 when absent), failing the test that
+// started the approver when the scrape fails (call Metrics from a subtest).
+func (a *Approver) Metric(name string) float64 {
+	a.t.Helper()
+	m, err := a.Metrics()
+	if err != nil {
+		a.t.Fatalf("scrape approver: %v", err)
+	}
+	return m[name]
+}
