@@ -4,34 +4,57 @@ import "time"
 
 // debouncer is a trailing-edge debounce with a maximum delay: a burst of events is resolved Quiet
 // after its last event, but never later than MaxDelay after its first, so continuous churn cannot
-// starve an update. It holds no timer; the caller asks Due and arms its own.
+// starve an update. A link event (carrier or operational state, an interface appearing) holds the
+// burst LinkQuiet after it instead, as bonding's updelay/downdelay hold a carrier change but not
+// an address change: a DHCP renewal or a renumbering is published after a short quiet, while a
+// flapping carrier, whose every phase would move the route to another uplink, is not published at
+// all. It holds no timer; the caller asks Due and arms its own.
 type debouncer struct {
-	Quiet, MaxDelay time.Duration
-	first, last     time.Time
+	Quiet, LinkQuiet, MaxDelay time.Duration
+	first, last, lastLink      time.Time
 }
 
-// Event records an event at now.
-func (d *debouncer) Event(now time.Time) {
+// Event records an event at now; link says the burst had a link event since the last one.
+func (d *debouncer) Event(now time.Time, link bool) {
 	if d.first.IsZero() {
 		d.first = now
 	}
 	d.last = now
+	if link {
+		d.lastLink = now
+	}
 }
 
 // Due returns when the pending burst should be resolved, and false when nothing is pending.
 func (d *debouncer) Due() (time.Time, bool) {
+	due, _, ok := d.due()
+	return due, ok
+}
+
+// Wait says why the pending burst waits until Due: the quiet that applies, or the cap.
+func (d *debouncer) Wait() string {
+	_, why, _ := d.due()
+	return why
+}
+
+func (d *debouncer) due() (time.Time, string, bool) {
 	if d.first.IsZero() {
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
-	due := d.last.Add(d.Quiet)
+	due, why := d.last.Add(d.Quiet), "quiet "+d.Quiet.String()+" after the last address, route or rule event"
+	if !d.lastLink.IsZero() {
+		if hold := d.lastLink.Add(d.LinkQuiet); hold.After(due) {
+			due, why = hold, "link hold "+d.LinkQuiet.String()+" after the last link event"
+		}
+	}
 	if limit := d.first.Add(d.MaxDelay); d.MaxDelay > 0 && limit.Before(due) {
-		due = limit
+		due, why = limit, "max delay "+d.MaxDelay.String()+" after the burst's first event"
 	}
-	return due, true
+	return due, why, true
 }
 
 // Reset clears the pending burst (after it was resolved).
-func (d *debouncer) Reset() { d.first, d.last = time.Time{}, time.Time{} }
+func (d *debouncer) Reset() { d.first, d.last, d.lastLink = time.Time{}, time.Time{}, time.Time{} }
 
 type slot struct {
 	t AddressType

@@ -31,7 +31,7 @@ func TestDebouncer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := debouncer{Quiet: tt.quiet, MaxDelay: tt.maxDelay}
 			for _, ms := range tt.events {
-				d.Event(at(ms))
+				d.Event(at(ms), false)
 			}
 			due, ok := d.Due()
 			if tt.wantDue < 0 {
@@ -49,14 +49,14 @@ func TestDebouncer(t *testing.T) {
 
 func TestDebouncerReset(t *testing.T) {
 	d := debouncer{Quiet: 100 * time.Millisecond, MaxDelay: time.Second}
-	d.Event(at(0))
-	d.Event(at(900))
+	d.Event(at(0), false)
+	d.Event(at(900), false)
 	d.Reset()
 	if due, ok := d.Due(); ok {
 		t.Fatalf("after Reset: Due() = %v, true; want nothing pending", due)
 	}
 	// A new burst starts its own max-delay window.
-	d.Event(at(1500))
+	d.Event(at(1500), false)
 	if due, ok := d.Due(); !ok || !due.Equal(at(1600)) {
 		t.Fatalf("new burst: Due() = %v, %v; want t0+1600ms", due.Sub(t0), ok)
 	}
@@ -170,6 +170,44 @@ func TestHoldDown(t *testing.T) {
 				if !next.Equal(wantNext) {
 					t.Errorf("step %d (t0+%dms): next expiry = %v, want %v", i, s.at, next, wantNext)
 				}
+			}
+		})
+	}
+}
+
+// A link event holds the burst for LinkQuiet after it; address, route and rule events need only
+// Quiet; the cap still counts from the burst's first event. Wait names what the burst waits for.
+func TestDebouncerLinkHold(t *testing.T) {
+	type ev struct {
+		ms   int
+		link bool
+	}
+	for _, tc := range []struct {
+		name    string
+		events  []ev
+		wantDue int
+		wantWhy string
+	}{
+		{"address events only", []ev{{0, false}, {4, false}}, 14, "quiet 10ms after the last address, route or rule event"},
+		{"one link event", []ev{{0, true}}, 100, "link hold 100ms after the last link event"},
+		{"address events after a link event", []ev{{0, true}, {50, false}}, 100, "link hold 100ms after the last link event"},
+		{"address events outlast the link hold", []ev{{0, true}, {95, false}}, 105, "quiet 10ms after the last address, route or rule event"},
+		{"a carrier flapping every 30ms", []ev{{0, true}, {30, true}, {60, true}, {90, true}}, 190, "link hold 100ms after the last link event"},
+		{"a carrier flapping for longer than the cap", []ev{{0, true}, {60, true}, {120, true}, {180, true}, {240, true}}, 300, "max delay 300ms after the burst's first event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := debouncer{Quiet: 10 * time.Millisecond, LinkQuiet: 100 * time.Millisecond, MaxDelay: 300 * time.Millisecond}
+			for _, e := range tc.events {
+				d.Event(at(e.ms), e.link)
+			}
+			due, ok := d.Due()
+			if !ok || !due.Equal(at(tc.wantDue)) || d.Wait() != tc.wantWhy {
+				t.Fatalf("Due() = t0+%v, %v, Wait() = %q; want t0+%dms, %q", due.Sub(t0), ok, d.Wait(), tc.wantDue, tc.wantWhy)
+			}
+			d.Reset()
+			d.Event(at(1000), false)
+			if due, _ := d.Due(); !due.Equal(at(1010)) {
+				t.Fatalf("after Reset, a link event is forgotten: Due() = t0+%v", due.Sub(t0))
 			}
 		})
 	}

@@ -15,6 +15,13 @@ type Trigger interface {
 	Take() time.Time
 }
 
+// LinkTrigger is a Trigger that also says whether its burst had link events (the watcher's Signal).
+type LinkTrigger interface {
+	// TakeLink clears and returns when the pending burst's latest link event happened (zero: none);
+	// the loop calls it right after Take.
+	TakeLink() time.Time
+}
+
 // Sink receives every resolved state. It is called from the loop's goroutine and must not block.
 type Sink interface {
 	// Publish hands over the desired state; since is the time of the first kernel event behind it
@@ -52,8 +59,11 @@ type LoopConfig struct {
 	Kernel Kernel
 	// Policy is the selection policy; its Managed and Targets are the types nodeaddr owns and the
 	// targets it resolves.
-	Policy         Policy
+	Policy Policy
+	// Debounce is the quiet after address, route and rule events; LinkDebounce the hold after a
+	// link event (at least Debounce); MaxDelay caps both from a burst's first event.
 	Debounce       time.Duration
+	LinkDebounce   time.Duration
 	MaxDelay       time.Duration
 	RemovalGrace   time.Duration
 	ResyncInterval time.Duration
@@ -156,7 +166,12 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-l.trigger.C():
-			r.event(l.trigger.Take())
+			first := l.trigger.Take()
+			var link time.Time
+			if lt, ok := l.trigger.(LinkTrigger); ok {
+				link = lt.TakeLink()
+			}
+			r.event(first, !link.IsZero())
 		case <-l.nodeKick:
 			r.nodeChanged()
 		case <-discovered:

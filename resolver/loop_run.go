@@ -21,7 +21,7 @@ type run struct {
 }
 
 func newRun(l *Loop) *run {
-	return &run{l: l, deb: debouncer{Quiet: l.cfg.Debounce, MaxDelay: l.cfg.MaxDelay},
+	return &run{l: l, deb: debouncer{Quiet: l.cfg.Debounce, LinkQuiet: max(l.cfg.LinkDebounce, l.cfg.Debounce), MaxDelay: l.cfg.MaxDelay},
 		hold: holdDown{Grace: l.cfg.RemovalGrace}, wake: time.NewTimer(0)}
 }
 
@@ -47,15 +47,15 @@ func (r *run) awaitNode(ctx context.Context) bool {
 	return true
 }
 
-// event takes a kernel change signal whose burst began at first.
-func (r *run) event(first time.Time) {
+// event takes a kernel change signal whose burst began at first; link: it had a link event.
+func (r *run) event(first time.Time, link bool) {
 	if first.IsZero() {
 		first = time.Now()
 	}
 	if r.since.IsZero() || first.Before(r.since) {
 		r.since = first
 	}
-	r.deb.Event(time.Now())
+	r.deb.Event(time.Now(), link)
 }
 
 // nodeChanged reads the Node again and resolves at once if its pod CIDRs changed.
@@ -74,6 +74,7 @@ func (r *run) nodeChanged() {
 // due resolves if the debounce, the hold-down or the retry deadline has passed.
 func (r *run) due(now time.Time) {
 	if d, ok := r.deb.Due(); ok && !now.Before(d) {
+		r.l.cfg.Logger.Debug("kernel changes settled", "since", r.since.Format(time.RFC3339Nano), "waited", r.deb.Wait())
 		r.resolve("netlink")
 	} else if !r.holdUntil.IsZero() && !now.Before(r.holdUntil) {
 		r.resolve("removal-grace-expired")

@@ -9,9 +9,9 @@ import (
 // events coalesce into one pending signal, and the consumer learns when the first event of the burst
 // happened (for the reaction-latency metric) when it takes the signal.
 type Signal struct {
-	ch    chan struct{}
-	mu    sync.Mutex
-	first time.Time
+	ch          chan struct{}
+	mu          sync.Mutex
+	first, link time.Time
 }
 
 // NewSignal returns an empty signal.
@@ -29,6 +29,24 @@ func (s *Signal) Raise(now time.Time) {
 	case s.ch <- struct{}{}:
 	default:
 	}
+}
+
+// RaiseLink is Raise for a link event: the resolver holds a burst with one longer (a carrier hold).
+func (s *Signal) RaiseLink(now time.Time) {
+	s.mu.Lock()
+	s.link = now
+	s.mu.Unlock()
+	s.Raise(now)
+}
+
+// TakeLink clears and returns the time of the latest link event since the last TakeLink (zero if
+// none).
+func (s *Signal) TakeLink() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.link
+	s.link = time.Time{}
+	return t
 }
 
 // C is ready when a signal is pending; call Take after receiving from it.

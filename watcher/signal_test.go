@@ -100,3 +100,20 @@ func TestSignalRaiseNeverBlocks(t *testing.T) {
 		}
 	})
 }
+
+// A link event is remembered until TakeLink, beside the burst's first event.
+func TestSignalLink(t *testing.T) {
+	s := NewSignal()
+	s.Raise(t0)
+	s.RaiseLink(t0.Add(time.Second))
+	s.RaiseLink(t0.Add(2 * time.Second))
+	<-s.C()
+	if first, link := s.Take(), s.TakeLink(); !first.Equal(t0) || !link.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("Take, TakeLink = %v, %v", first, link)
+	}
+	s.Raise(t0.Add(3 * time.Second))
+	<-s.C()
+	if first, link := s.Take(), s.TakeLink(); !first.Equal(t0.Add(3*time.Second)) || !link.IsZero() {
+		t.Fatalf("a burst without link events: Take, TakeLink = %v, %v", first, link)
+	}
+}

@@ -210,6 +210,10 @@ func run[T any](ctx context.Context, w *Watcher, kind string,
 // receive is the hot loop: classify, count, raise. It returns true when the channel closed and false
 // when ctx was cancelled.
 func receive[T any](ctx context.Context, ch chan T, w *Watcher, kind string, ignore func(T) bool) bool {
+	raise := w.signal.Raise
+	if kind == KindLink {
+		raise = w.signal.RaiseLink
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -222,7 +226,7 @@ func receive[T any](ctx context.Context, ch chan T, w *Watcher, kind string, ign
 				continue
 			}
 			w.obs.OnNetlinkEvent(kind)
-			w.signal.Raise(time.Now())
+			raise(time.Now())
 		}
 	}
 }
