@@ -2,8 +2,9 @@
 
 package e2e
 
-// The debounce table (`make bench-debounce`, build tag bench): the real agent at --debounce 0,
-// 10ms, 25ms and 100ms (the default) on the scripted real-kernel scenarios of this package's tests,
+// The debounce table (`make bench-debounce`, build tag bench): the real agent at fixed debounces
+// (--debounce and --link-debounce equal: 100ms, the old default, 25ms and 10ms) and at the default
+// (10ms after address, route and rule events, 100ms after link events) on the scripted real-kernel scenarios of this package's tests,
 // each repeated, counting the agent's Node writes (the API server's audit log, as the tests do),
 // the address lists a client-go watch saw that are neither the state before a run nor its final
 // state, and the reaction (last kernel change → the watch sees the final addresses). It reports and
@@ -31,8 +32,19 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// debounceSettings are the --debounce values compared; the last is the default.
-var debounceSettings = []string{"0", "10ms", "25ms", "100ms"}
+// debounceSetting is one column of the comparison: its name in the table and the agent's flags.
+type debounceSetting struct {
+	name string
+	args []string
+}
+
+// debounceSettings are the settings compared; the last is the default.
+var debounceSettings = []debounceSetting{
+	{"100ms fixed (the old default)", []string{"--debounce=100ms", "--link-debounce=100ms"}},
+	{"25ms fixed", []string{"--debounce=25ms", "--link-debounce=25ms"}},
+	{"10ms fixed", []string{"--debounce=10ms", "--link-debounce=10ms"}},
+	{"10ms, link events 100ms (the default)", nil},
+}
 
 // debounceScenario is one row group of the table: setup builds the world on e (the agent started
 // with e.args, which carry --debounce) and returns run, which makes run k's kernel change. run
@@ -292,12 +304,12 @@ type debounceRow struct {
 	failed             bool
 }
 
-func measureDebounce(t *testing.T, cp *harness.ControlPlane, s debounceScenario, debounce string, runs int) *debounceRow {
-	row := &debounceRow{scenario: s.name, debounce: debounce, intermediate: map[string]int{}}
+func measureDebounce(t *testing.T, cp *harness.ControlPlane, s debounceScenario, setting int, runs int) *debounceRow {
+	row := &debounceRow{scenario: s.name, debounce: debounceSettings[setting].name, intermediate: map[string]int{}}
 	start := time.Now()
-	node := "db-" + s.key + "-" + debounce
+	node := "db-" + s.key + "-" + strconv.Itoa(setting)
 	e := newEnvOn(t, cp, node)
-	e.args = []string{"--debounce=" + debounce}
+	e.args = slices.Clone(debounceSettings[setting].args)
 	run := s.setup(e)
 	var clock *kernelClock
 	if s.monitor {
@@ -384,7 +396,7 @@ func intermediateOf(states []string, before, final string) []string {
 
 func (r *debounceRow) cells() []string {
 	if r.failed {
-		return []string{r.scenario, "`" + r.debounce + "`", strconv.Itoa(r.runs), "FAILED (see the test log)", "", "", ""}
+		return []string{r.scenario, r.debounce, strconv.Itoa(r.runs), "FAILED (see the test log)", "", "", ""}
 	}
 	w := fmt.Sprintf("%d / %d", slices.Min(r.writes), slices.Max(r.writes))
 	inter := "none"
@@ -403,7 +415,7 @@ func (r *debounceRow) cells() []string {
 		at := func(p float64) time.Duration { return s[min(len(s)-1, int(p*float64(len(s))))] }
 		p50, p99 = msSigned(at(0.50)), msSigned(at(0.99))
 	}
-	return []string{r.scenario, "`" + r.debounce + "`", strconv.Itoa(r.runs), w, inter, p50, p99}
+	return []string{r.scenario, r.debounce, strconv.Itoa(r.runs), w, inter, p50, p99}
 }
 
 func msSigned(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }
@@ -418,11 +430,11 @@ func loadavg() string {
 }
 
 // TestDebounceTable writes the table (markdown) to stdout and to $NODEADDR_BENCH_OUT when set.
-// NODEADDR_DEBOUNCE_RUNS sets the runs per cell (default 5); NODEADDR_DEBOUNCE_ONLY, a
+// NODEADDR_DEBOUNCE_RUNS sets the runs per cell (default 10); NODEADDR_DEBOUNCE_ONLY, a
 // comma-separated list of scenario keys (dhcp, vrrp, carrier, storm, flood, mbb, bbm), selects rows.
 func TestDebounceTable(t *testing.T) {
 	harness.RequireE2E(t)
-	runs := 5
+	runs := 10
 	if n, err := strconv.Atoi(os.Getenv("NODEADDR_DEBOUNCE_RUNS")); err == nil && n > 0 {
 		runs = n
 	}
@@ -444,14 +456,14 @@ func TestDebounceTable(t *testing.T) {
 
 	var rows []*debounceRow
 	for _, s := range scenarios {
-		for _, d := range debounceSettings {
+		for i, d := range debounceSettings {
 			var row *debounceRow
-			ok := t.Run(s.key+"/debounce="+d, func(t *testing.T) {
-				row = measureDebounce(t, cp, s, d, runs)
-				t.Logf("%s --debounce=%s: %v (%s)", s.key, d, row.cells()[3:], row.took.Round(time.Second))
+			ok := t.Run(s.key+"/setting="+strconv.Itoa(i), func(t *testing.T) {
+				row = measureDebounce(t, cp, s, i, runs)
+				t.Logf("%s %s: %v (%s)", s.key, d.name, row.cells()[3:], row.took.Round(time.Second))
 			})
 			if row == nil {
-				row = &debounceRow{scenario: s.name, debounce: d}
+				row = &debounceRow{scenario: s.name, debounce: d.name}
 			}
 			row.failed = row.failed || !ok
 			rows = append(rows, row)

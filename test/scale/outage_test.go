@@ -132,7 +132,7 @@ func startFleet(t *testing.T, n int, apf, flowSchema bool) *fleet {
 		t.Fatal("admin node informer did not sync")
 	}
 
-	if f.agents, err = newFleet(runCtx, f.cp.Config.Host, f.names, tokens, nil); err != nil {
+	if f.agents, err = newFleet(runCtx, f.cp.Config.Host, f.names, tokens, false); err != nil {
 		t.Fatal(err)
 	}
 	patchesSent.reset() // the package-wide log of sends: this fleet's only

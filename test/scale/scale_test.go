@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
-	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
@@ -150,7 +150,7 @@ func TestScale500(t *testing.T) {
 	by.start(runCtx, t, cp, names)
 	time.Sleep(30 * time.Second)
 
-	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, nil)
+	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,15 +319,16 @@ func (k *oneAddressKernel) Addresses() ([]resolver.LocalAddr, error) {
 }
 
 func newAgent(ctx context.Context, host, node, token string) (*fleetAgent, error) {
-	return newAgentWith(ctx, host, node, token, nil)
+	return newAgentWith(ctx, host, node, token, false)
 }
 
-// newFleet builds one agent per node of names with its token (approval nil: off); none runs yet.
-func newFleet(ctx context.Context, host string, names, tokens []string, approval approvalFor) ([]*fleetAgent, error) {
+// newFleet builds one agent per node of names with its token, each also writing the approval
+// record when approvalRecord is set (--approval-record); none runs yet.
+func newFleet(ctx context.Context, host string, names, tokens []string, approvalRecord bool) ([]*fleetAgent, error) {
 	agents := make([]*fleetAgent, len(names))
 	for i := range agents {
 		var err error
-		if agents[i], err = newAgentWith(ctx, host, names[i], tokens[i], approval); err != nil {
+		if agents[i], err = newAgentWith(ctx, host, names[i], tokens[i], approvalRecord); err != nil {
 			return nil, err
 		}
 	}
@@ -355,11 +356,10 @@ func phaseAddresses(names []string, phase int) map[string]string {
 	return m
 }
 
-// approvalFor returns an agent's --approve-kubelet-serving-csr configuration on its client and
-// recorder (nil: off).
-type approvalFor func(cs kubernetes.Interface, rec record.EventRecorder) *csrapproval.Config
-
-func newAgentWith(ctx context.Context, host, node, token string, approval approvalFor) (*fleetAgent, error) {
+// newAgentWith builds node's agent; with approvalRecord it also writes the approval record on its
+// Node (publisher.RecordSpec appended to its annotations, as cmd/nodeaddr does for
+// --approval-record).
+func newAgentWith(ctx context.Context, host, node, token string, approvalRecord bool) (*fleetAgent, error) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	cfg := &rest.Config{
 		Host:            host,
@@ -374,8 +374,7 @@ func newAgentWith(ctx context.Context, host, node, token string, approval approv
 		WrapTransport: patchesSent.wrap,
 	}
 	// The agent's own client (internal/kube), as cmd/nodeaddr builds it: what the fleet measures is
-	// what the agent sends, including which answers client-go retries by itself. The approval's
-	// clientset shares its connection.
+	// what the agent sends, including which answers client-go retries by itself.
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -388,21 +387,16 @@ func newAgentWith(ctx context.Context, host, node, token string, approval approv
 	b.StartRecordingToSink(kc.EventSink())
 	a := &fleetAgent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: &writeCounter{}, events: b}
 	rec := b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: "nodeaddr", Host: node})
-	var csr *csrapproval.Config
-	if approval != nil {
-		cs, err := kubernetes.NewForConfigAndClient(cfg, hc)
-		if err != nil {
-			return nil, err
-		}
-		csr = approval(cs, rec)
+	var annotations []publisher.AnnotationSpec
+	if approvalRecord {
+		annotations = append(annotations, publisher.RecordSpec())
 	}
 	ag, err := agent.New(agent.Config{
 		NodeName: node,
 		Publisher: publisher.Config{
-			Nodes: kc, RemoveTaint: true,
+			Nodes: kc, RemoveTaint: true, Annotations: annotations,
 			Rate: publishRate, Burst: publishBurst, Observer: a.obs, Recorder: rec,
 		},
-		CSRApproval: csr,
 		Loop: resolver.LoopConfig{
 			Kernel: a.kernel,
 			Policy: resolver.Policy{Managed: []resolver.AddressType{resolver.ExternalIP},
@@ -565,6 +559,12 @@ func hasTaint(n *corev1.Node, key string) bool {
 // trailing requests (Events, sent asynchronously by the recorder) are done.
 func quiet(t *testing.T, auditLog string) {
 	t.Helper()
+	quietFor(t, auditLog, harness.AgentUser)
+}
+
+// quietFor is quiet for the requests of any of users.
+func quietFor(t *testing.T, auditLog string, users ...string) {
+	t.Helper()
 	f, err := os.Open(auditLog)
 	if err != nil {
 		t.Fatal(err)
@@ -574,13 +574,18 @@ func quiet(t *testing.T, auditLog string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The agents' lines: the bystanders keep writing theirs, so the log as a whole never settles.
-	marker := []byte(`"username":"` + harness.AgentUser + `"`)
+	// The users' lines: the bystanders keep writing theirs, so the log as a whole never settles.
+	markers := make([][]byte, len(users))
+	longest := 0
+	for i, u := range users {
+		markers[i] = []byte(`"username":"` + u + `"`)
+		longest = max(longest, len(markers[i]))
+	}
 	var carry []byte // a marker split across two reads
 	deadline := time.Now().Add(quietBound)
 	for since := time.Now(); time.Since(since) < 2*time.Second; {
 		if time.Now().After(deadline) {
-			t.Logf("the agents' requests still reach the audit log after %s; measuring anyway", quietBound)
+			t.Logf("requests of %v still reach the audit log after %s; measuring anyway", users, quietBound)
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -595,10 +600,10 @@ func quiet(t *testing.T, auditLog string) {
 		n, _ := f.ReadAt(chunk, off)
 		off += int64(n)
 		chunk = append(carry, chunk[:n]...)
-		if bytes.Contains(chunk, marker) {
+		if slices.ContainsFunc(markers, func(m []byte) bool { return bytes.Contains(chunk, m) }) {
 			since = time.Now()
 		}
-		carry = chunk[max(0, len(chunk)-len(marker)):]
+		carry = chunk[max(0, len(chunk)-longest):]
 	}
 }
 
@@ -609,7 +614,13 @@ func quiet(t *testing.T, auditLog string) {
 // completes.
 func countRequests(t *testing.T, cp *harness.ControlPlane, from, to time.Time) map[string]int {
 	t.Helper()
-	evs, err := cp.AuditSince(harness.AgentUser, from)
+	return countRequestsBy(t, cp, harness.AgentUser, from, to)
+}
+
+// countRequestsBy is countRequests for user's requests.
+func countRequestsBy(t *testing.T, cp *harness.ControlPlane, user string, from, to time.Time) map[string]int {
+	t.Helper()
+	evs, err := cp.AuditSince(user, from)
 	if err != nil {
 		t.Fatal(err)
 	}
