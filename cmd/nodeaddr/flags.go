@@ -23,6 +23,7 @@ type options struct {
 	externalTargets  []resolver.Target
 	debounce         time.Duration
 	debounceMaxDelay time.Duration
+	linkDebounce     time.Duration
 	removalGrace     time.Duration
 	resyncInterval   time.Duration
 	publishRate      float64
@@ -41,6 +42,7 @@ type options struct {
 	verbosity        int
 	logFormat        string
 	version          bool
+	help             bool // --help (-h and -help are pflag's ErrHelp)
 	netlinkRcvBuf    int
 	overwriteBackoff time.Duration
 	overwriteMax     time.Duration
@@ -79,18 +81,25 @@ func parseFlags(args []string, getenv func(string) string, hostname func() (stri
 	fs := groups.all()
 	markDeprecated(fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) { // -h or -help, which pflag answers itself
 			groups.printUsage(out)
 			return nil, err
 		}
 		// One line, whatever the user typed: a flag name may contain a newline.
 		return nil, usageError{strings.ReplaceAll(flagMessage(fs, err), "\n", `\n`)}
 	}
+	if o.help {
+		groups.printUsage(out)
+		return nil, pflag.ErrHelp
+	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected argument %q: nodeaddr takes only flags", fs.Arg(0))
 	}
 	if o.version {
 		return o, nil
+	}
+	if err := o.checkModes(fs); err != nil {
+		return nil, err
 	}
 	if o.check.enabled { // a mode of its own: no Node, no selection policy
 		if o.kubeconfig == "" {

@@ -27,16 +27,21 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (else $KUBECONFIG, else in-cluster config)")
 	fs.BoolVar(&o.runOnce, "run-once", false, "reconcile once and exit (0 on success, 1 on failure)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry; with --check-install: how long the install may take to pass")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the desired addresses as JSON lines on stdout instead of writing the Node; needs no cluster, and opens a listener only when its bind-address flag is given")
 	fs.BoolVar(&o.explain, "explain", false, "with --dry-run: print why each address was chosen or dropped before each JSON line")
 	fs.StringVarP(&o.output, "output", "o", "text", "with --explain: the explanation's format, text or json")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	// --help is a flag of its own, hidden from the list, so that --help=false means false: pflag's
+	// built-in help answers --help whatever its value. -h and -help stay pflag's (parseFlags).
+	fs.BoolVar(&o.help, "help", false, "print this help and exit")
+	_ = fs.MarkHidden("help")
 
 	o.defineSelectionFlags(g.flagSet("Address selection"), r)
 	o.discovery.addFlags(g.flagSet("External address discovery"))
 
 	fs = g.flagSet("Resolution")
-	fs.DurationVar(&o.debounce, "debounce", 100*time.Millisecond, "quiet time after the last kernel event before resolving")
+	fs.DurationVar(&o.debounce, "debounce", 10*time.Millisecond, "quiet time after the last address, route or rule event before resolving")
+	fs.DurationVar(&o.linkDebounce, "link-debounce", 100*time.Millisecond, "hold after the last link event (carrier, operational state) before resolving, so that a flapping carrier is not published (never shorter than --debounce)")
 	fs.DurationVar(&o.debounceMaxDelay, "debounce-max-delay", time.Second, "longest delay from the first kernel event of a burst to its resolution")
 	fs.DurationVar(&o.removalGrace, "removal-grace", 5*time.Second, "how long an address must be gone, with no replacement, before it is removed from the Node")
 	fs.DurationVar(&o.resyncInterval, "resync-interval", 60*time.Second, "periodic full resolution, the backstop for missed events (0 disables)")
@@ -64,7 +69,7 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs.IntVarP(&r.v, "v", "v", 0, "verbosity 0-10 (local-ccm's --v), used when --log-level is not set: 0 info, 1-4 debug, N above 4 also client-go's V(N) logs (6: each API request)")
 
 	fs = g.flagSet("Install check")
-	fs.BoolVar(&o.check.enabled, "check-install", false, "check the install and exit (the chart's helm test): every selected Node has a ready agent pod and an InternalIP; 0 when it does within --timeout, else 1 with a line per Node")
+	fs.BoolVar(&o.check.enabled, "check-install", false, "check the install and exit (the chart's helm test): every selected Node has a ready agent pod and an InternalIP; 0 when it does within --timeout, else 1 with a line per Node; not with --dry-run or --run-once")
 	fs.StringVar(&o.check.namespace, "check-namespace", env.podNamespace, "with --check-install: the agent pods' namespace (env POD_NAMESPACE; empty: every namespace)")
 	fs.StringVar(&o.check.agentSelector, "check-agent-selector", inspect.AgentSelector, "with --check-install: label selector of the agent pods")
 	fs.StringVar(&o.check.nodeSelector, "check-node-selector", "kubernetes.io/os=linux", "with --check-install: label selector of the Nodes the DaemonSet runs on (its nodeSelector)")
@@ -84,7 +89,7 @@ func (o *options) defineSelectionFlags(fs *pflag.FlagSet, r *rawFlags) {
 		pre, tf := flagPrefix(t), r.perType[t]
 		fs.StringVar(&tf.interfaces, pre+"-interfaces", "", "comma-separated regular expressions (anchored) of interfaces whose addresses are "+string(t)+" candidates besides the route source")
 		fs.StringVar(&tf.exclude, pre+"-exclude-interfaces", "", "comma-separated regular expressions (anchored) of interfaces never used for "+string(t)+", added to the default exclusions")
-		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface")
+		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface; a warning at start when they accept no address of the host in a family")
 	}
 	fs.BoolVar(&o.allowSecondary, "allow-secondary", false, "accept IPv4 secondary addresses (keepalived and kube-vip add VIPs as secondaries)")
 	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces(), " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")

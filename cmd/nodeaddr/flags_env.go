@@ -42,13 +42,19 @@ func (o *options) applyEnv(getenv func(string) string, hostname func() (string, 
 // metricsFlags are the flags that ask for /metrics.
 var metricsFlags = []string{"metrics-bind-address", "metrics-secure", "tls-cert-file", "tls-private-key-file"}
 
-// applyDryRunListeners turns /metrics off under --dry-run unless a metrics flag was given. The
-// default, secure /metrics needs an API server to check scrapers' tokens, which --dry-run does not
-// contact; a warning about a listener the user never asked for would only be noise. Asked for
-// explicitly, the agent serves it (--metrics-secure=false on loopback) or warns that it cannot.
+// applyDryRunListeners opens no listener under --dry-run unless the user asks for one with its flag.
+// A dry run has no kubelet to probe it and no API server to check scrapers' tokens for the default,
+// secure /metrics, and it is run where a listener cannot open: beside a running agent (the ports
+// are taken) or in a fresh network namespace, whose loopback is down (the README's demo). A
+// warning about a listener the user never asked for would only be noise. Asked for explicitly, a
+// listener is served (/metrics with --metrics-secure=false on loopback) or main warns that it
+// cannot be, and a failure to open it is an error as in any run.
 func (o *options) applyDryRunListeners(fs *pflag.FlagSet) {
 	if !o.dryRun {
 		return
+	}
+	if !fs.Changed("health-probe-bind-address") {
+		o.probeAddr = "0"
 	}
 	for _, name := range metricsFlags {
 		if fs.Changed(name) {

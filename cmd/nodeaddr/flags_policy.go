@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -58,11 +59,11 @@ func (o *options) typePolicyOf(t resolver.AddressType, tf *typeFlags) (resolver.
 	pre := flagPrefix(t)
 	var tp resolver.TypePolicy
 	var err error
-	if tp.Interfaces, err = resolver.ParseInterfaceRegexps(tf.interfaces); err != nil {
-		return tp, usagef("--%s-interfaces: %v", pre, err)
+	if tp.Interfaces, err = interfaceRegexps(pre+"-interfaces", tf.interfaces); err != nil {
+		return tp, err
 	}
-	if tp.ExcludeInterfaces, err = resolver.ParseInterfaceRegexps(tf.exclude); err != nil {
-		return tp, usagef("--%s-exclude-interfaces: %v", pre, err)
+	if tp.ExcludeInterfaces, err = interfaceRegexps(pre+"-exclude-interfaces", tf.exclude); err != nil {
+		return tp, err
 	}
 	if tp.CIDRs, err = resolver.ParseCIDRRules(tf.cidrs); err != nil {
 		return tp, usagef("--%s-cidrs: %v", pre, err)
@@ -73,6 +74,24 @@ func (o *options) typePolicyOf(t resolver.AddressType, tf *typeFlags) (resolver.
 	// InternalIP is the node's identity: it stays while the host has it (TypePolicy.Sticky).
 	tp.Sticky = t == resolver.InternalIP
 	return tp, nil
+}
+
+// interfaceRegexps parses the value of the interface flag --name. Each expression must parse on its
+// own before the resolver anchors it as ^(?:EXPR)$: the error then quotes what the user wrote, not
+// the anchored form, and an expression that parses only once wrapped ("a)|(b", which would match
+// any name starting with "a") is refused instead of matching unanchored.
+func interfaceRegexps(name, value string) ([]*regexp.Regexp, error) {
+	for expr := range strings.SplitSeq(value, ",") {
+		expr = strings.TrimSpace(expr)
+		if _, err := regexp.Compile(expr); err != nil {
+			return nil, usagef("--%s: %q is not a valid regular expression: %s", name, expr, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+	}
+	res, err := resolver.ParseInterfaceRegexps(value)
+	if err != nil {
+		return nil, usagef("--%s: %v", name, err)
+	}
+	return res, nil
 }
 
 // checkManaged refuses a command line that manages nothing, or that selects addresses for a type

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -52,7 +53,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	switch {
 	case o.nodeName != "node-a", o.kubeconfig != "", !slices.Equal(o.internalTargets, wantInternal), !slices.Equal(o.externalTargets, wantExternal):
 		t.Errorf("node %q kubeconfig %q targets %v %v", o.nodeName, o.kubeconfig, o.internalTargets, o.externalTargets)
-	case o.debounce != 100*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
+	case o.debounce != 10*time.Millisecond, o.linkDebounce != 100*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
 		o.resyncInterval != time.Minute, o.timeout != 30*time.Second:
 		t.Errorf("durations %v %v %v %v %v", o.debounce, o.debounceMaxDelay, o.removalGrace, o.resyncInterval, o.timeout)
 	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.version:
@@ -230,7 +231,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"integer out of range", []string{"--publish-burst=99999999999999999999"}, nil, nil, `--publish-burst: invalid value "99999999999999999999": value out of range`},
 		{"missing --v value", []string{"-v"}, nil, nil, "--v needs a value"},
 		{"bad flag syntax", []string{"---node-name=a"}, nil, nil, "bad flag syntax: ---node-name=a"},
-		{"bad duration", []string{"--debounce=fast"}, nil, nil, `--debounce: invalid value "fast": not a duration (a number with a unit: ms, s, m or h), e.g. --debounce=100ms`},
+		{"bad duration", []string{"--debounce=fast"}, nil, nil, `--debounce: invalid value "fast": not a duration (a number with a unit: ms, s, m or h), e.g. --debounce=10ms`},
 		{"duration without a unit", []string{"--removal-grace=5"}, nil, nil, `--removal-grace: invalid value "5": not a duration (a number with a unit: ms, s, m or h), e.g. --removal-grace=5s`},
 		{"bad duration, zero default", []string{"--reconcile-interval=often"}, nil, nil, `--reconcile-interval: invalid value "often": not a duration (a number with a unit: ms, s, m or h), e.g. --reconcile-interval=10s`},
 		{"bad integer", []string{"--publish-burst=many"}, nil, nil, `--publish-burst: invalid value "many": not an integer, e.g. --publish-burst=3`},
@@ -281,7 +282,11 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"blank NODE_NAME", nil, env("NODE_NAME", "  "), nil, "--node-name (or NODE_NAME) is required"},
 		{"dry run, no hostname", []string{"--dry-run"}, nil, noHost, "--node-name not set and the hostname is unknown: uname failed"},
 		{"bad --internal-ip-interfaces", []string{"--internal-ip-interfaces=eth(0"}, nil, nil,
-			`--internal-ip-interfaces: "eth(0" is not a valid regular expression: missing closing ): ` + "`^(?:eth(0)$`"},
+			`--internal-ip-interfaces: "eth(0" is not a valid regular expression: missing closing ): ` + "`eth(0`"},
+		{"bad --external-ip-interfaces, the user's pattern quoted", []string{"--external-ip-interfaces=eth0, eth[0"}, nil, nil,
+			`--external-ip-interfaces: "eth[0" is not a valid regular expression: missing closing ]: ` + "`[0`"},
+		{"an expression valid only once anchored", []string{"--internal-ip-exclude-interfaces=wg)|(eth0"}, nil, nil,
+			`--internal-ip-exclude-interfaces: "wg)|(eth0" is not a valid regular expression: unexpected ): ` + "`wg)|(eth0`"},
 		{"bad --external-ip-exclude-interfaces", []string{"--external-ip-exclude-interfaces=*"}, nil, nil,
 			"--external-ip-exclude-interfaces: \"*\" is not a valid regular expression: missing argument to repetition operator: `*`"},
 		{"bad --internal-ip-cidrs", []string{"--internal-ip-cidrs=10.0.0.0/8,!10.1.0.0"}, nil, nil,
@@ -296,6 +301,16 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"bad --allow-secondary", []string{"--allow-secondary=sometimes"}, nil, nil, `--allow-secondary: invalid value "sometimes": not true or false, e.g. --allow-secondary=true`},
 		{"exclusions for an unmanaged type", []string{"--node-name=a", "--internal-ip-target=none", "--internal-ip-exclude-interfaces=eth1"}, nil, nil,
 			"--internal-ip-exclude-interfaces: InternalIP is not managed (it has no --internal-ip-target, --internal-ip-interfaces or accepting --internal-ip-cidrs)"},
+		{"--check-install with --dry-run", []string{"--check-install", "--dry-run"}, nil, nil,
+			"--check-install and --dry-run are different modes: --check-install checks the install in the cluster and exits, --dry-run prints this host's addresses without a cluster; run one at a time"},
+		{"--dry-run with --check-install", []string{"--dry-run", "--check-install"}, nil, nil,
+			"--check-install and --dry-run are different modes: --check-install checks the install in the cluster and exits, --dry-run prints this host's addresses without a cluster; run one at a time"},
+		{"--check-install with --run-once", []string{"--node-name=a", "--run-once", "--check-install"}, nil, nil,
+			"--check-install and --run-once are different modes: --check-install checks the install in the cluster and exits, --run-once reconciles this host's Node once; run one at a time"},
+		{"--check-install with --explain", []string{"--check-install", "--explain"}, nil, nil,
+			"--check-install and --explain are different modes: --check-install checks the install in the cluster and exits, --explain explains a --dry-run; run one at a time"},
+		{"--check-install with -o", []string{"--check-install", "-o", "json"}, nil, nil,
+			"--check-install and --output are different modes: --check-install checks the install in the cluster and exits, --output formats --explain's output; run one at a time"},
 		{"only ! CIDRs and nothing else", []string{"--node-name=a", "--external-ip-target=none", "--internal-ip-target=none", "--internal-ip-cidrs=!10.0.0.0/8"}, nil, nil,
 			"--internal-ip-cidrs: nothing to manage: no target, interface or accepting CIDR for InternalIP or ExternalIP"},
 	} {
@@ -326,7 +341,7 @@ func TestParseFlagsErrors(t *testing.T) {
 }
 
 func TestParseFlagsHelp(t *testing.T) {
-	for _, arg := range []string{"-h", "--help", "-help"} {
+	for _, arg := range []string{"-h", "--help", "-help", "--help=true"} {
 		var out bytes.Buffer
 		_, err := parseFlags([]string{arg}, env(), host("h"), &out)
 		if !errors.Is(err, pflag.ErrHelp) {
@@ -335,6 +350,16 @@ func TestParseFlagsHelp(t *testing.T) {
 		if !strings.HasPrefix(out.String(), "Usage: nodeaddr [flags]\n") || !strings.Contains(out.String(), "      --internal-ip-target string") {
 			t.Errorf("%s: usage %q", arg, out.String())
 		}
+	}
+	// --help=false is false: the command line runs, and prints no help.
+	var out bytes.Buffer
+	o, err := parseFlags([]string{"--help=false", "--node-name=a"}, env(), host("h"), &out)
+	if err != nil || out.Len() != 0 || o.nodeName != "a" {
+		t.Errorf("--help=false: error %v, output %q; want the command line parsed and no help", err, out.String())
+	}
+	// --help wins over a value another check would refuse, as before.
+	if _, err := parseFlags([]string{"--publish-rate=0", "--help"}, env(), host("h"), &out); !errors.Is(err, pflag.ErrHelp) {
+		t.Errorf("--publish-rate=0 --help: error %v, want pflag.ErrHelp", err)
 	}
 }
 
@@ -375,8 +400,8 @@ func TestParseFlagsHelpSections(t *testing.T) {
 			t.Errorf("%s in section %q, want %q", name, flags[name], section)
 		}
 	}
-	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 49 {
-		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 49 without it:\n%s", len(flags), shown, out.String())
+	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 50 {
+		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 50 without it:\n%s", len(flags), shown, out.String())
 	}
 	if !strings.Contains(out.String(), "  -v, --v int ") {
 		t.Errorf("no -v, --v line:\n%s", out.String())
@@ -402,7 +427,7 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--node-name=a", "--internal-ip-target=none", "--internal-ip-interfaces=eth0"}, "--internal-ip-target"},
 		{[]string{"--node-name=a", "--external-ip-equal-internal=maybe"}, "--external-ip-equal-internal"},
 		{[]string{"--node-name=a", "--removal-grace=-1s"}, "--removal-grace"},
-		{[]string{"--node-name=a", "--debounce-max-delay=10ms"}, "--debounce-max-delay"},
+		{[]string{"--node-name=a", "--debounce-max-delay=5ms"}, "--debounce-max-delay"},
 		{[]string{"--node-name=a", "--publish-rate=0"}, "--publish-rate"},
 		{[]string{"--node-name=a", "--publish-burst=0"}, "--publish-burst"},
 		{[]string{"--node-name=a", "--log-level=trace"}, "--log-level"},
@@ -411,6 +436,9 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"--node-name=a", "--explain"}, "--dry-run"},
 		{[]string{"--dry-run", "--node-name=a", "--explain", "-o", "yaml"}, "--output"},
 		{[]string{"--dry-run", "--node-name=a", "-o", "json"}, "--explain"},
+		{[]string{"--dry-run", "--check-install"}, "--check-install and --dry-run"},
+		{[]string{"--check-install", "--run-once"}, "--check-install and --run-once"},
+		{[]string{"--node-name=a", "--internal-ip-interfaces=eth[0"}, "\"eth[0\" is not a valid regular expression: missing closing ]: `[0`"},
 		{[]string{"--node-name=a", "--internal-ip-interfaces=("}, "--internal-ip-interfaces"},
 		{[]string{"--node-name=a", "--external-ip-cidrs=!x"}, "--external-ip-cidrs"},
 		{[]string{"--node-name=a", "--service-cidr=10.96.0.0/40"}, "--service-cidr"},
@@ -535,29 +563,40 @@ func fsHas(name string) bool {
 	return o.defineFlags(r, envFlags{}).all().Lookup(name) != nil
 }
 
-// Plain --dry-run asks for no /metrics and gets none, silently; a metrics flag given explicitly
-// keeps the listener (or main's warning that --dry-run cannot serve it securely).
-func TestDryRunMetricsOnlyWhenAsked(t *testing.T) {
+// Plain --dry-run opens no listener, silently: no /metrics and no probes, so it runs beside an
+// agent that holds the ports and in a fresh network namespace whose loopback is down (the README's
+// demo, TestREADMEHandDemo). A listener's flag given explicitly keeps that listener (or main's
+// warning that --dry-run cannot serve /metrics securely).
+func TestDryRunListenersOnlyWhenAsked(t *testing.T) {
 	for _, tc := range []struct {
-		args    []string
-		metrics string
+		args           []string
+		metrics, probe string
 	}{
-		{[]string{"--dry-run"}, "0"},
-		{[]string{"--node-name=n"}, ":9810"},
-		{[]string{"--dry-run", "--metrics-bind-address=:9810"}, ":9810"},
-		{[]string{"--dry-run", "--metrics-secure=true"}, ":9810"},
-		{[]string{"--dry-run", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:9900"}, "127.0.0.1:9900"},
+		{[]string{"--dry-run"}, "0", "0"},
+		{[]string{"--dry-run", "--run-once"}, "0", "0"},
+		{[]string{"--node-name=n"}, ":9810", "127.0.0.1:9811"},
+		{[]string{"--node-name=n", "--run-once"}, ":9810", "127.0.0.1:9811"},
+		{[]string{"--dry-run", "--metrics-bind-address=:9810"}, ":9810", "0"},
+		{[]string{"--dry-run", "--metrics-secure=true"}, ":9810", "0"},
+		{[]string{"--dry-run", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:9900"}, "127.0.0.1:9900", "0"},
+		{[]string{"--dry-run", "--health-probe-bind-address=127.0.0.1:9811"}, "0", "127.0.0.1:9811"},
+		{[]string{"--dry-run", "--health-probe-bind-address=127.0.0.1:9901", "--metrics-secure=false", "--metrics-bind-address=127.0.0.1:9900"},
+			"127.0.0.1:9900", "127.0.0.1:9901"},
 	} {
 		o, err := parse(tc.args, env())
 		if err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if o.metricsAddr != tc.metrics {
-			t.Errorf("%q: metrics address %q, want %q", tc.args, o.metricsAddr, tc.metrics)
+		if o.metricsAddr != tc.metrics || o.probeAddr != tc.probe {
+			t.Errorf("%q: metrics address %q, probes %q; want %q and %q", tc.args, o.metricsAddr, o.probeAddr, tc.metrics, tc.probe)
 		}
 	}
-	// The agent itself, stopped before it starts (a cancelled context): the warning about /metrics
-	// comes only with the explicit flag.
+	// The agent itself, stopped before it starts (a cancelled context; its listeners open first):
+	// the warning about /metrics comes only with the explicit flag. The default probe port is held,
+	// as by an agent running on this host (or already is): a dry run does not need it.
+	if l, err := net.Listen("tcp", "127.0.0.1:9811"); err == nil {
+		defer l.Close()
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	for _, tc := range []struct {
@@ -568,9 +607,9 @@ func TestDryRunMetricsOnlyWhenAsked(t *testing.T) {
 		{[]string{"--dry-run", "--metrics-bind-address=:9810"}, true},
 	} {
 		var stdout, stderr bytes.Buffer
-		run(ctx, append(tc.args, "--health-probe-bind-address=0"), env(), &stdout, &stderr)
-		if warned := strings.Contains(stderr.String(), `level=WARN msg="/metrics disabled`); warned != tc.warn {
-			t.Errorf("%q: warned about /metrics %v, want %v; stderr:\n%s", tc.args, warned, tc.warn, stderr.String())
+		code := run(ctx, tc.args, env(), &stdout, &stderr)
+		if warned := strings.Contains(stderr.String(), `level=WARN msg="/metrics disabled`); code != 0 || warned != tc.warn {
+			t.Errorf("%q: exit %d, warned about /metrics %v; want 0 and %v; stderr:\n%s", tc.args, code, warned, tc.warn, stderr.String())
 		}
 	}
 }

@@ -12,7 +12,7 @@ func (o *options) validateFlags(fs *pflag.FlagSet, r *rawFlags) error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"debounce", o.debounce}, {"debounce-max-delay", o.debounceMaxDelay}, {"removal-grace", o.removalGrace},
+	}{{"debounce", o.debounce}, {"link-debounce", o.linkDebounce}, {"debounce-max-delay", o.debounceMaxDelay}, {"removal-grace", o.removalGrace},
 		{"resync-interval", o.resyncInterval}, {"timeout", o.timeout},
 		{"overwrite-backoff", o.overwriteBackoff}, {"overwrite-backoff-max", o.overwriteMax}} {
 		if d.v < 0 {
@@ -70,6 +70,32 @@ func (o *options) validateExplain(fs *pflag.FlagSet) error {
 	}
 	if fs.Changed("output") && !o.explain {
 		return usagef("--output formats --explain's output: add --explain (and --dry-run)")
+	}
+	return nil
+}
+
+// checkModes refuses a command line that asks for two runs at once. --check-install is a command
+// of its own: it judges a cluster's install and exits, with no Node and no kernel. --dry-run and
+// --run-once shape the agent's run and combine (print once and exit); --explain and -o belong to
+// --dry-run. Silently letting one of them win would run something the user did not ask for.
+func (o *options) checkModes(fs *pflag.FlagSet) error {
+	if !o.check.enabled {
+		return nil
+	}
+	for _, m := range []struct {
+		flag string
+		set  bool
+		does string
+	}{
+		{"--dry-run", o.dryRun, "--dry-run prints this host's addresses without a cluster"},
+		{"--run-once", o.runOnce, "--run-once reconciles this host's Node once"},
+		{"--explain", o.explain, "--explain explains a --dry-run"},
+		{"--output", fs.Changed("output"), "--output formats --explain's output"},
+	} {
+		if m.set {
+			return usagef("--check-install and %s are different modes: --check-install checks the install in the cluster and exits, %s; run one at a time",
+				m.flag, m.does)
+		}
 	}
 	return nil
 }

@@ -107,6 +107,7 @@ func (a *command) run(ctx context.Context) error {
 	}
 	m := metrics.New(version, revision)
 	cfg := a.config(m)
+	a.warnCIDRMisses(cfg.Loop.Kernel)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
 		b := record.NewBroadcaster(record.WithContext(ctx))
@@ -206,7 +207,7 @@ func (a *command) config(m *metrics.Metrics) agent.Config {
 		},
 		Loop: resolver.LoopConfig{
 			Kernel: resolver.Netlink{}, Policy: policy,
-			Debounce: o.debounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
+			Debounce: o.debounce, LinkDebounce: o.linkDebounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
 			ResyncInterval: o.resyncInterval, Logger: a.log, Observer: m,
 		},
 		AllowPodCIDRs: !o.defaultExclusions,
