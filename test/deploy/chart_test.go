@@ -194,7 +194,8 @@ func TestHelmNamesAndLabels(t *testing.T) {
 		"ClusterRole/<nil>/addr", "ClusterRoleBinding/<nil>/addr", "ValidatingAdmissionPolicy/<nil>/addr-own-node",
 		"ValidatingAdmissionPolicyBinding/<nil>/addr-own-node", "Service/kube-system/addr", "ServiceMonitor/kube-system/addr",
 		"PrometheusRule/kube-system/addr", "ConfigMap/kube-system/addr-dashboard", "FlowSchema/<nil>/addr",
-		"PriorityLevelConfiguration/<nil>/addr"} {
+		"PriorityLevelConfiguration/<nil>/addr", "ServiceAccount/kube-system/addr-approver",
+		"Service/kube-system/addr-approver", "ServiceMonitor/kube-system/addr-approver"} {
 		if _, ok := full[key]; !ok {
 			t.Errorf("fullnameOverride=addr: no %s in %v", key, slices.Sorted(func(yield func(string) bool) {
 				for k := range full {
@@ -258,8 +259,8 @@ func chartAppVersion(t *testing.T) string {
 
 var jobSelectorRE = regexp.MustCompile(`\bjob\s*=~?\s*"([^"]*)"`)
 
-// scrapedJob is the job Prometheus gives the agents of a render: the ServiceMonitor's jobLabel read
-// on the Service it selects.
+// scrapedJob is the job Prometheus gives the pods of a render that the ServiceMonitor name selects:
+// its jobLabel read on the Service of the same name.
 func scrapedJob(t *testing.T, objs map[string]object, name string) string {
 	t.Helper()
 	sm, ok := objs["ServiceMonitor/kube-system/"+name]
@@ -279,28 +280,60 @@ func scrapedJob(t *testing.T, objs map[string]object, name string) string {
 }
 
 // The alerts select the job the ServiceMonitor gives the agents, in the kustomize base and in the
-// chart, also when nameOverride or fullnameOverride rename it.
+// chart, also when nameOverride or fullnameOverride rename it; the alerts on the approver's metrics
+// (testdata/metrics-approval.golden, not in metrics.golden) select the job its ServiceMonitor
+// (NAME-approver) gives the approver.
 func TestRulesSelectTheScrapedJob(t *testing.T) {
 	harness.RequireE2E(t)
+	agentMetrics, err := os.ReadFile(goldenMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approverMetrics, err := os.ReadFile(filepath.Join("testdata", "metrics-approval.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	onlyApprover := func(expr string) bool {
+		for _, m := range metricRE.FindAllString(expr, -1) {
+			if strings.Contains(string(approverMetrics), "# TYPE "+m+" ") && !strings.Contains(string(agentMetrics), "# TYPE "+m+" ") {
+				return true
+			}
+		}
+		return false
+	}
 	check := func(what string, objs map[string]object, name string) {
 		t.Helper()
-		job := scrapedJob(t, objs, name)
+		job, approverJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver")
 		pr, ok := objs["PrometheusRule/kube-system/"+name]
 		if !ok {
 			t.Fatalf("%s: no PrometheusRule %s", what, name)
 		}
-		y, err := yaml.Marshal(pr["spec"])
+		y, err := yaml.Marshal(pr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		found := jobSelectorRE.FindAllStringSubmatch(string(y), -1)
-		if len(found) < 5 {
-			t.Fatalf("%s: only %d job selectors in the rules", what, len(found))
+		var rules prometheusRule
+		if err := yaml.Unmarshal(y, &rules); err != nil {
+			t.Fatal(err)
 		}
-		for _, m := range found {
-			if m[1] != job {
-				t.Errorf("%s: a rule selects %s, the ServiceMonitor scrapes job %q", what, m[0], job)
+		n, approverRules := 0, 0
+		for _, g := range rules.Spec.Groups {
+			for _, r := range g.Rules {
+				want := job
+				if onlyApprover(r.Expr) {
+					want = approverJob
+					approverRules++
+				}
+				for _, m := range jobSelectorRE.FindAllStringSubmatch(r.Expr, -1) {
+					n++
+					if m[1] != want {
+						t.Errorf("%s: %s selects %s, the ServiceMonitor scrapes job %q", what, r.Alert, m[0], want)
+					}
+				}
 			}
+		}
+		if n < 5 || approverRules == 0 {
+			t.Fatalf("%s: only %d job selectors in the rules, %d rules on the approver", what, n, approverRules)
 		}
 	}
 	check("kustomize", decodeDocs(t, kustomize(t, deployFile(), deployFile("monitoring"))), "nodeaddr")
@@ -308,6 +341,9 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 	renamed := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "nameOverride=na"))
 	if job := scrapedJob(t, renamed, "nodeaddr-na"); job != "na" {
 		t.Errorf("nameOverride=na: the ServiceMonitor scrapes job %q, want na", job)
+	}
+	if job := scrapedJob(t, renamed, "nodeaddr-na-approver"); job != "na-approver" {
+		t.Errorf("nameOverride=na: the approver's ServiceMonitor scrapes job %q, want na-approver", job)
 	}
 	check("helm nameOverride=na", renamed, "nodeaddr-na")
 	check("helm fullnameOverride=addr", decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "fullnameOverride=addr")), "addr")

@@ -4,64 +4,333 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	certv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
+// The kubelet-serving-csr component (deploy/components/kubelet-serving-csr) and its chart switch,
+// config.approveKubeletServingCsr: the central approver, its RBAC and its two policies.
+const (
+	csrPolicyName    = "nodeaddr-kubelet-serving-csr"
+	recordPolicyName = "nodeaddr-approval-record"
+	approverName     = "nodeaddr-approver"
+	recordAnnotation = "nodeaddr.io/addresses"
+)
+
+// componentKeys are the objects the component adds to the base, keyed as decodeDocs keys them, for
+// an install named name (the base's full name) in namespace ns.
+func componentKeys(name, ns string) []string {
+	return []string{
+		"ClusterRole/<nil>/" + name + "-kubelet-serving-csr", "ClusterRoleBinding/<nil>/" + name + "-kubelet-serving-csr",
+		"Role/default/" + name + "-kubelet-serving-csr", "RoleBinding/default/" + name + "-kubelet-serving-csr",
+		"Role/" + ns + "/" + name + "-approver", "RoleBinding/" + ns + "/" + name + "-approver",
+		"Deployment/" + ns + "/" + name + "-approver",
+		"ValidatingAdmissionPolicy/<nil>/" + name + "-kubelet-serving-csr", "ValidatingAdmissionPolicyBinding/<nil>/" + name + "-kubelet-serving-csr",
+		"ValidatingAdmissionPolicy/<nil>/" + name + "-approval-record", "ValidatingAdmissionPolicyBinding/<nil>/" + name + "-approval-record",
+	}
+}
+
+// at returns the value at path in o (map keys, or list indexes as ints), nil when absent.
+func at(o any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := o.(object)
+			if !ok {
+				return nil
+			}
+			o = m[k]
+		case int:
+			l, ok := o.([]any)
+			if !ok || k >= len(l) {
+				return nil
+			}
+			o = l[k]
+		}
+	}
+	return o
+}
+
+func stringList(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
+}
+
+// approverContainer is the approver's container in a render.
+func approverContainer(t *testing.T, objs map[string]object, key string) object {
+	t.Helper()
+	d, ok := objs[key]
+	if !ok {
+		t.Fatalf("no %s in the render", key)
+	}
+	c, ok := at(d, "spec", "template", "spec", "containers", 0).(object)
+	if !ok || c["name"] != "approver" {
+		t.Fatalf("%s: no container approver first: %v", key, at(d, "spec", "template", "spec", "containers"))
+	}
+	return c
+}
+
+// checkApproverNamed checks that a render names the approver's ServiceAccount ns/name-approver
+// wherever it must: the policy's CEL strings, the bindings' subjects, the Deployment's pod, and
+// that the Lease the approver elects on is the one its Role lets it update.
+func checkApproverNamed(t *testing.T, what string, objs map[string]object, name, ns, lease string) {
+	t.Helper()
+	sa := name + "-approver"
+	if _, ok := objs["ServiceAccount/"+ns+"/"+sa]; !ok {
+		t.Errorf("%s: no ServiceAccount %s/%s", what, ns, sa)
+	}
+	p, ok := objs["ValidatingAdmissionPolicy/<nil>/"+name+"-kubelet-serving-csr"]
+	if !ok {
+		t.Fatalf("%s: no policy %s-kubelet-serving-csr", what, name)
+	}
+	user := fmt.Sprintf(`'system:serviceaccount:' + '%s' + ':' + '%s'`, ns, sa)
+	for _, e := range []any{at(p, "spec", "matchConditions", 0, "expression"), at(p, "spec", "variables", 0, "expression")} {
+		if !strings.Contains(strings.Join(strings.Fields(fmt.Sprint(e)), " "), user) {
+			t.Errorf("%s: the policy's expression does not name %s: %v", what, user, e)
+		}
+	}
+	for _, key := range []string{"ClusterRoleBinding/<nil>/" + name + "-kubelet-serving-csr", "RoleBinding/default/" + name + "-kubelet-serving-csr",
+		"RoleBinding/" + ns + "/" + sa} {
+		b, ok := objs[key]
+		if !ok {
+			t.Errorf("%s: no %s", what, key)
+			continue
+		}
+		if s, _ := at(b, "subjects", 0).(object); s["kind"] != "ServiceAccount" || s["namespace"] != ns || s["name"] != sa || len(b["subjects"].([]any)) != 1 {
+			t.Errorf("%s: %s subjects %v, want only %s/%s", what, key, b["subjects"], ns, sa)
+		}
+	}
+	d := objs["Deployment/"+ns+"/"+sa]
+	if got := at(d, "spec", "template", "spec", "serviceAccountName"); got != sa {
+		t.Errorf("%s: the approver's pod runs as %v, want %s", what, got, sa)
+	}
+	if args := stringList(approverContainer(t, objs, "Deployment/"+ns+"/"+sa)["args"]); !slices.Contains(args, "--leader-election-id="+lease) {
+		t.Errorf("%s: approver args %v lack --leader-election-id=%s", what, args, lease)
+	}
+	role := objs["Role/"+ns+"/"+sa]
+	var named []string
+	for _, r := range at(role, "rules").([]any) {
+		if rn, ok := r.(object)["resourceNames"]; ok {
+			named = append(named, stringList(rn)...)
+		}
+	}
+	if !slices.Equal(named, []string{lease}) {
+		t.Errorf("%s: the leader-election Role names the Leases %v, want [%s]", what, named, lease)
+	}
+}
+
+// checkAgentHasNoCSRRights fails t when a binding of the render gives the agent's ServiceAccount
+// ns/sa a role with a rule on certificates.k8s.io (or every group).
+func checkAgentHasNoCSRRights(t *testing.T, what string, objs map[string]object, ns, sa string) {
+	t.Helper()
+	bindings := 0
+	for key, b := range objs {
+		kind, bns, _ := strings.Cut(key, "/")
+		bns, _, _ = strings.Cut(bns, "/")
+		if kind != "ClusterRoleBinding" && kind != "RoleBinding" {
+			continue
+		}
+		agent := false
+		for _, s := range b["subjects"].([]any) {
+			s := s.(object)
+			agent = agent || s["kind"] == "ServiceAccount" && s["namespace"] == ns && s["name"] == sa
+		}
+		if !agent {
+			continue
+		}
+		bindings++
+		roleKey := "ClusterRole/<nil>/" + fmt.Sprint(at(b, "roleRef", "name"))
+		if at(b, "roleRef", "kind") == "Role" {
+			roleKey = "Role/" + bns + "/" + fmt.Sprint(at(b, "roleRef", "name"))
+		}
+		role, ok := objs[roleKey]
+		if !ok {
+			t.Errorf("%s: %s binds the agent to %s, which the render lacks", what, key, roleKey)
+			continue
+		}
+		for _, r := range role["rules"].([]any) {
+			groups, _ := r.(object)["apiGroups"].([]any)
+			if slices.ContainsFunc(stringList(groups), func(g string) bool { return g == "certificates.k8s.io" || g == "*" }) {
+				t.Errorf("%s: %s gives the agent %v", what, key, r)
+			}
+		}
+	}
+	if bindings < 2 {
+		t.Errorf("%s: only %d bindings of the agent %s/%s found", what, bindings, ns, sa)
+	}
+}
+
+// checkApproverImage checks that the approver runs the agents' image (and pull policy).
+func checkApproverImage(t *testing.T, what string, objs map[string]object, name string) string {
+	t.Helper()
+	ds, ok := objs["DaemonSet/kube-system/"+name]
+	if !ok {
+		t.Fatalf("%s: no DaemonSet %s", what, name)
+	}
+	agent := at(ds, "spec", "template", "spec", "containers", 0).(object)
+	approver := approverContainer(t, objs, "Deployment/kube-system/"+name+"-approver")
+	if approver["image"] != agent["image"] || approver["imagePullPolicy"] != agent["imagePullPolicy"] {
+		t.Errorf("%s: the approver runs %v (%v), the agents %v (%v)", what, approver["image"], approver["imagePullPolicy"], agent["image"], agent["imagePullPolicy"])
+	}
+	return fmt.Sprint(approver["image"])
+}
+
 // config.approveKubeletServingCsr=true renders what the base with the kubelet-serving-csr component
-// renders: the flag, the RBAC (ClusterRole, ClusterRoleBinding, the Role and RoleBinding in
-// default) and the admission policy with its binding; the default render has none of them.
+// renders: the approver's Deployment, its RBAC, both policies with their bindings, and the agents'
+// --approval-record=true; the default render has none of them, and the agents hold no CSR right in
+// either. The approver runs the agents' image, and follows the release's namespace and name.
 func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
 	rendered := componentOverlay(t, "kubelet-serving-csr")
 	on := helmTemplate(t, "--set", "config.approveKubeletServingCsr=true")
 	compareRenders(t, on, rendered)
 	objs, off := decodeDocs(t, on), decodeDocs(t, helmTemplate(t))
-	for _, key := range []string{"ClusterRole/<nil>/nodeaddr-kubelet-serving-csr", "ClusterRoleBinding/<nil>/nodeaddr-kubelet-serving-csr",
-		"Role/default/nodeaddr-kubelet-serving-csr", "RoleBinding/default/nodeaddr-kubelet-serving-csr",
-		"ValidatingAdmissionPolicy/<nil>/nodeaddr-kubelet-serving-csr", "ValidatingAdmissionPolicyBinding/<nil>/nodeaddr-kubelet-serving-csr"} {
+	kobjs, base := decodeDocs(t, rendered), decodeDocs(t, kustomize(t, deployFile()))
+	for _, key := range componentKeys("nodeaddr", "kube-system") {
 		if _, ok := objs[key]; !ok {
 			t.Errorf("config.approveKubeletServingCsr=true does not render %s", key)
 		}
 		if _, ok := off[key]; ok {
 			t.Errorf("the default render has %s", key)
 		}
+		if _, ok := base[key]; ok {
+			t.Errorf("the kustomize base has %s", key)
+		}
 	}
-	if args := renderedArgs(t, objs); !slices.Contains(args, "--approve-kubelet-serving-csr=true") {
-		t.Errorf("args lack --approve-kubelet-serving-csr=true: %v", args)
+	// The approver's identity is in the base (deploy/wiring reads it) and so in the default render.
+	for what, o := range map[string]map[string]object{"the kustomize base": base, "the default render": off} {
+		if _, ok := o["ServiceAccount/kube-system/"+approverName]; !ok {
+			t.Errorf("%s lacks ServiceAccount %s", what, approverName)
+		}
 	}
-	if args := defaultArgs(t); !slices.Contains(args, "--approve-kubelet-serving-csr=false") {
-		t.Errorf("default args lack --approve-kubelet-serving-csr=false: %v", args)
+	for what, o := range map[string]map[string]object{"kustomize": kobjs, "helm": objs} {
+		args := renderedArgs(t, o)
+		if !slices.Contains(args, "--approval-record=true") {
+			t.Errorf("%s: agent args lack --approval-record=true: %v", what, args)
+		}
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--approve-kubelet-serving-csr") }) {
+			t.Errorf("%s: agent args carry the deprecated --approve-kubelet-serving-csr: %v", what, args)
+		}
+		checkAgentHasNoCSRRights(t, what, o, "kube-system", "nodeaddr")
+		checkApproverNamed(t, what, o, "nodeaddr", "kube-system", approverName)
 	}
-	// Another namespace and name: the policy and the bindings name that agent.
+	if args := defaultArgs(t); !slices.Contains(args, "--approval-record=false") {
+		t.Errorf("default args lack --approval-record=false: %v", args)
+	}
+	if img := checkApproverImage(t, "kustomize", kobjs, "nodeaddr"); img != releasedImage(t) {
+		t.Errorf("kustomize: the approver runs %s, want %s", img, releasedImage(t))
+	}
+	checkApproverImage(t, "helm", objs, "nodeaddr")
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	pinned := decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true", "--set", "image.repository=mirror/nodeaddr",
+		"--set", "image.tag=v9.9.9", "--set", "image.digest="+digest, "--set", "image.pullPolicy=Always"))
+	if img := checkApproverImage(t, "helm image values", pinned, "nodeaddr"); img != "mirror/nodeaddr:v9.9.9@"+digest {
+		t.Errorf("image values: the approver runs %s", img)
+	}
+
+	// Another namespace and name: the policy, the bindings, the pod and the Lease follow.
 	moved := decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true", "--set", "fullnameOverride=addr", "--namespace", "infra"))
-	p, ok := moved["ValidatingAdmissionPolicy/<nil>/addr-kubelet-serving-csr"]
-	if !ok {
-		t.Fatal("fullnameOverride=addr: no policy addr-kubelet-serving-csr")
-	}
-	spec := p["spec"].(object)
-	exprs := []any{spec["matchConditions"].([]any)[0].(object)["expression"], spec["variables"].([]any)[0].(object)["expression"]}
-	for _, e := range exprs {
-		if !strings.Contains(fmt.Sprint(e), `'system:serviceaccount:' + 'infra' + ':' + 'addr'`) {
-			t.Errorf("the moved policy's expression does not name system:serviceaccount:infra:addr: %v", e)
+	for _, key := range componentKeys("addr", "infra") {
+		if _, ok := moved[key]; !ok {
+			t.Errorf("fullnameOverride=addr -n infra: no %s", key)
 		}
 	}
-	for _, key := range []string{"ClusterRoleBinding/<nil>/addr-kubelet-serving-csr", "RoleBinding/default/addr-kubelet-serving-csr"} {
-		b, ok := moved[key]
-		if !ok {
-			t.Fatalf("no %s", key)
+	checkApproverNamed(t, "helm fullnameOverride=addr -n infra", moved, "addr", "infra", "addr-approver")
+	checkAgentHasNoCSRRights(t, "helm fullnameOverride=addr -n infra", moved, "infra", "addr")
+}
+
+// The approver's values render as its flags, which the binary accepts; resources, scheduling and
+// the API server endpoint follow their values; the schema refuses what the binary would.
+func TestHelmApproverValues(t *testing.T) {
+	harness.RequireE2E(t)
+	const key = "Deployment/kube-system/nodeaddr-approver"
+	objs := decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true",
+		"--set", "approver.replicas=3", "--set", "approver.clusterDomain=corp.local",
+		"--set-json", `approver.serviceCIDRs=["10.96.0.0/12","fd00:10:96::/112"]`,
+		"--set-json", `approver.allowedDNSSuffixes=["nodes.example.internal"]`,
+		"--set-json", `approver.allowedIPPrefixes=["10.0.0.0/8","2001:db8::/32"]`,
+		"--set", "approver.logLevel=debug", "--set", "approver.logFormat=text", "--set-json", `approver.extraArgs=["--max-sans=5"]`,
+		"--set", "approver.resources.limits.memory=128Mi", "--set", "approver.tolerations=null", "--set", "approver.priorityClassName=",
+		"--set", "apiServer.host=10.0.0.10", "--set", "apiServer.port=6443"))
+	d := objs[key]
+	if r := at(d, "spec", "replicas"); fmt.Sprint(r) != "3" {
+		t.Errorf("approver.replicas=3: replicas %v", r)
+	}
+	c := approverContainer(t, objs, key)
+	args := stringList(c["args"])
+	want := []string{"approver", "--leader-elect=true", "--leader-election-id=nodeaddr-approver", "--bind-address=:9813",
+		"--cluster-domain=corp.local", "--service-cidr=10.96.0.0/12,fd00:10:96::/112", "--allowed-dns-suffixes=nodes.example.internal",
+		"--allowed-ip-prefixes=10.0.0.0/8,2001:db8::/32", "--log-level=debug", "--log-format=text", "--max-sans=5"}
+	if !slices.Equal(args, want) {
+		t.Errorf("approver args\n got %v\nwant %v", args, want)
+	}
+	env := map[string]any{}
+	for _, e := range c["env"].([]any) {
+		e := e.(object)
+		env[e["name"].(string)] = e["value"]
+		if e["valueFrom"] != nil {
+			env[e["name"].(string)] = e["valueFrom"]
 		}
-		if s := b["subjects"].([]any)[0].(object); s["namespace"] != "infra" || s["name"] != "addr" {
-			t.Errorf("%s subject %v, want infra/addr", key, s)
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "10.0.0.10" || env["KUBERNETES_SERVICE_PORT"] != "6443" || env["GOMEMLIMIT"] == nil ||
+		at(env["POD_NAMESPACE"], "fieldRef", "fieldPath") != "metadata.namespace" {
+		t.Errorf("approver env %v", env)
+	}
+	if m := at(c, "resources", "limits", "memory"); m != "128Mi" {
+		t.Errorf("approver.resources.limits.memory=128Mi: %v", m)
+	}
+	pod := at(d, "spec", "template", "spec").(object)
+	for _, k := range []string{"tolerations", "priorityClassName", "hostNetwork"} {
+		if _, ok := pod[k]; ok {
+			t.Errorf("the approver's pod has %s: %v", k, pod[k])
 		}
+	}
+	checkApproverArgsParse(t, args[1:])
+	checkApproverArgsParse(t, stringList(approverContainer(t, decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true")), key)["args"])[1:])
+
+	for _, c := range []struct{ set, want string }{
+		{"approver.replicas=0", "replicas"},
+		{"approver.logLevel=verbose", "logLevel"},
+		{"approver.allowedIPPrefixes={10.0.0.1}", "allowedIPPrefixes"},
+		{"approver.serviceCIDRs={a,b}", "serviceCIDRs"},
+		{"approver.maxSans=5", "maxSans"},
+	} {
+		_, err := helmTemplateErr(t, "--set", "config.approveKubeletServingCsr=true", "--set", c.set)
+		if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--set %s: %v, want the schema to refuse %s", c.set, err, c.want)
+		}
+	}
+}
+
+// checkApproverArgsParse runs `nodeaddr approver ARGS --version`, which parses and checks every
+// flag and exits; exit 2 is a usage error.
+func checkApproverArgsParse(t *testing.T, args []string) {
+	t.Helper()
+	bin := harness.MustBuild(t).Nodeaddr
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, append(append([]string{"approver"}, args...), "--version")...).CombinedOutput()
+	if err != nil {
+		t.Errorf("nodeaddr approver %v --version: %v\n%s", args, err, out)
 	}
 }
 
@@ -86,9 +355,9 @@ func componentOverlay(t *testing.T, components ...string) string {
 	return run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir)
 }
 
-// The component's policy has no parameter, answers 403 for every validation, type-checks against
-// the CertificateSigningRequest schema of the pinned release, and compiles at the 1.29 CEL level a
-// 1.30 API server checks new expressions at.
+// The component's policies have no parameter, answer 403 for every validation, type-check against
+// the schemas of the pinned release, and compile at the 1.29 CEL level a 1.30 API server checks new
+// expressions at; each binding binds its namesake.
 func TestKubeletServingCSRPolicyChecks(t *testing.T) {
 	data, err := os.ReadFile(deployFile("components", "kubelet-serving-csr", "policy.yaml"))
 	if err != nil {
@@ -99,34 +368,392 @@ func TestKubeletServingCSRPolicyChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc := policyTypeChecker()
-	n := 0
+	var policies, bindings []string
 	for _, o := range objs {
-		p, ok := o.(*admissionv1.ValidatingAdmissionPolicy)
-		if !ok {
-			continue
-		}
-		n++
-		checkPolicyShape(t, tc, p)
-		for _, e := range compileAt(t, version.MajorMinor(1, 29), p) {
-			t.Errorf("%s at the 1.29 CEL level: %s", p.Name, e)
+		switch o := o.(type) {
+		case *admissionv1.ValidatingAdmissionPolicy:
+			policies = append(policies, o.Name)
+			checkPolicyShape(t, tc, o)
+			for _, e := range compileAt(t, version.MajorMinor(1, 29), o) {
+				t.Errorf("%s at the 1.29 CEL level: %s", o.Name, e)
+			}
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			bindings = append(bindings, o.Spec.PolicyName)
+			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+				t.Errorf("binding %s binds %q with paramRef %v and actions %v, want its namesake, no parameter, Deny", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
+			}
 		}
 	}
-	if n != 1 {
-		t.Fatalf("%d policies in the component, want 1", n)
+	want := []string{csrPolicyName, recordPolicyName}
+	if !slices.Equal(policies, want) || !slices.Equal(bindings, want) {
+		t.Fatalf("the component's policies %v and bindings %v, want %v", policies, bindings, want)
 	}
 }
 
 // The base with the component applies on the API server (server-side dry run, then for real), the
-// policy's expressions compile there, and its replacements left the agent's username intact.
+// policies' expressions compile there, and the replacements left the approver's username intact.
 func TestKubeletServingCSRComponentApplies(t *testing.T) {
 	harness.RequireE2E(t)
 	rendered := componentOverlay(t, "kubelet-serving-csr")
 	cp, _ := applyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "nodeaddr-overlay")
-	p, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(context.Background(), "nodeaddr-kubelet-serving-csr", metav1.GetOptions{})
+	ctx := context.Background()
+	p, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, csrPolicyName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := p.Spec.Variables[0]; v.Name != "agentUser" || v.Expression != "'system:serviceaccount:' + 'kube-system' + ':' + 'nodeaddr'" {
-		t.Errorf("agentUser after the replacements: %+v", v)
+	if v := p.Spec.Variables[0]; v.Name != "approverUser" || v.Expression != "'system:serviceaccount:' + 'kube-system' + ':' + 'nodeaddr-approver'" {
+		t.Errorf("approverUser after the replacements: %+v", v)
+	}
+	d, err := cp.Admin.AppsV1().Deployments("kube-system").Get(ctx, approverName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := d.Spec.Template.Spec.Containers[0]; c.Image != releasedImage(t) || c.Args[0] != "approver" {
+		t.Errorf("approver container %s %v", c.Image, c.Args)
+	}
+}
+
+// fileCSR creates, with cs's identity, a CSR of signer for node's kubelet (SANs node and
+// 192.0.2.10) and returns it.
+func fileCSR(t *testing.T, cs kubernetes.Interface, name, node, signer string) *certv1.CertificateSigningRequest {
+	t.Helper()
+	c, err := harness.ServingCSR{Node: node, IPs: []string{"192.0.2.10"}, DNS: []string{node}}.Object(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signer != certv1.KubeletServingSignerName {
+		c.Spec.SignerName = signer
+		c.Spec.Usages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageClientAuth}
+	}
+	created, err := cs.CertificatesV1().CertificateSigningRequests().Create(context.Background(), c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create CSR %s: %v", name, err)
+	}
+	return created
+}
+
+// waitApproverPolicy retries the approver's denial of fresh kubelet CSRs of node until policy
+// refuses it (a new policy takes a moment to be enforced), and returns the refusal.
+func waitApproverPolicy(t *testing.T, approver, kubelet kubernetes.Interface, node, policy string) error {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		c := fileCSR(t, kubelet, fmt.Sprintf("probe-%d", i), node, certv1.KubeletServingSignerName)
+		err := harness.SetCSRCondition(context.Background(), approver, c, certv1.CertificateDenied)
+		if namesPolicy(err, policy) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approver's denial is not refused by %s within 30s: last result %v", policy, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The approver may add one Approved condition to a pending kubelet-serving CSR of a Node, and
+// nothing else: denying, approving a CSR no Node requested or of another signer, deleting are
+// refused, by the policy nodeaddr-kubelet-serving-csr or by RBAC. It reads what it decides with and
+// elects its leader; the agents have no CSR right; another ServiceAccount bound to the approver's
+// ClusterRole is refused every write.
+func TestApproverConfinedByPolicy(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	const a = "node-a"
+	cp, k := applyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
+	cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
+	approver := tokenClient(t, cp, podToken(t, cp, "kube-system", approverName, a))
+	kubelet := asKubelet(t, cp, a)
+	if err := waitApproverPolicy(t, approver, kubelet, a, csrPolicyName); !deniedBy(err, csrPolicyName) {
+		t.Errorf("the approver denies a CSR: %v, want a 403 from %s", err, csrPolicyName)
+	}
+
+	c := fileCSR(t, kubelet, "a-1", a, certv1.KubeletServingSignerName)
+	if err := harness.SetCSRCondition(ctx, approver, c, certv1.CertificateApproved); err != nil {
+		t.Errorf("the approver approves node-a's kubelet-serving CSR: %v", err)
+	}
+	adminCSR := fileCSR(t, cp.Admin, "admin-1", a, certv1.KubeletServingSignerName)
+	if err := harness.SetCSRCondition(ctx, approver, adminCSR, certv1.CertificateApproved); !deniedBy(err, csrPolicyName) ||
+		!strings.Contains(err.Error(), "of a Node") {
+		t.Errorf("the approver approves a kubelet-serving CSR the administrator filed: %v, want a 403 from %s", err, csrPolicyName)
+	}
+	client := fileCSR(t, kubelet, "client-1", a, certv1.KubeAPIServerClientKubeletSignerName)
+	if err := harness.SetCSRCondition(ctx, approver, client, certv1.CertificateApproved); !apierrors.IsForbidden(err) {
+		t.Errorf("the approver approves a kube-apiserver-client-kubelet CSR: %v, want a 403", err)
+	}
+	if err := approver.CertificatesV1().CertificateSigningRequests().Delete(ctx, "a-1", metav1.DeleteOptions{}); !deniedByRBAC(err) {
+		t.Errorf("the approver deletes a CSR: %v, want RBAC's refusal", err)
+	}
+
+	// What it reads and writes besides the approval.
+	for what, f := range map[string]func() error{
+		"list kubelet-serving CSRs": func() error {
+			_, err := approver.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{FieldSelector: "spec.signerName=" + certv1.KubeletServingSignerName})
+			return err
+		},
+		"list Nodes": func() error { _, err := approver.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); return err },
+		"list ServiceCIDRs": func() error {
+			_, err := approver.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"list Services in default": func() error {
+			_, err := approver.CoreV1().Services("default").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kubernetes"})
+			return err
+		},
+		"list EndpointSlices in default": func() error {
+			_, err := approver.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
+			return err
+		},
+		"create an Event about node-a in default": func() error {
+			return createEvent(ctx, approver, nodeEvent(cp, t, a, "nodeaddr-approver", "KubeletServingCSRApproved"))
+		},
+		"create, get and update its Lease": func() error {
+			l, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			if l, err = approver.CoordinationV1().Leases("kube-system").Get(ctx, approverName, metav1.GetOptions{}); err != nil {
+				return err
+			}
+			holder := "nodeaddr-approver-a"
+			l.Spec.HolderIdentity = &holder
+			_, err = approver.CoordinationV1().Leases("kube-system").Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		},
+	} {
+		if err := f(); err != nil {
+			t.Errorf("the approver may %s: %v", what, err)
+		}
+	}
+	for what, f := range map[string]func() error{
+		"get another Lease": func() error {
+			if _, err := cp.Admin.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := approver.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
+			return err
+		},
+		"create a Lease in default": func() error {
+			_, err := approver.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
+			return err
+		},
+		"patch a Node": func() error { return merge(a, "", `{"metadata":{"labels":{"x":"y"}}}`).do(ctx, approver) },
+		"list Secrets": func() error {
+			_, err := approver.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		},
+	} {
+		if err := f(); !deniedByRBAC(err) {
+			t.Errorf("the approver may not %s: %v, want RBAC's refusal", what, err)
+		}
+	}
+
+	// The agents hold no CSR right.
+	agent := agentClient(t, cp, a)
+	if _, err := agent.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !deniedByRBAC(err) {
+		t.Errorf("the agent lists CSRs: %v, want RBAC's refusal", err)
+	}
+	if err := harness.SetCSRCondition(ctx, agent, fileCSR(t, kubelet, "a-2", a, certv1.KubeletServingSignerName), certv1.CertificateApproved); !apierrors.IsForbidden(err) {
+		t.Errorf("the agent approves its kubelet's CSR: %v, want a 403", err)
+	}
+
+	// Another ServiceAccount bound to the approver's ClusterRole holds its marker: the policy,
+	// rendered for nodeaddr-approver, refuses it everything.
+	k("", "-n", "kube-system", "create", "serviceaccount", "impostor")
+	if _, err := cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "impostor"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: csrPolicyName},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "kube-system", Name: "impostor"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	impostor := tokenClient(t, cp, podToken(t, cp, "kube-system", "impostor", a))
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		// RBAC's cache takes a moment to see the new binding.
+		err = harness.SetCSRCondition(ctx, impostor, fileCSR(t, kubelet, fmt.Sprintf("impostor-%d", time.Now().UnixNano()), a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
+		if !deniedByRBAC(err) {
+			break
+		}
+	}
+	if !deniedBy(err, csrPolicyName) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
+		t.Errorf("another holder of the approver's ClusterRole approves: %v, want a 403 from %s naming the approver", err, csrPolicyName)
+	}
+}
+
+// Only the agents write the approval record: a kubelet (group system:nodes) may neither create,
+// change nor remove the annotation nodeaddr.io/addresses, through nodes or nodes/status, nor create
+// a Node carrying it; it still writes the rest of its Node. The agent writes its own Node's record;
+// an administrator may change it.
+func TestApprovalRecordPolicy(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	const a, b = "node-a", "node-b"
+	cp, _ := applyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
+	for _, n := range []string{a, b} {
+		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
+	}
+	record := func(node, subresource, value string) patch {
+		v := "null"
+		if value != "" {
+			v = fmt.Sprintf("%q", value)
+		}
+		return merge(node, subresource, fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, recordAnnotation, v))
+	}
+	kubelet := asKubelet(t, cp, a)
+	// Until the policy is enforced a kubelet's record gets through: remove it and retry.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := record(a, "", "192.0.2.66").do(ctx, kubelet)
+		if namesPolicy(err, recordPolicyName) {
+			break
+		}
+		if err := record(a, "", "").do(ctx, cp.Admin); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the kubelet's record is not refused by %s within 30s: last result %v", recordPolicyName, err)
+		}
+	}
+	agent := agentClient(t, cp, a)
+	if err := record(a, "", "192.0.2.10,2001:db8::10").do(ctx, agent); err != nil {
+		t.Fatalf("the agent records its addresses on its own Node: %v", err)
+	}
+	if err := record(b, "", "192.0.2.66").do(ctx, agent); !deniedByPolicy(err) {
+		t.Errorf("the agent of %s records on %s: %v, want a 403 from %s", a, b, err, policyName)
+	}
+	for _, c := range []struct {
+		what string
+		p    patch
+	}{
+		{"change its Node's record", record(a, "", "192.0.2.66")},
+		{"change it through nodes/status", record(a, "status", "192.0.2.66")},
+		{"remove it", record(a, "", "")},
+		{"remove it through nodes/status", record(a, "status", "")},
+		{"create the record on another Node", record(b, "", "192.0.2.66")},
+	} {
+		if err := c.p.do(ctx, kubelet); !deniedBy(err, recordPolicyName) {
+			t.Errorf("a kubelet may not %s: %v, want a 403 from %s", c.what, err, recordPolicyName)
+		}
+	}
+	if got := cp.Node(t, a).Annotations[recordAnnotation]; got != "192.0.2.10,2001:db8::10" {
+		t.Errorf("node-a's record is %q, want the agent's", got)
+	}
+	// A kubelet registering its Node.
+	withRecord := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c", Annotations: map[string]string{recordAnnotation: "192.0.2.30"}}}
+	if _, err := asKubelet(t, cp, "node-c").CoreV1().Nodes().Create(ctx, withRecord, metav1.CreateOptions{}); !deniedBy(err, recordPolicyName) {
+		t.Errorf("a kubelet registers its Node with a record: %v, want a 403 from %s", err, recordPolicyName)
+	}
+	withRecord.Annotations = map[string]string{"example.com/x": "1"}
+	if _, err := asKubelet(t, cp, "node-c").CoreV1().Nodes().Create(ctx, withRecord, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a kubelet registers its Node: %v", err)
+	}
+	// Everything else a kubelet and an administrator write.
+	if err := merge(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`).do(ctx, kubelet); err != nil {
+		t.Errorf("a kubelet annotates its Node: %v", err)
+	}
+	otherWritersWork(t, cp, a, "with the approval-record policy")
+	if err := record(a, "", "192.0.2.11").do(ctx, cp.Admin); err != nil {
+		t.Errorf("the administrator changes the record: %v", err)
+	}
+}
+
+// An overlay that moves and renames the install with the component and lists deploy/wiring renders
+// the approver's policy and bindings for it, keeps its Role and RoleBinding in default, and lets it
+// approve; without the wiring (half-configured) the approver is refused every write, with the
+// identity the policy was rendered for.
+func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
+	harness.RequireE2E(t)
+	ctx := context.Background()
+	const a = "node-a"
+	for _, c := range []struct {
+		name   string
+		wiring bool
+	}{{"with the wiring", true}, {"half-configured, without it", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			overlay := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../nodeaddr/deploy\n" +
+				"components:\n  - ../nodeaddr/deploy/components/kubelet-serving-csr\nnamespace: node-agents\nnamePrefix: site-\n"
+			if c.wiring {
+				overlay += "transformers:\n  - ../nodeaddr/deploy/wiring\n"
+			}
+			rendered := renderKustomization(t, overlay)
+			objs := decodeDocs(t, rendered)
+			for _, key := range componentKeys("site-nodeaddr", "node-agents") {
+				if !c.wiring && strings.Contains(key, "/default/") {
+					key = strings.Replace(key, "/default/", "/node-agents/", 1)
+				}
+				if objs[key] == nil {
+					t.Errorf("overlay lacks %s", key)
+				}
+			}
+			policy := "site-" + csrPolicyName
+			if c.wiring {
+				// The Lease keeps its name: the Role and the flag name it alike.
+				checkApproverNamed(t, "overlay", objs, "site-nodeaddr", "node-agents", approverName)
+				checkAgentHasNoCSRRights(t, "overlay", objs, "node-agents", "site-nodeaddr")
+			}
+			cp := harness.StartControlPlane(t)
+			if _, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "node-agents"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
+			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+			approver := tokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr-approver", a))
+			kubelet := asKubelet(t, cp, a)
+			err := waitApproverPolicy(t, approver, kubelet, a, policy)
+			approval := harness.SetCSRCondition(ctx, approver, fileCSR(t, kubelet, "a-1", a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
+			if c.wiring {
+				if !deniedBy(err, policy) || strings.Contains(err.Error(), "rendered for") {
+					t.Errorf("the approver in node-agents denies a CSR: %v, want a 403 from %s", err, policy)
+				}
+				if approval != nil {
+					t.Errorf("the approver in node-agents approves: %v", approval)
+				}
+				return
+			}
+			for _, err := range []error{err, approval} {
+				if !deniedBy(err, policy) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
+					t.Errorf("half-configured: %v, want a 403 from %s naming the identity it was rendered for", err, policy)
+				}
+			}
+		})
+	}
+}
+
+// Listed after the kubelet-serving-csr component, the api-server-endpoint component points the
+// approver at the API server's endpoint too, from the overlay's generated ConfigMap.
+func TestApproverFollowsAPIServerEndpoint(t *testing.T) {
+	harness.RequireE2E(t)
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, deployFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %[1]s
+components:
+  - %[1]s/components/kubelet-serving-csr
+  - %[1]s/components/api-server-endpoint
+configMapGenerator:
+  - name: nodeaddr-api-server
+    namespace: kube-system
+    literals: [host=10.0.0.10, port=6443]
+`, rel)
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeDocs(t, run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir))
+	c := approverContainer(t, objs, "Deployment/kube-system/"+approverName)
+	found := map[string]string{}
+	for _, e := range c["env"].([]any) {
+		e := e.(object)
+		if ref, ok := at(e, "valueFrom", "configMapKeyRef").(object); ok {
+			found[e["name"].(string)] = fmt.Sprint(ref["name"], "/", ref["key"])
+		}
+	}
+	for name, key := range map[string]string{"KUBERNETES_SERVICE_HOST": "host", "KUBERNETES_SERVICE_PORT": "port"} {
+		if v := found[name]; !strings.HasPrefix(v, "nodeaddr-api-server-") || !strings.HasSuffix(v, "/"+key) {
+			t.Errorf("the approver's %s comes from %q, want the generated nodeaddr-api-server's %s", name, v, key)
+		}
 	}
 }

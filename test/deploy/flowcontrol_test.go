@@ -102,23 +102,30 @@ func TestFlowSchemaFollowsTheServiceAccount(t *testing.T) {
 	}
 }
 
-// checkFlowSchema checks the one FlowSchema of a render matches the render's one ServiceAccount and
-// names its one priority level.
+// checkFlowSchema checks the one FlowSchema of a render matches the ServiceAccount the render's one
+// DaemonSet runs as (the approver's is another) and names its one priority level.
 func checkFlowSchema(t *testing.T, what string, objs map[string]object) {
 	t.Helper()
-	var sa, fs, pl []object
+	var ds, sa, fs, pl []object
 	for _, o := range objs {
 		switch o["kind"] {
-		case "ServiceAccount":
-			sa = append(sa, o)
+		case "DaemonSet":
+			ds = append(ds, o)
 		case "FlowSchema":
 			fs = append(fs, o)
 		case "PriorityLevelConfiguration":
 			pl = append(pl, o)
 		}
 	}
-	if len(sa) != 1 || len(fs) != 1 || len(pl) != 1 {
-		t.Errorf("%s: %d ServiceAccounts, %d FlowSchemas, %d priority levels; want one each", what, len(sa), len(fs), len(pl))
+	if len(ds) == 1 {
+		for _, o := range objs {
+			if o["kind"] == "ServiceAccount" && o["metadata"].(object)["name"] == ds[0]["spec"].(object)["template"].(object)["spec"].(object)["serviceAccountName"] {
+				sa = append(sa, o)
+			}
+		}
+	}
+	if len(ds) != 1 || len(sa) != 1 || len(fs) != 1 || len(pl) != 1 {
+		t.Errorf("%s: %d DaemonSets, %d ServiceAccounts of the agents, %d FlowSchemas, %d priority levels; want one each", what, len(ds), len(sa), len(fs), len(pl))
 		return
 	}
 	md := sa[0]["metadata"].(object)

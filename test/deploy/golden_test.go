@@ -69,8 +69,7 @@ func TestGoldenMetricsCoverRulesAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The approver's families, registered only with --approve-kubelet-serving-csr (test/csr scrapes
-	// them).
+	// The approver's families (`nodeaddr approver`'s registry; test/csr scrapes them).
 	approval, err := os.ReadFile(filepath.Join("testdata", "metrics-approval.golden"))
 	if err != nil {
 		t.Fatal(err)

@@ -114,9 +114,9 @@ func decodeDocs(t *testing.T, data string) map[string]object {
 var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
 
 // substance removes what may differ between the chart and the kustomize base without changing what
-// the cluster runs: Helm's labels (on the objects and the pod template) and config checksum, an imagePullPolicy equal to the API server's default, the order
-// and spelling of the agent's flags (replaced by the effective configuration) and trailing
-// whitespace of ConfigMap data (a YAML block scalar's chomping).
+// the cluster runs: Helm's labels (on the objects and the pod templates) and config checksum, an imagePullPolicy equal to the API server's default, the order
+// and spelling of the agent's flags (replaced by the effective configuration; the approver's are
+// compared as they are) and trailing whitespace of ConfigMap data (a YAML block scalar's chomping).
 func substance(t *testing.T, o object, defaults map[string]string) object {
 	t.Helper()
 	md := o["metadata"].(object)
@@ -137,7 +137,7 @@ func substance(t *testing.T, o object, defaults map[string]string) object {
 		// one with an extra blank line.
 		o["spec"] = collapseSpace(o["spec"])
 	}
-	if o["kind"] != "DaemonSet" {
+	if o["kind"] != "DaemonSet" && o["kind"] != "Deployment" {
 		return o
 	}
 	tmd := o["spec"].(object)["template"].(object)["metadata"].(object)
@@ -158,6 +158,9 @@ func substance(t *testing.T, o object, defaults map[string]string) object {
 		image, _ := c["image"].(string)
 		if c["imagePullPolicy"] == "IfNotPresent" && !strings.HasSuffix(image, ":latest") && strings.Contains(image, ":") {
 			delete(c, "imagePullPolicy")
+		}
+		if o["kind"] == "Deployment" {
+			continue // the approver's flags are not the agent's: compared as they are
 		}
 		var args []string
 		for _, a := range c["args"].([]any) {
@@ -229,7 +232,7 @@ var helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
 
 // hiddenFlags are flags --help does not show because pflag hides deprecated ones, with their
 // default: binaryFlags checks the binary still accepts them.
-var hiddenFlags = map[string]string{"reconcile-interval": "0s"}
+var hiddenFlags = map[string]string{"reconcile-interval": "0s", "approve-kubelet-serving-csr": "false"}
 
 // binaryFlags parses `nodeaddr --help` of the built binary: each flag with its default value ("" or
 // "false" when the usage prints none), plus hiddenFlags.
@@ -492,7 +495,23 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		if _, ok := values.Config[key]; !ok {
 			t.Errorf("--%s: no config.%s in deploy/helm/nodeaddr/values.yaml", name, key)
 		}
-		if env, ok := configMapFlags[name]; ok {
+		if alias, ok := switchFlags[name]; ok {
+			// A switch of the chart: the flag is never rendered, its value renders the alias.
+			for _, set := range []string{"", "config." + key + "=true"} {
+				var args []string
+				if set == "" {
+					args = rendered
+				} else {
+					args = argsWith(t, set)
+				}
+				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--"+name) }) {
+					t.Errorf("--%s is rendered (--set %s): the chart renders --%s instead", name, set, alias)
+				}
+				if want := fmt.Sprintf("--%s=%t", alias, set != ""); !slices.Contains(args, want) {
+					t.Errorf("--set %s: args lack %s: %v", set, want, args)
+				}
+			}
+		} else if env, ok := configMapFlags[name]; ok {
 			// Through the ConfigMap (annotations: which the admission policy reads too).
 			if !bytes.Contains(tmpl, []byte(`"--`+name+`=$(`+env+`)"`)) || !bytes.Contains(configMapTmpl, []byte("$c."+key)) {
 				t.Errorf("--%s: not rendered from config.%s through templates/configmap.yaml", name, key)
@@ -500,7 +519,9 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		} else if !bytes.Contains(tmpl, []byte(`"--`+name+`=`)) || !bytes.Contains(tmpl, []byte("$c."+key)) {
 			t.Errorf("--%s: templates/daemonset.yaml does not render it from config.%s", name, key)
 		}
-		if set, ok := conditional[name]; ok {
+		if _, ok := switchFlags[name]; ok {
+			// Checked above.
+		} else if set, ok := conditional[name]; ok {
 			if !slices.ContainsFunc(argsWith(t, set), func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
 				t.Errorf("--%s: not rendered with --set %s", name, set)
 			}
@@ -521,6 +542,11 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	}
 	checkArgsParse(t, rendered)
 }
+
+// switchFlags are deprecated flags whose chart value is a switch of the chart, with the flag the
+// chart renders instead: config.approveKubeletServingCsr installs the approver and renders
+// --approval-record=true (--approve-kubelet-serving-csr means the same to the binary).
+var switchFlags = map[string]string{"approve-kubelet-serving-csr": "approval-record"}
 
 // configMapFlags reach the agent through the ConfigMap, as $(ENV) in its args.
 var configMapFlags = map[string]string{"annotations": "NODEADDR_ANNOTATIONS", "metrics-allowed-scrapers": "NODEADDR_METRICS_ALLOWED_SCRAPERS"}

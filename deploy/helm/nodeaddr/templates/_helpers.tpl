@@ -30,6 +30,26 @@
 app.kubernetes.io/name: {{ include "nodeaddr.name" . }}
 {{- end }}
 
+{{/* The approver's objects (Deployment, ServiceAccount, Lease): the full name with -approver. */}}
+{{- define "nodeaddr.approverName" -}}
+{{- printf "%s-approver" (include "nodeaddr.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The approver's selector labels: a name of its own, which the DaemonSet's selector, the agents'
+Service and the check-install agent selector do not match. */}}
+{{- define "nodeaddr.approverSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-approver" (include "nodeaddr.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The standard labels of the approver's Deployment, pod template and Service. */}}
+{{- define "nodeaddr.approverLabels" -}}
+{{ include "nodeaddr.approverSelectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The standard labels (app.kubernetes.io/*), on every object and on the pod template. */}}
 {{- define "nodeaddr.labels" -}}
 {{ include "nodeaddr.selectorLabels" . }}
