@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -214,9 +215,30 @@ func (n *Netns) HTTPClient() *http.Client {
 // and nothing leaves loopback. It stops when t ends.
 func (n *Netns) Relay(port int, target string) {
 	n.t.Helper()
-	l, err := n.Listen(fmt.Sprintf("127.0.0.1:%d", port))
+	n.RelayAt(fmt.Sprintf("127.0.0.1:%d", port), target)
+}
+
+// RelayAt is Relay listening on addr (IP:port) inside the namespace. The listener is bound with
+// IP_FREEBIND, so addr may be an address the namespace gets only later (a bridge's gateway that the
+// CNI plugin adds with the first pod): connections are accepted once it exists.
+func (n *Netns) RelayAt(addr, target string) {
+	n.t.Helper()
+	var l net.Listener
+	err := n.do(func() (err error) {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_IP, syscall.IP_FREEBIND, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		l, err = lc.Listen(context.Background(), "tcp", addr)
+		return
+	})
 	if err != nil {
-		n.t.Fatalf("relay listen in %s: %v", n.Name, err)
+		n.t.Fatalf("relay listen on %s in %s: %v", addr, n.Name, err)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

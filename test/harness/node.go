@@ -211,11 +211,14 @@ func (n *RealNode) runcRoot() string { return filepath.Join(n.Dir, "runc") }
 func (n *RealNode) cniNetwork() string { return "nodeaddr-" + n.id }
 
 // cniConfig: a bridge with host-local IPAM (state under Dir) from a private range inside the node's
-// namespace. No IP masquerade: there is nowhere to masquerade to.
+// namespace. No IP masquerade: there is nowhere to masquerade to. Besides the bridge's subnet the
+// pods route only the Service network (the API server's --service-cluster-ip-range) through the
+// node (PodGateway), where kube-proxy carries ClusterIPs to their endpoints: no default route.
 func (n *RealNode) cniConfig() string {
 	return fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.0.0/24"}]]}},
+   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.0.0/24"}]],
+            "routes": [{"dst": "10.96.0.0/16"}]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}
 ]}`, n.cniNetwork(), filepath.Join(n.Dir, "cni"))
 }

@@ -58,10 +58,10 @@ func TestRegistrationToTaintRemoved(t *testing.T) {
 // renumberRuns is how many renumberings the renumbering-day benchmark times (half make-before-break).
 const renumberRuns = 6
 
-// TestRenumberingToExec measures, on one hardened real node with nodeaddr approving the kubelet's
-// serving CSRs (TestRenumberingDay's world), the time from a renumbering in the kernel to kubectl
-// logs and exec working again, and where it goes; NODEADDR_BENCH_OUT receives a BENCHMARKS.md
-// section.
+// TestRenumberingToExec measures, on one hardened real node with nodeaddr's central approver
+// approving the kubelet's serving CSRs (TestRenumberingDay's world), the time from a renumbering in
+// the kernel to kubectl logs and exec working again, and where it goes; NODEADDR_BENCH_OUT receives
+// a BENCHMARKS.md section.
 func TestRenumberingToExec(t *testing.T) {
 	d := newDay(t)
 	if !t.Run("fresh", d.fresh) {
@@ -92,7 +92,7 @@ func TestRenumberingToExec(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### Real node: renumbering → kubectl logs and exec working\n\n")
-	fmt.Fprintf(&b, "%d renumberings of one hardened real node (`TestRenumberingToExec`, build tag `bench`; kubelet %s with `serverTLSBootstrap`, API server with `--kubelet-certificate-authority`), alternately make-before-break and break-before-make, with the kubelet-serving-csr component (nodeaddr the only approver) and kube-proxy (nftables, `--nodeport-addresses=primary`). Times from the first `ip` command of the move; phases polled every 100 ms; \"working\" includes the two kubectl runs; the NodePort is checked once logs and exec work (an upper bound).\n\n", renumberRuns, harness.KubernetesVersion)
+	fmt.Fprintf(&b, "%d renumberings of one hardened real node (`TestRenumberingToExec`, build tag `bench`; kubelet %s with `serverTLSBootstrap`, API server with `--kubelet-certificate-authority`), alternately make-before-break and break-before-make, with the kubelet-serving-csr component (the central approver, a Deployment on the node's pod network, the only approver) and kube-proxy (nftables, `--nodeport-addresses=primary`). Times from the first `ip` command of the move; phases polled every 100 ms; \"working\" includes the two kubectl runs; the NodePort is checked once logs and exec work (an upper bound).\n\n", renumberRuns, harness.KubernetesVersion)
 	fmt.Fprintf(&b, "| from the kernel change to | p50 | min | max |\n| --- | --- | --- | --- |\n")
 	row := func(name string, d []time.Duration) {
 		if len(d) == 0 {

@@ -14,7 +14,6 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,12 +21,10 @@ import (
 	"k8s.io/client-go/util/retry"
 )
 
-// The approval attacks' other parties: another Node (API only, no kubelet) and the API server's
-// address as the kubernetes Service's EndpointSlice lists it (the test API server reconciles no
-// endpoints; an EndpointSlice may not list loopback).
+// The approval attacks' other party: another Node (API only, no kubelet). The API server's address
+// is the kubernetes Service's endpoint, as the approver reads it (d.apiServer).
 const (
 	otherNode, otherIP = "rn-other", "192.0.2.77"
-	apiServerIP        = "192.0.2.250"
 	csrPolicy          = "nodeaddr-kubelet-serving-csr"
 	csrPending         = "KubeletServingCSRPending"
 )
@@ -55,9 +52,11 @@ func (s servingCSR) file(t *testing.T, name string) {
 	}
 }
 
-// attacks: on the real node, with the agent approving, each attack CSR of the node's own kubelet
-// identity stays pending with a Warning naming its rule; another Node's CSR is not touched; the
-// agent's own token (bound to its pod) cannot approve another Node's CSR nor deny any.
+// attacks: on the real node, with the central approver deciding, each attack CSR of the node's own
+// kubelet identity stays pending with a Warning from the approver naming its rule; another Node's
+// CSR is not touched. The agent's own token (bound to its pod) holds no CSR right: RBAC refuses it
+// approving another Node's CSR, approving its own Node's, and denying any. The approver's token
+// (bound to its leader's pod) may approve, but its policy refuses it denying.
 func (d *day) attacks(t *testing.T, own string) {
 	d.t = t
 	ctx := context.Background()
@@ -78,8 +77,9 @@ func (d *day) attacks(t *testing.T, own string) {
 	}{
 		{"attack-ip-not-the-nodes", "IPNotPublished", servingCSR{ips: []string{own, "192.0.2.99"}}},
 		{"attack-other-nodes-ip", "IPOfAnotherNode", servingCSR{ips: []string{own, otherIP}}},
-		{"attack-api-server-ip", "IPOfAPIServer", servingCSR{ips: []string{apiServerIP}}},
-		{"attack-foreign-dns-name", "DNSNameNotNode", servingCSR{ips: []string{own}, dns: []string{self, "kubernetes.default.svc"}}},
+		{"attack-api-server-ip", "IPOfAPIServer", servingCSR{ips: []string{d.apiServer}}},
+		{"attack-foreign-dns-name", "DNSNameNotNode", servingCSR{ips: []string{own}, dns: []string{self, "www.example.com"}}},
+		{"attack-api-server-dns-name", "DNSNameOfAPIServer", servingCSR{ips: []string{own}, dns: []string{self, "kubernetes.default.svc"}}},
 		{"attack-uri-san", "EmailOrURISAN", servingCSR{ips: []string{own}, uris: []string{"spiffe://cluster.local/ns/kube-system/sa/nodeaddr"}}},
 		{"attack-client-auth", "UsagesNotServing", servingCSR{ips: []string{own},
 			usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth, certv1.UsageClientAuth}}},
@@ -100,17 +100,51 @@ func (d *day) attacks(t *testing.T, own string) {
 	if c := d.csr(t, "other-node-serving").Status.Conditions; len(c) != 0 {
 		t.Errorf("the other Node's CSR has conditions %+v", c)
 	}
-	agent := d.agentClient(t)
+	agent := d.podClient(t, d.agentPod())
 	err := harness.SetCSRCondition(ctx, agent, d.csr(t, "other-node-serving"), certv1.CertificateApproved)
-	expectCSRPolicyDenial(t, "approve the other Node's CSR", err)
+	expectRBACDenial(t, "the agent approves the other Node's CSR", err)
+	// What the agents could do before the approval moved to one approver: approve a CSR of their
+	// own Node, whatever its SANs (admission cannot read them).
+	err = harness.SetCSRCondition(ctx, agent, d.csr(t, "attack-ip-not-the-nodes"), certv1.CertificateApproved)
+	expectRBACDenial(t, "the agent approves its own Node's CSR", err)
 	for _, name := range []string{"attack-ip-not-the-nodes", "other-node-serving"} {
-		expectCSRPolicyDenial(t, "deny "+name, harness.SetCSRCondition(ctx, agent, d.csr(t, name), certv1.CertificateDenied))
+		expectRBACDenial(t, "the agent denies "+name, harness.SetCSRCondition(ctx, agent, d.csr(t, name), certv1.CertificateDenied))
 	}
-	report(t, "left pending with Warnings %v; the other Node's CSR untouched; the agent's token: approve another's 403, deny 403", reasons)
+	approver := d.podClient(t, d.approverLeader(t))
+	for _, name := range []string{"attack-ip-not-the-nodes", "other-node-serving"} {
+		expectCSRPolicyDenial(t, "the approver's token denies "+name, harness.SetCSRCondition(ctx, approver, d.csr(t, name), certv1.CertificateDenied))
+	}
+	names := []string{"other-node-serving"}
+	for _, a := range attacks {
+		names = append(names, a.name)
+	}
+	for _, name := range names {
+		if c := d.csr(t, name).Status.Conditions; len(c) != 0 {
+			t.Errorf("%s: conditions %+v after the refused requests, want none", name, c)
+		}
+	}
+	report(t, "left pending with Warnings from %s %v; the other Node's CSR untouched; the agent's token: approve another's 403, approve its own 403, deny 403 (RBAC); the approver's token: deny 403 (policy)",
+		approverComponent, reasons)
 }
 
-// otherParties creates another Node with its InternalIP and the kubernetes Service's EndpointSlice,
-// and removes the Node when t ends.
+// approverLeader is the approver's pod holding the Lease.
+func (d *day) approverLeader(t *testing.T) *corev1.Pod {
+	t.Helper()
+	lease, err := d.c.CP.Admin.CoordinationV1().Leases("kube-system").Get(context.Background(), approverName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("the approver's Lease: %v", err)
+	}
+	holder, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	for _, p := range d.approverPods() {
+		if p.Name == holder {
+			return &p
+		}
+	}
+	t.Fatalf("no approver pod %s holds the Lease", holder)
+	return nil
+}
+
+// otherParties creates another Node with its InternalIP, and removes it when t ends.
 func (d *day) otherParties(t *testing.T) {
 	ctx := context.Background()
 	cs := d.c.CP.Admin
@@ -134,15 +168,6 @@ func (d *day) otherParties(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := true
-	_, err = cs.DiscoveryV1().EndpointSlices("default").Create(ctx, &discoveryv1.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{apiServerIP}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 func (d *day) fileCSR(t *testing.T, name string, s servingCSR) {
@@ -160,27 +185,18 @@ func (d *day) csr(t *testing.T, name string) *certv1.CertificateSigningRequest {
 	return csr
 }
 
-// waitPendingEvent waits for the agent's pending Event about CSR name on its Node.
+// waitPendingEvent waits for the approver's pending Event about CSR name on the node.
 func (d *day) waitPendingEvent(t *testing.T, name string) corev1.Event {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		for _, e := range d.c.CP.Events(t, d.node.Name, csrPending) {
-			if strings.Contains(e.Message, name) {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event about %s within 30s", csrPending, name)
-		}
-	}
+	return d.waitNodeEvent(t, csrPending, name)
 }
 
-// agentClient is a client with the agent's own token: bound to its pod, carrying its node's name.
-func (d *day) agentClient(t *testing.T) kubernetes.Interface {
+// podClient is a client with the token of p's ServiceAccount bound to p, as the kubelet mounts it
+// (an agent's carries its node's name).
+func (d *day) podClient(t *testing.T, p *corev1.Pod) kubernetes.Interface {
 	t.Helper()
-	p := d.agentPod()
 	if p == nil {
-		t.Fatal("no agent pod")
+		t.Fatal("no pod")
 	}
 	exp := int64(600)
 	tr, err := d.c.CP.Admin.CoreV1().ServiceAccounts(p.Namespace).CreateToken(context.Background(), p.Spec.ServiceAccountName,
@@ -206,17 +222,24 @@ func expectCSRPolicyDenial(t *testing.T, what string, err error) {
 	}
 }
 
-// contrast: the agent without the approval flag (the overlay without the component), renumbered
-// from from to to, make-before-break: kubectl logs fails with an x509 error for failBound while
-// the kubelet's new CSR stays pending; the test then approves it and logs and exec work again, so
-// the failure was the missing approval and nothing else.
+// expectRBACDenial checks that err is RBAC's 403 on the approval subresource (the request never
+// reached admission).
+func expectRBACDenial(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) || strings.Contains(err.Error(), "ValidatingAdmissionPolicy") ||
+		!strings.Contains(err.Error(), `cannot update resource "certificatesigningrequests/approval"`) {
+		t.Errorf("%s: %v, want RBAC's 403 (no right to update certificatesigningrequests/approval)", what, err)
+	}
+}
+
+// contrast: the central approver scaled to zero replicas (as an operator stopping it would), the
+// node renumbered from from to to, make-before-break: kubectl logs fails with an x509 error for
+// failBound while the kubelet's new CSR stays pending; the test then approves it and logs and exec
+// work again, so the failure was the missing approval and nothing else.
 func (d *day) contrast(t *testing.T, from, to string) {
 	d.t = t
-	d.kubectlAdmin("apply", "-k", d.overlay())
-	d.waitFor("the agent running without the approval flag", 3*time.Minute, func() bool {
-		p := d.agentPod()
-		return p != nil && podReady(p) && !slices.Contains(p.Spec.Containers[0].Args, "--approve-kubelet-serving-csr=true")
-	})
+	d.kubectlAdmin("-n", "kube-system", "scale", "deployment/"+approverName, "--replicas=0")
+	d.waitFor("no approver pod left", 2*time.Minute, func() bool { return len(d.approverPods()) == 0 })
 	d.waitFor("kubectl logs and exec working before the renumbering", time.Minute, func() bool { return d.works() == nil })
 	moved := time.Now()
 	d.ns.IP("addr", "add", to+"/24", "dev", "eth0")
@@ -243,7 +266,7 @@ func (d *day) contrast(t *testing.T, from, to string) {
 	approved := time.Now()
 	d.waitFor("kubectl logs and exec working once the test approved", 2*time.Minute, func() bool { return d.works() == nil })
 	d.staleCert(t, from, to, "") // and no longer
-	report(t, "no approver: kubectl logs failed with x509 for %s (%d attempts: %q), the kubelet's CSR filed %s after the move and left pending; approved by the test → logs+exec working after %s",
+	report(t, "approver scaled to 0: kubectl logs failed with x509 for %s (%d attempts: %q), the kubelet's CSR filed %s after the move and left pending; approved by the test → logs+exec working after %s",
 		failBound, attempts, first, filed.Round(100*time.Millisecond), time.Since(approved).Round(100*time.Millisecond))
 }
 

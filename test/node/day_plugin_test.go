@@ -137,9 +137,10 @@ var staleHeader = []string{"NODE", "NAMESPACE", "OBJECT", "WHERE", "ADDRESS", "F
 // staleAfterRenumbering: after the renumberings from the addresses old to now, `kubectl nodeaddr
 // status` shows the Node as nodeaddr wrote it (golden output, ages masked; the time of its last
 // write), and `stale` lists nodeaddr's own pod and the hostNetwork pod and the EndpointSlice
-// endpoint carrying it, each at the old address its status.podIPs kept (the address the node had
-// when the pod last started: a pod restarted during the day shows a later one, or none is stale),
-// and exits 1; once the operator ran the fix commands it printed (the pods
+// endpoint carrying it, each at the old address its status.podIPs kept (the Node's address when
+// the kubelet first wrote the pod's status with one, rewritten only when a container restarts: the
+// day waits for both pods' before renumbering, so a pod restarted during the day shows a later one,
+// or none is stale), and exits 1; once the operator ran the fix commands it printed (the pods
 // deleted, the DaemonSet and the Deployment start new ones on now) it lists nothing and exits 0.
 func (d *day) staleAfterRenumbering(t *testing.T, now string, old ...string) {
 	d.t = t
@@ -244,7 +245,7 @@ func (d *day) status(t *testing.T) {
 // to now): with csr, the kubelet's pending CSR, the kubelet serving certificate is listed (its IP
 // SANs lack now, it names old, the fix approves csr) and stale exits 1; with csr "" (once the test
 // approved it and the kubelet serves the new certificate) no certificate line is left. The pods the
-// contrast's agent rollout and renumbering left on old stay listed: the contrast does not fix them.
+// contrast's renumbering left on old stay listed: the contrast does not fix them.
 func (d *day) staleCert(t *testing.T, old, now, csr string) {
 	t.Helper()
 	ran := time.Now()

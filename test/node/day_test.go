@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -26,22 +29,38 @@ const (
 	webImage  = "nodeaddr.test/webpod:e2e"
 )
 
+// The central approver (deploy/components/kubelet-serving-csr): its Deployment, the label of its
+// pods, its ServiceAccount's user (the only one that may approve) and its Events' source.
+const (
+	approverName      = "nodeaddr-approver"
+	approverSelector  = "app.kubernetes.io/name=" + approverName
+	approverUser      = "system:serviceaccount:kube-system:" + approverName
+	approverComponent = approverName
+	csrApproved       = "KubeletServingCSRApproved"
+)
+
 // day is one hardened cluster (the API server verifies the kubelet's serving certificate, the
 // kubelet bootstraps it with CSRs) with an ordinary pod behind a NodePort Service and kube-proxy
-// as a host process on the node.
+// as a host process on the node; the central approver runs as an ordinary pod on the node and
+// reaches the API server through the kubernetes Service (kube-proxy carries its ClusterIP to
+// apiServer, harness.ServeKubernetesService).
 type day struct {
 	*world
-	web      string // the web pod's name
-	nodePort int
-	proxy    *harness.KubeProxy
+	web       string // the web pod's name
+	nodePort  int
+	proxy     *harness.KubeProxy
+	apiServer string // the kubernetes Service's endpoint
+	agentUID  string // the agent pod that started on the fresh node
 }
 
-// TestRenumberingDay is issue 32's day on one real node, in order: the fresh node with the base and
-// the kubelet-serving-csr component (nodeaddr the only approver), kubectl logs and exec and a
-// NodePort across a make-before-break and a break-before-make renumbering, kubectl nodeaddr status
-// and stale on what the renumberings left (issue 25), the approval attacks, and the contrast: the
-// agent without the approval flag, renumbered, logs failing with x509 (stale lists the kubelet's
-// certificate until the test approves its CSR).
+// TestRenumberingDay is the renumbering day on one real node, in order: the fresh node with the
+// base and the kubelet-serving-csr component (nodeaddr's central approver, a Deployment on the
+// node's pod network, the only approver; the agent writes the approval record), kubectl logs and
+// exec and a NodePort across a make-before-break and a break-before-make renumbering, the approval
+// record after them, kubectl nodeaddr status and stale on what the renumberings left, the approval
+// attacks against the central approver, and the contrast: the approver scaled to zero, the node
+// renumbered, logs failing with x509 (stale lists the kubelet's certificate until the test approves
+// its CSR).
 func TestRenumberingDay(t *testing.T) {
 	go harness.BuildPlugin(io.Discard) // built while the cluster starts; the first MustBuildPlugin waits for it
 	d := newDay(t)
@@ -55,7 +74,7 @@ func TestRenumberingDay(t *testing.T) {
 	if !ok {
 		return
 	}
-	t.Run("9-kubelet-certificate-read", d.kubeletCertRead)
+	t.Run("9-approval-record", func(t *testing.T) { d.approvalRecord(t, third) })
 	t.Run("9-plugin-stale-and-fixed", func(t *testing.T) { d.staleAfterRenumbering(t, third, uplinkV4, second) })
 	t.Run("9-approval-attacks", func(t *testing.T) { d.attacks(t, third) })
 	t.Run("9-contrast-no-approver", func(t *testing.T) { d.contrast(t, third, fourth) })
@@ -93,9 +112,11 @@ func (d *day) breakBeforeMake(from, to string) {
 	d.ns.IP("route", "add", "default", "via", gatewayV4, "dev", "eth0")
 }
 
-// fresh: the base plus the component on a fresh node; logs and exec of the web pod work once
-// nodeaddr approved the kubelet's first serving CSR, and nothing else approved any; kube-proxy
-// then serves the NodePort on the InternalIP.
+// fresh: the base plus the component on a fresh node, kube-proxy already running (as on a node
+// that joined a cluster; it carries the kubernetes Service to the API server for the approver's
+// pods); logs and exec of the web pod work once the central approver, running and ready on the
+// node, approved the kubelet's first serving CSR, and nothing else approved any; kube-proxy serves
+// the NodePort on the InternalIP.
 func (d *day) fresh(t *testing.T) {
 	d.t = t
 	ctx := context.Background()
@@ -112,9 +133,18 @@ func (d *day) fresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.nodePort = int(svc.Spec.Ports[0].NodePort)
+	d.apiServer = d.node.ServeKubernetesService()
+	d.proxy = d.node.StartKubeProxy()
+	t.Cleanup(func() {
+		if t.Failed() {
+			d.logApprovers(t)
+		}
+	})
 	applied := time.Now()
 	d.kubectlAdmin("apply", "-k", d.overlayWith([]string{"kubelet-serving-csr"}))
 	d.waitAddresses(expectedAddresses(d.node.Name))
+	leader := d.waitApproverLeading(t)
+	approverReady := time.Since(applied)
 	d.waitFor("the web pod Running", 3*time.Minute, func() bool {
 		p := d.pod("default", "app=webpod")
 		if p != nil && p.Status.Phase == corev1.PodRunning {
@@ -128,11 +158,120 @@ func (d *day) fresh(t *testing.T) {
 	if len(approved) == 0 {
 		t.Fatal("logs and exec work, but no kubelet-serving CSR was approved")
 	}
-	started := time.Now()
-	d.proxy = d.node.StartKubeProxy()
+	d.waitApprovedEvent(t, approved[0].Name)
 	d.waitFor("the NodePort answering on "+uplinkV4, time.Minute, func() bool { return d.nodePortAnswers(uplinkV4) == nil })
-	report(t, "apply→logs+exec working %s, %d serving CSR(s) approved, all by nodeaddr (IP SANs %v); kube-proxy start→NodePort on the InternalIP %s",
-		working.Round(100*time.Millisecond), len(approved), csrIPs(&approved[0]), time.Since(started).Round(100*time.Millisecond))
+	nodePort := time.Since(applied)
+	// The kubelet gives a hostNetwork pod the Node's address as status.podIPs at the first status
+	// it writes once the Node has one (the agent's pod starts before: its agent publishes it), and
+	// keeps it while the pod runs.
+	var agent *corev1.Pod
+	d.waitFor("the agent pod's status.podIPs set", 3*time.Minute, func() bool {
+		agent = d.agentPod()
+		return agent != nil && agent.Status.PodIP != ""
+	})
+	d.agentUID = string(agent.UID)
+	t.Logf("the agent pod %s (uid %s) at %q, restarts %d", agent.Name, agent.UID, agent.Status.PodIP, restarts(agent))
+	if agent.Status.PodIP != uplinkV4 || restarts(agent) != 0 {
+		t.Errorf("the agent pod %s at %q with %d restarts, want at %s (the Node's only address so far) with none", agent.Name,
+			agent.Status.PodIP, restarts(agent), uplinkV4)
+	}
+	report(t, "apply→approver leading and ready %s (%s), →logs+exec working %s, %d serving CSR(s) approved, all by the approver (IP SANs %v); apply→NodePort on the InternalIP %s",
+		approverReady.Round(100*time.Millisecond), leader, working.Round(100*time.Millisecond), len(approved), csrIPs(&approved[0]),
+		nodePort.Round(100*time.Millisecond))
+}
+
+// waitApproverLeading waits until every replica of the approver's Deployment is ready on the
+// node and one of them holds the Lease (a leader is ready once its informers synced; a standby is
+// ready at once) and returns the leader's pod name.
+func (d *day) waitApproverLeading(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	cs := d.c.CP.Admin
+	var leader string
+	d.waitFor("the approver's replicas ready on the node and one leading", 3*time.Minute, func() bool {
+		dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, approverName, metav1.GetOptions{})
+		if err != nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 || dep.Status.ReadyReplicas != *dep.Spec.Replicas {
+			return false
+		}
+		lease, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, approverName, metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			return false
+		}
+		holder, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		for _, p := range d.approverPods() {
+			if p.Name == holder && p.Spec.NodeName == d.node.Name && podReady(&p) && p.DeletionTimestamp == nil {
+				leader = holder
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("approver leading: %s", leader)
+	for _, p := range d.approverPods() {
+		t.Logf("approver pod %s at %s on %s: ready %v, restarts %d", p.Name, p.Status.PodIP, p.Spec.NodeName, podReady(&p), restarts(&p))
+	}
+	return leader
+}
+
+// logApprovers logs the approver pods' states and the last lines of their containers' logs, read
+// on the node (kubectl logs needs the kubelet's serving certificate, which the approver approves).
+func (d *day) logApprovers(t *testing.T) {
+	for _, p := range d.approverPods() {
+		t.Logf("approver pod %s at %s: phase %s, ready %v, restarts %d, statuses %+v", p.Name, p.Status.PodIP, p.Status.Phase,
+			podReady(&p), restarts(&p), p.Status.ContainerStatuses)
+		files, _ := filepath.Glob(filepath.Join(d.node.Dir, "pods", fmt.Sprintf("%s_%s_%s", p.Namespace, p.Name, p.UID), "*", "*.log"))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			t.Logf("%s (last lines):\n%s", f, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	}
+}
+
+// approverPods lists the approver's pods.
+func (d *day) approverPods() []corev1.Pod {
+	pods, err := d.c.CP.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: approverSelector})
+	if err != nil {
+		return nil
+	}
+	return pods.Items
+}
+
+// restarts sums a pod's container restarts.
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
+}
+
+// waitApprovedEvent waits for the approver's Normal Event on the Node naming CSR name.
+func (d *day) waitApprovedEvent(t *testing.T, name string) {
+	t.Helper()
+	ev := d.waitNodeEvent(t, csrApproved, name)
+	if ev.Type != corev1.EventTypeNormal {
+		t.Errorf("%s Event about %s is %s: %q", csrApproved, name, ev.Type, ev.Message)
+	}
+}
+
+// waitNodeEvent waits up to 30 s for an Event with reason on the node whose message names CSR
+// name, and checks that the central approver reported it.
+func (d *day) waitNodeEvent(t *testing.T, reason, name string) corev1.Event {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		for _, e := range d.c.CP.Events(t, d.node.Name, reason) {
+			if strings.Contains(e.Message, name) {
+				if e.Source.Component != approverComponent {
+					t.Errorf("%s Event about %s from %q, want source component %s", reason, name, e.Source.Component, approverComponent)
+				}
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event about %s on Node %s within 30s", reason, name, d.node.Name)
+		}
+	}
 }
 
 // renumber moves the uplink's IPv4 address from from to to (move changes the kernel state) and
@@ -214,11 +353,21 @@ func (d *day) nodePortAnswers(ip string) error {
 }
 
 // approvedServingCSRs returns the approved kubelet-serving CSRs of the node, failing t for any
-// approved by someone other than nodeaddr (its condition's reason).
+// approved by someone other than the central approver: its condition's reason, and the approval
+// request's user in the audit log (the approver's ServiceAccount, not an agent's).
 func (d *day) approvedServingCSRs(t *testing.T) []certv1.CertificateSigningRequest {
 	list, err := d.c.CP.Admin.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The audit log is written before each response (--audit-log-mode=blocking): every approval
+	// the list shows is in it.
+	byApprover := map[string]bool{}
+	for _, r := range d.audit(approverUser) {
+		if r.ObjectRef != nil && r.ObjectRef.Resource == "certificatesigningrequests" && r.ObjectRef.Subresource == "approval" &&
+			r.Verb == "update" && r.ResponseStatus != nil && r.ResponseStatus.Code == 200 {
+			byApprover[r.ObjectRef.Name] = true
+		}
 	}
 	var out []certv1.CertificateSigningRequest
 	for _, csr := range list.Items {
@@ -227,8 +376,8 @@ func (d *day) approvedServingCSRs(t *testing.T) []certv1.CertificateSigningReque
 		}
 		for _, c := range csr.Status.Conditions {
 			if c.Type == certv1.CertificateApproved {
-				if c.Reason != "NodeaddrApproved" {
-					t.Errorf("CSR %s approved with reason %q, not by nodeaddr", csr.Name, c.Reason)
+				if c.Reason != "NodeaddrApproved" || !byApprover[csr.Name] {
+					t.Errorf("CSR %s approved with reason %q, by the approver's ServiceAccount: %v", csr.Name, c.Reason, byApprover[csr.Name])
 				}
 				out = append(out, csr)
 			}
@@ -254,28 +403,48 @@ func webPodDeployment() *appsv1.Deployment {
 	})
 }
 
-// kubeletCertRead: the agent reads the real kubelet's serving certificate on its host (TLSProbe)
-// and, after the renumberings, finds it current (covering the addresses it publishes, fresh): the
-// state in which its approver makes no request at all (docs/renumbering.md).
-func (d *day) kubeletCertRead(t *testing.T) {
+// approvalRecord: after the renumberings the agent's approval record on its Node (the annotation
+// nodeaddr.io/addresses, --approval-record) lists exactly the InternalIPs and ExternalIPs it
+// published, in status order, with the node's current address now; the kubelet serves a
+// certificate for those addresses, the one the approver approved from that record; and the agent
+// pod that started on the fresh node is the one still running, never restarted.
+func (d *day) approvalRecord(t *testing.T, now string) {
 	d.t = t
-	var last string
-	d.waitFor("the agent's log saying the kubelet's serving certificate is current", 3*time.Minute, func() bool {
-		p := d.agentPod()
-		if p == nil {
-			return false
+	n := d.node.Node(t)
+	var published []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
+			published = append(published, a.Address)
 		}
-		out, err := d.tryKubectl("-n", "kube-system", "logs", p.Name)
-		if err != nil {
-			last = err.Error()
-			return false
-		}
-		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, `"msg":"kubelet serving certificate"`) {
-				last = line
-			}
-		}
-		return strings.Contains(last, `"state":"current"`)
+	}
+	record := n.Annotations[publisher.RecordAnnotation]
+	if want := strings.Join(published, ","); record != want || !slices.Contains(published, now) {
+		t.Errorf("approval record %s=%q, want %q (the published addresses, with %s)", publisher.RecordAnnotation, record, want, now)
+	}
+	var serving []string
+	d.waitFor("the kubelet serving a certificate for "+now, time.Minute, func() bool {
+		serving = d.servingIPs(now)
+		return !slices.ContainsFunc(published, func(ip string) bool { return !slices.Contains(serving, ip) })
 	})
-	report(t, "the agent's latest kubelet certificate line: %s", last)
+	d.agentUnchanged(t)
+	report(t, "record %s=%q on the Node; the kubelet serves IP SANs %v; the fresh node's agent pod still running, 0 restarts",
+		publisher.RecordAnnotation, record, serving)
+}
+
+// agentUnchanged fails t unless the agent pod running now is the one that started on the fresh
+// node, with no container restart: nodeaddr covered the node all day.
+func (d *day) agentUnchanged(t *testing.T) {
+	t.Helper()
+	p := d.agentPod()
+	if p == nil {
+		t.Fatal("no agent pod")
+	}
+	t.Logf("the agent pod %s (uid %s) at %q, restarts %d, created %s", p.Name, p.UID, p.Status.PodIP, restarts(p), p.CreationTimestamp.UTC().Format(time.RFC3339))
+	if string(p.UID) != d.agentUID || restarts(p) != 0 {
+		t.Errorf("the agent pod is %s (uid %s, %d restarts, statuses %+v), want the fresh node's (uid %s) never restarted",
+			p.Name, p.UID, restarts(p), p.Status.ContainerStatuses, d.agentUID)
+	}
+	for _, a := range d.approverPods() {
+		t.Logf("approver pod %s (uid %s) at %s: ready %v, restarts %d", a.Name, a.UID, a.Status.PodIP, podReady(&a), restarts(&a))
+	}
 }
