@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
@@ -16,10 +17,14 @@ const explainExample = `  # Why node-a has its addresses: every candidate and th
   kubectl nodeaddr explain node-a
 
   # As JSON
-  kubectl nodeaddr explain node-a -o json`
+  kubectl nodeaddr explain node-a -o json
+
+  # Only the addresses chosen
+  kubectl nodeaddr explain node-a -o jsonpath='{range .lines[?(@.chosen==true)]}{.type} {.address}{"\n"}{end}'`
 
 func newExplain(o *options) *cobra.Command {
-	return &cobra.Command{
+	var out *outputFlags
+	cmd := &cobra.Command{
 		Use:   "explain NODE",
 		Short: "Show why a Node has its addresses, as its agent explained them at the last change",
 		Long: `Show, for each address type and family, every candidate address and the rule that chose or
@@ -30,7 +35,13 @@ pod or service CIDR, equal to an InternalIP, held during removal grace, STUN), a
 The agent logs this explanation on each change of the addresses it publishes; the command reads the
 newest one from the log of the agent pod on the Node (pods/log, with your credentials). After the log
 rotated, or when the agent restarted without a change, there may be none: a restart of the agent pod
-logs one at once.`,
+logs one at once.
+
+-o json, yaml, jsonpath, go-template and custom-columns print the object {"kind": "Explanation",
+"node", "pod", "time", "state", "lines": [...]} (each line: type, family, address, from, chosen,
+reason); -o name prints node/NAME.
+
+` + exitStatusHelp,
 		Example: explainExample,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -38,7 +49,7 @@ logs one at once.`,
 			}
 			return nil
 		},
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return o.validateOutput(cmd) },
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return out.complete(cmd) },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, ns, err := o.clients()
 			if err != nil {
@@ -48,8 +59,8 @@ logs one at once.`,
 			if err != nil {
 				return err
 			}
-			if o.output == "json" || o.output == "yaml" {
-				return printObject(o.stdout, o.output, e)
+			if !out.table() {
+				return out.print(o.stdout, newExplanationObject(e), []objectRef{{nodeKind, e.Node}})
 			}
 			fmt.Fprintf(o.stdout, "Node %s, agent %s, explained at %s (addresses %s):\n", e.Node, e.Pod, e.Time, e.State)
 			for _, l := range e.Lines {
@@ -58,6 +69,25 @@ logs one at once.`,
 			return nil
 		},
 	}
+	out = addOutputFlags(cmd, &o.noHeaders)
+	return cmd
+}
+
+// explanationObject is an explanation as the printers print it: kind Explanation, then its fields.
+type explanationObject struct {
+	metav1.TypeMeta     `json:",inline"`
+	inspect.Explanation `json:",inline"`
+}
+
+func newExplanationObject(e inspect.Explanation) *explanationObject {
+	return &explanationObject{TypeMeta: metav1.TypeMeta{Kind: "Explanation"}, Explanation: e}
+}
+
+// DeepCopyObject copies through JSON, which is all a printer sees of the object.
+func (e *explanationObject) DeepCopyObject() runtime.Object {
+	out := &explanationObject{}
+	deepCopyJSON(e, out)
+	return out
 }
 
 // explanation finds the agent pod on node and reads the newest explanation from its log.

@@ -6,16 +6,22 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 )
@@ -26,25 +32,34 @@ var (
 	revision = "unknown"
 )
 
-// Exit codes: stale's contract for scripts (0 nothing stale, 1 something stale or the cluster could
-// not be read) and kubectl's for a command line it cannot parse.
+// Exit codes, the same for every command, so that a script tells "stale" from "cannot tell"
+// (docs/plugin.md, "Exit status"). kubectl exits 1 for any error; a gate such as
+// `until kubectl nodeaddr stale; do sleep 10; done` would then wait forever on a broken kubeconfig.
 const (
-	exitOK    = 0
-	exitFound = 1
-	exitUsage = 2
+	exitOK    = 0 // done; stale: nothing is stale
+	exitStale = 1 // stale: something is stale
+	exitUsage = 2 // the command line cannot run (kubectl's usage errors)
+	// exitCannotTell: the cluster could not be read (no kubeconfig, API server unreachable,
+	// unauthorized, forbidden, a named Node not found…) or the output could not be written.
+	exitCannotTell = 3
 )
+
+// exitStatusHelp is the exit codes as each command's help states them.
+const exitStatusHelp = `Exit status: 0 done (stale: nothing is stale), 1 something is stale (stale only), 2 a usage error,
+3 the cluster could not be read (no kubeconfig, API server unreachable, unauthorized, forbidden, a
+named Node not found): the command cannot tell.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	klog.Flush()
 	os.Exit(code)
 }
 
 // options are the flags every subcommand shares.
 type options struct {
 	config    *genericclioptions.ConfigFlags
-	output    string
 	noHeaders bool
 	selector  string
 	stdout    io.Writer
@@ -83,7 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintln(stderr, errorLine(err))
-	return exitFound
+	return exitCannotTell
 }
 
 // errorLine is an error as kubectl prints it: "Error from server (Reason): …" for an API status,
@@ -112,7 +127,9 @@ func newRoot(o *options) *cobra.Command {
  explain shows why a Node has its addresses, as its agent explained them at the last change.
 
 It uses your kubeconfig and credentials (list nodes, pods, events, endpointslices and
-certificatesigningrequests; explain: get pods/log).`,
+certificatesigningrequests; explain: get pods/log). -v=6 logs each API request, as kubectl does.
+
+` + exitStatusHelp,
 		Version:       fmt.Sprintf("%s (revision %s)", version, revision),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -128,26 +145,39 @@ certificatesigningrequests; explain: get pods/log).`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{err, cmd} })
 	o.config.AddFlags(root.PersistentFlags())
-	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: one of (json, yaml, wide).")
-	root.PersistentFlags().BoolVar(&o.noHeaders, "no-headers", false, "Don't print headers in the default and wide output.")
+	root.PersistentFlags().AddFlagSet(klogFlags())
+	root.PersistentFlags().BoolVar(&o.noHeaders, "no-headers", false, "Don't print headers in the default, wide and custom-columns output.")
 	root.PersistentFlags().StringVar(&o.selector, "agent-selector", inspect.AgentSelector,
 		"Label selector of nodeaddr's agent pods (the DaemonSet's selector), searched in every namespace unless -n is given.")
 	root.AddCommand(newStatus(o), newStale(o), newExplain(o))
 	return root
 }
 
-// validateOutput rejects an -o value the command cannot print.
-func (o *options) validateOutput(cmd *cobra.Command) error {
-	switch o.output {
-	case "", "wide", "json", "yaml":
-		return nil
+// klogFlags are kubectl's logging flags: -v (--v), the verbosity of klog, through which client-go
+// logs (6: each API request, its status and duration; 7: its headers; 8: the response body,
+// truncated; 9: in full), and --vmodule. -v has been --version's shorthand; --version stays.
+func klogFlags() *pflag.FlagSet {
+	gfs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(gfs)
+	// klog's flags are global: a new command line starts from klog's defaults (tests run several).
+	for name, value := range map[string]string{"v": "0", "vmodule": ""} {
+		if err := gfs.Set(name, value); err != nil {
+			panic(err)
+		}
 	}
-	return usageError{fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json,wide,yaml", o.output), cmd}
+	fs := pflag.NewFlagSet("klog", pflag.ContinueOnError)
+	for _, name := range []string{"v", "vmodule"} {
+		fs.AddGoFlag(gfs.Lookup(name)) // a one-letter Go flag gets its shorthand: -v and --v
+	}
+	return fs
 }
 
 // clients builds the clientset from the kubeconfig flags, and the namespace to search agent pods in
 // ("" for every namespace unless -n was given).
 func (o *options) clients() (kubernetes.Interface, string, error) {
+	if err := kubeconfigExists(*o.config.KubeConfig, os.Getenv(clientcmd.RecommendedConfigPathEnvVar)); err != nil {
+		return nil, "", err
+	}
 	cfg, err := o.config.ToRESTConfig()
 	if err != nil {
 		return nil, "", err
@@ -162,4 +192,30 @@ func (o *options) clients() (kubernetes.Interface, string, error) {
 		ns = ""
 	}
 	return cs, ns, err
+}
+
+// kubeconfigExists fails when the kubeconfig the user named does not exist. clientcmd (so kubectl)
+// already fails for --kubeconfig ("stat FILE: no such file or directory"), but when no file of
+// KUBECONFIG exists it only logs "Config not found: FILES" at -v=1 and goes on with no
+// configuration at all, that is to http://localhost:8080, whose "connection refused" hides the
+// cause. That message becomes the error. A KUBECONFIG list of which one file exists is merged
+// as kubectl merges it.
+func kubeconfigExists(explicit, env string) error {
+	if explicit != "" {
+		return nil // clientcmd's own check
+	}
+	var missing []string
+	for _, f := range filepath.SplitList(env) {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		missing = append(missing, f)
+	}
+	if len(missing) > 0 {
+		return clientcmd.MissingConfigError{Missing: missing}
+	}
+	return nil
 }

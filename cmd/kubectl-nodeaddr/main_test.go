@@ -25,7 +25,16 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"bogus"}, "error: unknown command \"bogus\" for \"kubectl nodeaddr\"\nSee 'kubectl nodeaddr -h' for help and examples\n"},
 		{[]string{"status", "--bogus"}, "error: unknown flag: --bogus\nSee 'kubectl nodeaddr status -h' for help and examples\n"},
-		{[]string{"stale", "-o", "table"}, "error: unable to match a printer suitable for the output format \"table\", allowed formats are: json,wide,yaml\nSee 'kubectl nodeaddr stale -h' for help and examples\n"},
+		{[]string{"stale", "-o", "table"}, "error: unable to match a printer suitable for the output format \"table\", allowed formats are: " +
+			"custom-columns,custom-columns-file,go-template,go-template-file,json,jsonpath,jsonpath-as-json,jsonpath-file,kyaml,name,template,templatefile,wide,yaml\n" +
+			"See 'kubectl nodeaddr stale -h' for help and examples\n"},
+		{[]string{"status", "-o", "jsonpath"}, "error: template format specified but no template given\nSee 'kubectl nodeaddr status -h' for help and examples\n"},
+		{[]string{"status", "-o", "jsonpath={.items["}, "error: error parsing jsonpath {.items[, unterminated array\nSee 'kubectl nodeaddr status -h' for help and examples\n"},
+		{[]string{"status", "-o", "go-template={{.items"}, "error: error parsing template {{.items, template: output:1: unclosed action\nSee 'kubectl nodeaddr status -h' for help and examples\n"},
+		{[]string{"explain", "node-a", "-o", "custom-columns"}, "error: custom-columns format specified but no custom columns given\nSee 'kubectl nodeaddr explain -h' for help and examples\n"},
+		{[]string{"stale", "-o", "custom-columns-file=/nonexistent"}, "error: error reading template /nonexistent, open /nonexistent: no such file or directory\nSee 'kubectl nodeaddr stale -h' for help and examples\n"},
+		{[]string{"status", "-v"}, "error: flag needs an argument: 'v' in -v\nSee 'kubectl nodeaddr status -h' for help and examples\n"},
+		{[]string{"status", "-v=high"}, "error: invalid argument \"high\" for \"-v, --v\" flag: strconv.ParseInt: parsing \"high\": invalid syntax\nSee 'kubectl nodeaddr status -h' for help and examples\n"},
 		{[]string{"stale", "--pending-after=-1m"}, "error: --pending-after must not be negative and --kubelet-timeout must be positive\nSee 'kubectl nodeaddr stale -h' for help and examples\n"},
 		{[]string{"stale", "--pending-after=soon"}, "error: invalid argument \"soon\" for \"--pending-after\" flag: time: invalid duration \"soon\"\nSee 'kubectl nodeaddr stale -h' for help and examples\n"},
 	}
@@ -40,9 +49,10 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// TestHelp: the help of each command shows its examples, under kubectl's name; it exits 0.
+// TestHelp: the help of each command shows its examples and the exit codes, under kubectl's name;
+// it exits 0.
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"stale", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"stale", "-h"}, {"explain", "-h"}} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != exitOK {
 			t.Errorf("%v: exit %d (%s)", args, code, stderr.String())
@@ -52,6 +62,9 @@ func TestHelp(t *testing.T) {
 		}
 		if args[0] != "--help" && !strings.Contains(stdout.String(), "Examples:\n  # ") {
 			t.Errorf("%v: help has no examples:\n%s", args, stdout.String())
+		}
+		if !strings.Contains(stdout.String(), exitStatusHelp) {
+			t.Errorf("%v: help does not give the exit codes:\n%s", args, stdout.String())
 		}
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"github.com/spf13/cobra"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
@@ -22,8 +24,11 @@ const staleExample = `  # Everything that still names an address a Node no longe
   # Only what concerns node-a, as JSON
   kubectl nodeaddr stale node-a -o json
 
-  # Gate a script: wait until nothing is stale
-  until kubectl nodeaddr stale >/dev/null; do sleep 10; done
+  # The fix commands alone, each once
+  kubectl nodeaddr stale -o jsonpath='{range .items[?(@.state=="stale")]}{.fix}{"\n"}{end}' | sort -u
+
+  # In a script: wait until nothing is stale, and stop at once when the plugin cannot tell (exit 2, 3)
+  until kubectl nodeaddr stale >/dev/null; do rc=$?; [ $rc -eq 1 ] || exit $rc; sleep 10; done
 
   # Follow changes until interrupted
   kubectl nodeaddr stale --watch`
@@ -31,6 +36,7 @@ const staleExample = `  # Everything that still names an address a Node no longe
 // staleOptions are stale's own flags.
 type staleOptions struct {
 	*options
+	out          *outputFlags
 	watch        bool
 	pendingAfter time.Duration
 	timeout      time.Duration
@@ -54,14 +60,21 @@ longer has in status.addresses, one line each, ending with the command that fixe
    stale;
  - kubelet-serving CSRs pending for longer than --pending-after.
 
-Exit status: 0 when nothing is stale, 1 when something is (or the cluster could not be read), 2 on
-a usage error.`,
+-o json, yaml, jsonpath, go-template and custom-columns print the list {"kind": "StaleList",
+"items": [...]} (each item: kind, namespace, name, node, where, address, state, fix); -o name prints
+the objects listed (pod/NAME, endpointslice.discovery.k8s.io/NAME, node/NAME,
+certificatesigningrequest.certificates.k8s.io/NAME), each once.
+
+A kubelet port shown as unknown is not stale and does not change the exit status. --watch ends at
+once with 3 when it cannot read the cluster at the start, and on Ctrl-C with the last list's status.
+
+` + exitStatusHelp,
 		Example: staleExample,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if s.pendingAfter < 0 || s.timeout <= 0 {
 				return usageError{fmt.Errorf("--pending-after must not be negative and --kubelet-timeout must be positive"), cmd}
 			}
-			return o.validateOutput(cmd)
+			return s.out.complete(cmd)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, _, err := o.clients()
@@ -87,13 +100,14 @@ a usage error.`,
 	f.DurationVar(&s.pendingAfter, "pending-after", 5*time.Minute, "List a kubelet-serving CSR once it has been pending for longer than this.")
 	f.DurationVar(&s.timeout, "kubelet-timeout", 3*time.Second, "How long to wait for each kubelet's TLS handshake before showing its certificate as unknown.")
 	f.BoolVar(&s.probe, "kubelet-certs", true, "Read each kubelet's serving certificate (false: skip the TLS handshakes).")
+	s.out = addOutputFlags(cmd, &o.noHeaders)
 	return cmd
 }
 
 // staleExit is stale's contract with scripts: exit 1 when something is stale, else 0.
 func staleExit(found []inspect.Finding) error {
 	if inspect.AnyStale(found) {
-		return exitCode(exitFound)
+		return exitCode(exitStale)
 	}
 	return nil
 }
@@ -140,13 +154,15 @@ func (s *staleOptions) gather(ctx context.Context, cs kubernetes.Interface, name
 // servingSigner selects kubelet-serving CSRs (the only field selector CSRs support).
 var servingSigner = fields.OneTermEqualSelector("spec.signerName", certificatesv1.KubeletServingSignerName).String()
 
-// print writes the findings as a table (NODE, NAMESPACE, OBJECT, WHERE, ADDRESS, FIX) or as a list.
+// print writes the findings as a table (NODE, NAMESPACE, OBJECT, WHERE, ADDRESS, FIX) or with the
+// printer of -o.
 func (s *staleOptions) print(w io.Writer, found []inspect.Finding) error {
-	if s.output == "json" || s.output == "yaml" {
-		if found == nil {
-			found = []inspect.Finding{}
+	if !s.out.table() {
+		refs := make([]objectRef, len(found))
+		for i, f := range found {
+			refs[i] = objectRef{findingKinds[f.Kind], f.Name}
 		}
-		return printObject(w, s.output, list[inspect.Finding]{Kind: "StaleList", Items: found})
+		return s.out.print(w, newList("StaleList", found), refs)
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(s.stderr, "Nothing names an old address.")
@@ -161,6 +177,14 @@ func (s *staleOptions) print(w io.Writer, found []inspect.Finding) error {
 		table = append(table, []string{f.Node, ns, f.Kind + "/" + f.Name, f.Where, f.Address, f.Fix})
 	}
 	return printTable(w, table, s.noHeaders)
+}
+
+// findingKinds are the API kinds of the objects findings name, for -o name.
+var findingKinds = map[string]schema.GroupVersionKind{
+	inspect.KindPod:           corev1.SchemeGroupVersion.WithKind("Pod"),
+	inspect.KindEndpointSlice: discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"),
+	inspect.KindServingCert:   nodeKind,
+	inspect.KindCSR:           certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"),
 }
 
 // nodeNames is the set of named Nodes (nil: every Node).

@@ -23,10 +23,17 @@ const statusExample = `  # Every Node: addresses, who wrote them, when nodeaddr 
   kubectl nodeaddr status node-a node-b -o wide
 
   # As JSON, for a script
-  kubectl nodeaddr status -o json`
+  kubectl nodeaddr status -o json
+
+  # The Nodes that need attention (a line starting with ! in the table)
+  kubectl nodeaddr status -o go-template='{{range .items}}{{if .attention}}{{.node}}{{"\n"}}{{end}}{{end}}'
+
+  # Columns of your choice
+  kubectl nodeaddr status -o custom-columns=NODE:.node,INTERNAL:.internalIPs[*],AGENT:.agent.version`
 
 func newStatus(o *options) *cobra.Command {
-	return &cobra.Command{
+	var out *outputFlags
+	cmd := &cobra.Command{
 		Use:   "status [NODE...]",
 		Short: "Show each Node's addresses, their writers, the agent pod and nodeaddr's last Warning",
 		Long: `Show one line per Node: its InternalIPs and ExternalIPs, the field managers that wrote
@@ -37,9 +44,15 @@ Event nodeaddr emitted about the Node.
 
 A line starting with ! needs attention: the Node has no agent pod, its agent is not ready, or it is
 still tainted with no address. -o wide adds every address, the field managers' names, the time of the
-write, the agent pod's name, readiness, restarts and the Warning's message.`,
+write, the agent pod's name, readiness, restarts and the Warning's message.
+
+-o json, yaml, jsonpath, go-template and custom-columns print the list {"kind": "NodeStatusList",
+"items": [...]}, one item per Node (node, internalIPs, externalIPs, writers, lastWrite,
+uninitialized, agent, lastWarning, attention); -o name prints node/NAME for each.
+
+` + exitStatusHelp,
 		Example: statusExample,
-		PreRunE: func(cmd *cobra.Command, _ []string) error { return o.validateOutput(cmd) },
+		PreRunE: func(cmd *cobra.Command, _ []string) error { return out.complete(cmd) },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, ns, err := o.clients()
 			if err != nil {
@@ -49,16 +62,22 @@ write, the agent pod's name, readiness, restarts and the Warning's message.`,
 			if err != nil {
 				return err
 			}
-			if o.output == "json" || o.output == "yaml" {
-				return printObject(o.stdout, o.output, list[inspect.NodeStatus]{Kind: "NodeStatusList", Items: rows})
+			if !out.table() {
+				refs := make([]objectRef, len(rows))
+				for i, r := range rows {
+					refs[i] = objectRef{nodeKind, r.Node}
+				}
+				return out.print(o.stdout, newList("NodeStatusList", rows), refs)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(o.stderr, "No resources found")
 				return nil
 			}
-			return printTable(o.stdout, inspect.StatusTable(rows, time.Now(), o.output == "wide"), o.noHeaders)
+			return printTable(o.stdout, inspect.StatusTable(rows, time.Now(), out.wide()), o.noHeaders)
 		},
 	}
+	out = addOutputFlags(cmd, &o.noHeaders)
+	return cmd
 }
 
 // statusRows reads the Nodes (the named ones, else all), nodeaddr's agent pods and the Warning

@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -39,6 +43,12 @@ func (s *staleOptions) watchStale(ctx context.Context, cs kubernetes.Interface, 
 		case dirty <- struct{}{}:
 		default:
 		}
+	}
+	// Read the Nodes once first: a named Node that does not exist, or an API server that cannot be
+	// reached, ends the command (exit 3) where the informers would retry without a word (a refused
+	// connection to a watch is retried, not returned).
+	if _, err := getNodes(ctx, cs, names); err != nil {
+		return err
 	}
 	w, err := startWatches(ctx, cs, signal)
 	if err != nil {
@@ -86,6 +96,9 @@ type watches struct {
 
 // startWatches starts the informers, each calling signal on the changes that matter, and waits for
 // their caches. A CSR change also invalidates the certificates, now and once more reprobeAfter later.
+// An error before the caches are filled (API server unreachable, forbidden) is returned, so that the
+// command ends with "cannot tell" instead of retrying silently; once they are, the informers retry
+// as usual.
 func startWatches(ctx context.Context, cs kubernetes.Interface, signal func()) (*watches, error) {
 	w := &watches{certs: &certCache{}}
 	factory := informers.NewSharedInformerFactory(cs, 0)
@@ -108,18 +121,36 @@ func startWatches(ctx context.Context, cs kubernetes.Interface, signal func()) (
 		{eps.Informer(), onChange(signal, nil, nil)},
 		{csrs.Informer(), onChange(csrChanged, nil, nil)},
 	}
+	syncCtx, failed := context.WithCancelCause(ctx)
+	defer failed(nil)
+	var synced atomic.Bool
+	onError := func(ctx context.Context, r *cache.Reflector, err error) {
+		// An expired resource version or a closed watch is routine: the reflector lists again.
+		routine := apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if !synced.Load() && !routine {
+			failed(err)
+		}
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
 	for _, h := range handlers {
 		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return nil, fmt.Errorf("watch: %w", err)
+		}
+		if err := h.inf.SetWatchErrorHandlerWithContext(onError); err != nil {
 			return nil, fmt.Errorf("watch: %w", err)
 		}
 	}
 	factory.Start(ctx.Done())
 	csrFactory.Start(ctx.Done())
 	for _, h := range handlers {
-		if !cache.WaitForCacheSync(ctx.Done(), h.inf.HasSynced) {
-			return nil, fmt.Errorf("watch: caches did not sync: %w", context.Cause(ctx))
+		if !cache.WaitForCacheSync(syncCtx.Done(), h.inf.HasSynced) {
+			if ctx.Err() != nil { // interrupted
+				return nil, fmt.Errorf("watch: caches did not sync: %w", context.Cause(ctx))
+			}
+			return nil, context.Cause(syncCtx)
 		}
 	}
+	synced.Store(true)
 	return w, nil
 }
 

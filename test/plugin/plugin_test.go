@@ -136,8 +136,27 @@ func TestStale(t *testing.T) {
 	if stdout, _, code = c.run(t, "stale", "--pending-after=0s", "node-d"); code != 0 || !slices.EqualFunc(fields(stdout), [][]string{want[0], unknown}, slices.Equal) {
 		t.Errorf("stale node-d: exit %d\n%s", code, stdout)
 	}
-	if _, stderr, code = c.run(t, "stale", "node-x"); code != 1 || stderr != "Error from server (NotFound): nodes \"node-x\" not found\n" {
-		t.Errorf("stale node-x: exit %d, stderr %q", code, stderr)
+	// What the plugin cannot read is exit 3 (cannot tell), never 1 (stale): a Node named that does not
+	// exist, a user without the right to list Nodes.
+	if _, stderr, code = c.run(t, "stale", "node-x"); code != 3 || stderr != "Error from server (NotFound): nodes \"node-x\" not found\n" {
+		t.Errorf("stale node-x: exit %d (want 3), stderr %q", code, stderr)
+	}
+	if stdout, stderr, code = c.run(t, "stale", "--as=nobody"); code != 3 || stdout != "" ||
+		stderr != `Error from server (Forbidden): nodes is forbidden: User "nobody" cannot list resource "nodes" in API group "" at the cluster scope`+"\n" {
+		t.Errorf("stale --as=nobody: exit %d (want 3), stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	// kubectl's printers on the real findings: -o name names each object listed once, -o jsonpath
+	// (the --help example) gives the fix commands; the exit code stays 1.
+	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "-o", "name")
+	if want := "pod/nodeaddr-a\nnode/node-a\ncertificatesigningrequest.certificates.k8s.io/csr-node-a\nnode/node-d\n" +
+		"pod/ingress-ctrl-e\nendpointslice.discovery.k8s.io/ingress-http\n"; code != 1 || stdout != want {
+		t.Errorf("stale -o name: exit %d, stderr %q\n%s\nwant:\n%s", code, stderr, stdout, want)
+	}
+	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "-o", `jsonpath={range .items[?(@.state=="stale")]}{.fix}{"\n"}{end}`)
+	if want := "kubectl -n kube-system delete pod nodeaddr-a\n" + approve + "\n" + approve + "\n" +
+		"kubectl -n ingress delete pod ingress-ctrl-e\nkubectl -n ingress delete pod ingress-ctrl-e\n"; code != 1 || stdout != want {
+		t.Errorf("stale -o jsonpath: exit %d, stderr %q\n%s\nwant:\n%s", code, stderr, stdout, want)
 	}
 
 	// -o json: the same findings, as a stable structure.
@@ -164,6 +183,92 @@ func TestStale(t *testing.T) {
 		t.Errorf("after the fixes: exit %d (want 0: an unknown kubelet is not stale), stderr %q\n%s", code, stderr, stdout)
 	}
 	t.Logf("after the fixes (exit %d):\n%s", code, stdout)
+
+	// The gate docs/plugin.md and --help give, through kubectl: it ends, with 0.
+	if code, out := c.gate(t, c.kubeconfig); code != 0 {
+		t.Errorf("the documented gate ended with %d, want 0:\n%s", code, out)
+	}
+}
+
+// gateLine is the script line docs/plugin.md gives to wait until nothing is stale; stale's --help
+// gives the same.
+func gateLine(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "plugin.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^until kubectl nodeaddr stale .*; done`).FindString(string(doc))
+	if m == "" {
+		t.Fatal("docs/plugin.md gives no `until kubectl nodeaddr stale …; done` line")
+	}
+	return m
+}
+
+// gate runs the documented gate with kubectl, the plugin on PATH and KUBECONFIG=kubeconfig, and
+// returns its exit code and output; it fails the test if the gate is still waiting after 60 s.
+func (c *cluster) gate(t *testing.T, kubeconfig string) (int, string) {
+	t.Helper()
+	line := gateLine(t)
+	help, _, _ := c.run(t, "stale", "--help")
+	if !strings.Contains(help, "\n  "+line+"\n") {
+		t.Errorf("stale --help does not give the gate of docs/plugin.md, %q:\n%s", line, help)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-c", line)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig,
+		"PATH="+filepath.Dir(c.plugin)+":"+filepath.Dir(c.kubectl)+":"+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the gate %q still waits after 60 s:\n%s", line, out)
+	}
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
+}
+
+// TestCannotTell: without a cluster to read, every command exits 3, never 1 (stale), so that the
+// documented gate stops at once instead of waiting forever: an API server that refuses the
+// connection, a KUBECONFIG or --kubeconfig naming no file (kubectl's messages, not a fallback to
+// localhost:8080).
+func TestCannotTell(t *testing.T) {
+	c := &cluster{plugin: harness.MustBuildPlugin(t), kubectl: harness.MustBuild(t).Kubectl}
+	port, err := harness.FreePort() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := harness.Kubeconfig(t, t.TempDir(), fmt.Sprintf("https://127.0.0.1:%d", port), "token")
+	refused := fmt.Sprintf("127.0.0.1:%d: connect: connection refused\n", port)
+	for _, tc := range []struct {
+		env    string
+		args   []string
+		stderr string // its end
+	}{
+		{unreachable, []string{"stale"}, refused},
+		{unreachable, []string{"stale", "--watch"}, refused},
+		{unreachable, []string{"status", "-o", "json"}, refused},
+		{unreachable, []string{"explain", "node-a"}, refused},
+		{"/nonexistent", []string{"stale"}, "error: Config not found: /nonexistent\n"},
+		{unreachable, []string{"stale", "--kubeconfig", "/nonexistent"}, "error: stat /nonexistent: no such file or directory\n"},
+	} {
+		cmd := exec.Command(c.plugin, tc.args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+tc.env)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != 3 || stdout.Len() != 0 || !strings.HasSuffix(stderr.String(), tc.stderr) {
+			t.Errorf("KUBECONFIG=%s kubectl-nodeaddr %q: exit %d (want 3), stdout %q, stderr %q (want it to end with %q)",
+				tc.env, tc.args, code, stdout.String(), stderr.String(), tc.stderr)
+		}
+	}
+	for _, kubeconfig := range []string{unreachable, "/nonexistent"} {
+		if code, out := c.gate(t, kubeconfig); code != 3 {
+			t.Errorf("KUBECONFIG=%s: the documented gate ended with %d, want 3:\n%s", kubeconfig, code, out)
+		}
+	}
 }
 
 // fix runs each finding's kubectl command with the real kubectl, then does what the rest of a
@@ -339,6 +444,34 @@ func TestStatus(t *testing.T) {
 	stdout, _, _ = c.run(t, "status", "node-b", "-n", "ingress", "--no-headers")
 	if !strings.HasPrefix(stdout, "!  node-b") || !strings.Contains(stdout, "<none>") {
 		t.Errorf("status -n ingress:\n%s", stdout)
+	}
+
+	// kubectl's printers on the real objects: -o name, jsonpath, go-template (the --help example:
+	// the Nodes that need attention) and custom-columns.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "-o", "name"}, "node/node-a\nnode/node-b\nnode/node-c\nnode/node-d\nnode/node-e\n"},
+		{[]string{"status", "-o", "jsonpath={.items[*].node}"}, "node-a node-b node-c node-d node-e"},
+		{[]string{"status", "-o", `go-template={{range .items}}{{if .attention}}{{.node}} {{index .attention 0}}{{"\n"}}{{end}}{{end}}`},
+			"node-c no-agent\nnode-d agent-not-ready\n"},
+		{[]string{"status", "node-a", "node-b", "-o", "custom-columns=NODE:.node,WRITERS:.writers[*].manager,RESTARTS:.agent.restarts"},
+			"NODE    WRITERS   RESTARTS\nnode-a  " + publisher.DefaultFieldManager + "  2\nnode-b  kubelet   0\n"},
+	} {
+		if stdout, stderr, code := c.run(t, tc.args...); code != 0 || stdout != tc.want {
+			t.Errorf("%q: exit %d, stderr %q\n%s\nwant:\n%s", tc.args, code, stderr, stdout, tc.want)
+		}
+	}
+
+	// -v=6, as kubectl's: client-go logs each request on stderr; --version is the version.
+	stdout, stderr, code = c.run(t, "status", "node-a", "-v=6")
+	if code != 0 || !regexp.MustCompile(`\] "Response" verb="GET" url="`+regexp.QuoteMeta(c.cp.Config.Host)+`/api/v1/nodes/node-a" status="200 OK" milliseconds=\d+\n`).MatchString(stderr) ||
+		!strings.Contains(stdout, "node-a") {
+		t.Errorf("status node-a -v=6: exit %d, stderr:\n%s", code, stderr)
+	}
+	if stdout, _, code = c.run(t, "--version"); code != 0 || !strings.HasPrefix(stdout, "kubectl nodeaddr version ") {
+		t.Errorf("--version: exit %d, %q", code, stdout)
 	}
 
 	// kubectl finds the plugin on PATH.

@@ -498,6 +498,8 @@ func TestReleaseWorkflowPublishesTheShippedImage(t *testing.T) {
 		`tags: ["v*"]`, "uses: ./.github/workflows/ci.yml", "id-token: write",
 		"REGISTRY: ${{ vars.REGISTRY }}", `repository: ${REGISTRY}/nodeaddr" deploy/helm/nodeaddr/values.yaml`,
 		`make release REGISTRY="$REGISTRY"`, "--notes-file dist/notes.md",
+		// The plugin's krew archives and the manifest filled in for them (docs/plugin.md, "Install").
+		"dist/kubectl-nodeaddr_v*.tar.gz dist/nodeaddr.yaml",
 	} {
 		if !strings.Contains(wf, want) {
 			t.Errorf("release.yml lacks %s", want)
