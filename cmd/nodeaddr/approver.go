@@ -140,7 +140,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	}
 	cfg.UserAgent = "nodeaddr-approver/" + version
 	cfg.QPS, cfg.Burst = 50, 100
-	api, err := newApproverAPI(cfg)
+	api, err := csrapproval.NewAPI(cfg, nil)
 	if err != nil {
 		return err
 	}
@@ -149,16 +149,16 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "Build information (value 1).",
 			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "component": "approver"}}, func() float64 { return 1 }))
 	m := csrapproval.NewMetrics(reg)
-	src, err := api.source(ctx)
+	src, err := api.Source(ctx)
 	if err != nil {
 		return err
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(api.events.EventSink())
+	b.StartRecordingToSink(api.EventSink())
 	defer b.Shutdown()
 	ctrl, err := csrapproval.NewController(csrapproval.Config{
 		Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
-		Recorder: b.NewRecorder(api.scheme, corev1.EventSource{Component: csrapproval.EventComponent}),
+		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: csrapproval.EventComponent}),
 	})
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e := &csrapproval.Elector{Client: api.lease(o.namespace, o.leaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
+	e := &csrapproval.Elector{Client: api.Lease(o.namespace, o.leaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
 	if err := e.Run(ctx, lead); err != nil {
 		return err // a replica that lost the Lease exits; its Deployment starts it afresh
 	}

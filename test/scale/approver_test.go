@@ -11,7 +11,6 @@ package scale
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,22 +25,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	authnv1 "k8s.io/api/authentication/v1"
-	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
-	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -123,55 +117,26 @@ func startApprover(ctx context.Context, t *testing.T, cp *harness.ControlPlane) 
 	return a
 }
 
-// run is the approver's `--leader-elect=false` path (cmd/nodeaddr/approver.go), its REST clients
-// and Source built as cmd/nodeaddr/approver_api.go builds them, the list-watches counting.
+// run is the approver's `--leader-elect=false` path (cmd/nodeaddr/approver.go) on csrapproval.NewAPI's
+// clients, its CSR and Node list-watches counting what they receive.
 func (a *approver) run(ctx context.Context, cfg *rest.Config) error {
-	scheme := csrapproval.Scheme()
-	group := func(gv schema.GroupVersion) rest.Interface {
-		c, err := kube.NewGroupClient(cfg, scheme, a.hc, gv)
-		if err != nil {
-			panic(err) // only a malformed configuration fails, and this one is fixed
-		}
-		return c
-	}
-	core, certs := group(corev1.SchemeGroupVersion), group(certv1.SchemeGroupVersion)
-	slices, nets := group(discoveryv1.SchemeGroupVersion), group(networkingv1.SchemeGroupVersion)
-	events, err := kube.NewClientForConfigAndClient(cfg, scheme, a.hc)
+	api, err := csrapproval.NewAPI(cfg, a.hc)
 	if err != nil {
 		return err
 	}
-	lw := cache.NewFilteredListWatchFromClient
-	src := csrapproval.Source{
-		CSRs: counting(lw(certs, "certificatesigningrequests", "", func(o *metav1.ListOptions) {
-			o.FieldSelector = csrapproval.SignerFieldSelector
-		}), &a.recv.csrs),
-		Nodes: counting(lw(core, "nodes", "", func(*metav1.ListOptions) {}), &a.recv.nodes),
-		Services: lw(core, "services", csrapproval.APIServerNamespace, func(o *metav1.ListOptions) {
-			o.FieldSelector = csrapproval.APIServerServiceSelector
-		}),
-		EndpointSlices: lw(slices, "endpointslices", csrapproval.APIServerNamespace, func(o *metav1.ListOptions) {
-			o.LabelSelector = csrapproval.APIServerSliceSelector
-		}),
-		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
-			return certs.Put().Resource("certificatesigningrequests").Name(csr.Name).SubResource("approval").
-				VersionedParams(&metav1.UpdateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).
-				Body(csr).Do(ctx).Error()
-		},
-	}
-	cidrObjects, err := servesServiceCIDRs(ctx, nets)
+	src, err := api.Source(ctx)
 	if err != nil {
 		return err
 	}
-	if cidrObjects {
-		src.ServiceCIDRs = lw(nets, "servicecidrs", "", func(*metav1.ListOptions) {})
-	}
+	src.CSRs = counting(src.CSRs, &a.recv.csrs)
+	src.Nodes = counting(src.Nodes, &a.recv.nodes)
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(events.EventSink())
-	a.events, a.cidrObjects = b, cidrObjects
+	b.StartRecordingToSink(api.EventSink())
+	a.events, a.cidrObjects = b, src.ServiceCIDRs != nil
 	ctrl, err := csrapproval.NewController(csrapproval.Config{
 		Source: src, Metrics: csrapproval.NewMetrics(a.reg),
 		Logger:   slog.New(slog.NewTextHandler(a.log, nil)),
-		Recorder: b.NewRecorder(scheme, corev1.EventSource{Component: csrapproval.EventComponent}),
+		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: csrapproval.EventComponent}),
 	})
 	if err != nil {
 		return err
@@ -223,28 +188,6 @@ func approverToken(ctx context.Context, cp *harness.ControlPlane) (string, error
 	return tr.Status.Token, nil
 }
 
-// servesServiceCIDRs reports whether the API server serves networking.k8s.io/v1 ServiceCIDRs (as
-// cmd/nodeaddr/approver_api.go asks).
-func servesServiceCIDRs(ctx context.Context, nets rest.Interface) (bool, error) {
-	raw, err := nets.Get().AbsPath("/apis", networkingv1.SchemeGroupVersion.String()).Do(ctx).Raw()
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", networkingv1.SchemeGroupVersion, err)
-	}
-	var list metav1.APIResourceList
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return false, fmt.Errorf("discover %s: %w", networkingv1.SchemeGroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "servicecidrs" {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // verdicts reads the approver's counters: "approved" and, for each reason with a count, the CSRs
 // left pending for it (an Event once per CSR and reason).
 func (a *approver) verdicts(t *testing.T) map[string]float64 {
@@ -291,7 +234,8 @@ func (c *objectCounter) take() objectCounts {
 func (c objectCounts) objects() int64 { return c.listed + c.events }
 
 // counting is lw counting into c: a ListWatch still, as the approver's are.
-func counting(lw *cache.ListWatch, c *objectCounter) *cache.ListWatch {
+func counting(from cache.ListerWatcher, c *objectCounter) *cache.ListWatch {
+	lw := cache.ToListerWatcherWithContext(from)
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := lw.ListWithContext(ctx, o)

@@ -1,9 +1,10 @@
-package main
+package csrapproval
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 
 	certv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -16,24 +17,33 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 )
 
-// approverAPI is the approver's REST clients, one per API group it reads, over csrapproval.Scheme:
-// the generated typed clients would link every group's types into the binary the agents run too.
-type approverAPI struct {
+// API is the approver's REST clients, one per API group it reads, over Scheme: the generated typed
+// clients would link every group's types into the binary the agents run too.
+type API struct {
 	scheme                             *runtime.Scheme
 	core, certs, discovery, net, coord rest.Interface
 	events                             *kube.Client
 }
 
-func newApproverAPI(cfg *rest.Config) (*approverAPI, error) {
-	a := &approverAPI{scheme: csrapproval.Scheme()}
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+// Scheme is the scheme of the approver's objects, for its event recorder.
+func (a *API) Scheme() *runtime.Scheme { return a.scheme }
+
+// EventSink is where the approver's event recorder writes.
+func (a *API) EventSink() kube.EventSink { return a.events.EventSink() }
+
+// NewAPI builds the clients on cfg over hc (nil: one of its own).
+func NewAPI(cfg *rest.Config, hc *http.Client) (*API, error) {
+	a := &API{scheme: Scheme()}
+	if hc == nil {
+		var err error
+		if hc, err = rest.HTTPClientFor(cfg); err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
 	}
+	var err error
 	if a.core, err = kube.NewGroupClient(cfg, a.scheme, hc, corev1.SchemeGroupVersion); err != nil {
 		return nil, err
 	}
@@ -55,23 +65,23 @@ func newApproverAPI(cfg *rest.Config) (*approverAPI, error) {
 	return a, nil
 }
 
-// source is what the controller reads and writes; ServiceCIDRs only where the API server serves them.
-func (a *approverAPI) source(ctx context.Context) (csrapproval.Source, error) {
+// Source is what the controller reads and writes; ServiceCIDRs only where the API server serves them.
+func (a *API) Source(ctx context.Context) (Source, error) {
 	lw := func(c rest.Interface, resource, ns string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 		return cache.NewFilteredListWatchFromClient(c, resource, ns, tweak)
 	}
-	src := csrapproval.Source{
-		CSRs:  lw(a.certs, "certificatesigningrequests", "", func(o *metav1.ListOptions) { o.FieldSelector = csrapproval.SignerFieldSelector }),
+	src := Source{
+		CSRs:  lw(a.certs, "certificatesigningrequests", "", func(o *metav1.ListOptions) { o.FieldSelector = SignerFieldSelector }),
 		Nodes: lw(a.core, "nodes", "", func(*metav1.ListOptions) {}),
-		Services: lw(a.core, "services", csrapproval.APIServerNamespace, func(o *metav1.ListOptions) {
-			o.FieldSelector = csrapproval.APIServerServiceSelector
+		Services: lw(a.core, "services", APIServerNamespace, func(o *metav1.ListOptions) {
+			o.FieldSelector = APIServerServiceSelector
 		}),
-		EndpointSlices: lw(a.discovery, "endpointslices", csrapproval.APIServerNamespace, func(o *metav1.ListOptions) {
-			o.LabelSelector = csrapproval.APIServerSliceSelector
+		EndpointSlices: lw(a.discovery, "endpointslices", APIServerNamespace, func(o *metav1.ListOptions) {
+			o.LabelSelector = APIServerSliceSelector
 		}),
 		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
 			return a.certs.Put().Resource("certificatesigningrequests").Name(csr.Name).SubResource("approval").
-				VersionedParams(&metav1.UpdateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).
+				VersionedParams(&metav1.UpdateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).
 				Body(csr).Do(ctx).Error()
 		},
 	}
@@ -86,7 +96,7 @@ func (a *approverAPI) source(ctx context.Context) (csrapproval.Source, error) {
 }
 
 // servesServiceCIDRs reports whether the API server serves networking.k8s.io/v1 ServiceCIDRs (1.33+).
-func (a *approverAPI) servesServiceCIDRs(ctx context.Context) (bool, error) {
+func (a *API) servesServiceCIDRs(ctx context.Context) (bool, error) {
 	raw, err := a.net.Get().AbsPath("/apis", networkingv1.SchemeGroupVersion.String()).Do(ctx).Raw()
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -106,8 +116,8 @@ func (a *approverAPI) servesServiceCIDRs(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// lease is the leader Lease's client.
-func (a *approverAPI) lease(namespace, name string) csrapproval.LeaseClient {
+// Lease is the leader Lease's client.
+func (a *API) Lease(namespace, name string) LeaseClient {
 	return leaseClient{c: a.coord, ns: namespace, name: name}
 }
 
@@ -126,11 +136,11 @@ func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coo
 	in.Name, in.Namespace = l.name, l.ns
 	out := &coordinationv1.Lease{}
 	return out, l.c.Post().Namespace(l.ns).Resource("leases").
-		VersionedParams(&metav1.CreateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).Body(in).Do(ctx).Into(out)
+		VersionedParams(&metav1.CreateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in).Do(ctx).Into(out)
 }
 
 func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	out := &coordinationv1.Lease{}
 	return out, l.c.Put().Namespace(l.ns).Resource("leases").Name(l.name).
-		VersionedParams(&metav1.UpdateOptions{FieldManager: csrapproval.FieldManager}, metav1.ParameterCodec).Body(in).Do(ctx).Into(out)
+		VersionedParams(&metav1.UpdateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in).Do(ctx).Into(out)
 }
