@@ -10,9 +10,6 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
-// maxEventMessage keeps an Event under the admission policy's 1024-character bound.
-const maxEventMessage = 1000
-
 // newDiscovery builds the discoverer of cfg: its disagreements become Warning Events on the Node
 // (the agent sets OnDisagreement; one given in cfg is replaced).
 func (a *Agent) newDiscovery(cfg discovery.Config) *discovery.Discoverer {
@@ -36,8 +33,5 @@ func (a *Agent) disagreement(f resolver.Family, reason string) {
 		return
 	}
 	msg := fmt.Sprintf("no %s ExternalIP from STUN, the last agreed one (if any) stays: %s", f, reason)
-	if len(msg) > maxEventMessage {
-		msg = msg[:maxEventMessage]
-	}
-	rec.Event(n, corev1.EventTypeWarning, publisher.ReasonExternalIPDisagreement, msg)
+	rec.Event(n, corev1.EventTypeWarning, publisher.ReasonExternalIPDisagreement, publisher.EventMessage(msg))
 }

@@ -34,15 +34,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
 // Event reasons on the requester's Node (stable: alerts and runbooks match on them).
 const (
-	// EventApproved (Normal): the approver approved a kubelet's serving CSR.
-	EventApproved = "KubeletServingCSRApproved"
-	// EventPending (Warning): a kubelet-serving CSR breaks a rule and is left pending; the message
-	// names the rule (a Reason constant) and the CSR.
-	EventPending = "KubeletServingCSRPending"
+	EventApproved = publisher.ReasonCSRApproved
+	EventPending  = publisher.ReasonCSRPending
 	// ApprovalReason is the reason of the Approved condition the approver adds.
 	ApprovalReason = "NodeaddrApproved"
 	// EventComponent is the source of the approver's Events.
@@ -556,7 +555,7 @@ func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigning
 	c.cfg.Metrics.approved(latency)
 	c.cfg.Logger.Info("kubelet serving CSR approved", "node", node, "csr", csr.Name,
 		"addresses", fmt.Sprint(f.Published), "latency", latency)
-	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, EventApproved, "%s", Bounded(
+	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, EventApproved, "%s", publisher.EventMessage(
 		fmt.Sprintf("Kubelet serving CSR %s approved: IP SANs among the addresses nodeaddr published %v", csr.Name, f.Published)))
 	return nil
 }
@@ -572,16 +571,6 @@ func (c *Controller) reportPending(csr *certv1.CertificateSigningRequest, node s
 	}
 	c.cfg.Metrics.pending(v.Reason)
 	c.cfg.Logger.Warn("kubelet serving CSR left pending", "node", node, "csr", csr.Name, "reason", v.Reason, "message", v.Message)
-	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, EventPending, "%s", Bounded(
+	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, EventPending, "%s", publisher.EventMessage(
 		fmt.Sprintf("Kubelet serving CSR %s left pending (%s): %s", csr.Name, v.Reason, v.Message)))
-}
-
-// Bounded keeps an Event message within the 1024 bytes the API server keeps, cut on a UTF-8
-// boundary.
-func Bounded(s string) string {
-	const limit = 1024
-	if len(s) <= limit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:limit-3], "") + "..."
 }
