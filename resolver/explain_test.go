@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestExplain(t *testing.T) {
@@ -27,7 +29,7 @@ func TestExplain(t *testing.T) {
 		want    []string // Explained.String() of every line, in order
 	}{
 		{
-			name:    "dual-stack host, one IPv4 InternalIP target (issue 29)",
+			name:    "dual-stack host, one IPv4 InternalIP target",
 			policy:  Policy{Managed: both, Targets: []Target{t4, t6}},
 			sources: map[Target]netip.Addr{t4: ip("192.0.2.2"), t6: ip("fd00::2")},
 			addrs:   []LocalAddr{eth0, eth06},
@@ -90,6 +92,18 @@ func TestExplain(t *testing.T) {
 				"InternalIP IPv4 192.0.2.2 (route to 192.0.2.1): chosen",
 				"InternalIP IPv4 10.0.0.10 (interface eth1): route source 192.0.2.2 preferred among equals",
 				"InternalIP IPv6: no accepted candidate: not published",
+			},
+		},
+		{
+			name:    "a temporary IPv6 route source stands for its prefix's stable address",
+			policy:  Policy{Managed: []AddressType{ExternalIP}, Targets: []Target{t6}},
+			sources: map[Target]netip.Addr{t6: ip("fd00::8a3f:1")},
+			addrs: []LocalAddr{with(on("eth0", "fd00::8a3f:1/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY }),
+				with(eth06, func(a *LocalAddr) { a.Flags = unix.IFA_F_MANAGETEMPADDR })},
+			want: []string{
+				"ExternalIP IPv4: " + NoTarget,
+				"ExternalIP IPv6 fd00::8a3f:1 (route to 2001:4860:4860::8888): rejected: temporary (IPv6 privacy) address: stands for fd00::2, the stable address of its prefix",
+				"ExternalIP IPv6 fd00::2 (route to 2001:4860:4860::8888): chosen",
 			},
 		},
 	}

@@ -107,9 +107,10 @@ type candidate struct {
 // published last (stickiness). It returns the selected addresses (Managed and Local are left to the
 // caller) and the reasons candidates were passed over.
 //
-// For each managed type and family: the candidates are the route source plus, when the type
-// enumerates interfaces, the addresses of matching interfaces. A candidate must be usable (usable),
-// not an IPv4 secondary unless allowed, not a VIP, not on an excluded interface, not in an excluded
+// For each managed type and family: the candidates are the route source (for a temporary IPv6
+// source, the stable address of its prefix: stableOf) plus, when the type enumerates interfaces,
+// the addresses of matching interfaces. A candidate must be usable (usable), not an IPv4
+// secondary unless allowed, not a VIP, not on an excluded interface, not in an excluded
 // network, and accepted by the CIDR list. The best (lowest) priority wins; among equal priority the
 // previous address stays while it is a candidate, else the route source, else the first address in
 // kernel order. A new address of equal priority therefore never flips the Node, while one of better
@@ -135,9 +136,13 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 						rec.reject(tgt, src, "", errNotLocal)
 						break
 					}
+					if st, ok := stableOf(addrs, la); ok {
+						rec.reject(tgt, src, la.Link, fmt.Errorf("%w: stands for %s, the stable address of its prefix", errTemporary, st.IP))
+						la = st
+					}
 					if prio, err := p.accept(tp, la, addrs); err != nil {
-						skips = append(skips, Skip{Target: tgt, Source: src, Reason: err.Error()})
-						rec.reject(tgt, src, la.Link, err)
+						skips = append(skips, Skip{Target: tgt, Source: la.IP, Reason: err.Error()})
+						rec.reject(tgt, la.IP, la.Link, err)
 					} else {
 						cands = append(cands, candidate{la: la, route: true, prio: prio})
 					}
@@ -174,6 +179,33 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 		}
 	}
 	return out, skips
+}
+
+// stableOf returns the address a temporary IPv6 route source stands for: a usable, non-temporary
+// address of the same prefix on the same interface, preferably the one the kernel derives the
+// temporary addresses from (IFA_F_MANAGETEMPADDR, a SLAAC or "mngtmpaddr" address). With
+// use_tempaddr=2 the kernel prefers temporary addresses as sources (RFC 6724, rule 7) and replaces
+// them daily (temp_prefered_lft); without privacy extensions it would have picked this stable one,
+// which is what a Node's address must be. ok is false when tmp is not temporary or nothing stands for it.
+func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
+	if !tmp.IP.Is6() || tmp.Flags&unix.IFA_F_TEMPORARY == 0 || tmp.PrefixLen <= 0 || tmp.PrefixLen > 128 {
+		return LocalAddr{}, false
+	}
+	pfx := netip.PrefixFrom(tmp.IP, tmp.PrefixLen).Masked()
+	var found []LocalAddr
+	for _, a := range addrs {
+		if a.LinkIndex == tmp.LinkIndex && a.IP.Is6() && a.PrefixLen == tmp.PrefixLen && pfx.Contains(a.IP) &&
+			a.Flags&unix.IFA_F_TEMPORARY == 0 && usable(a) == nil {
+			found = append(found, a)
+		}
+	}
+	if i := slices.IndexFunc(found, func(a LocalAddr) bool { return a.Flags&unix.IFA_F_MANAGETEMPADDR != 0 }); i >= 0 {
+		return found[i], true
+	}
+	if len(found) > 0 {
+		return found[0], true
+	}
+	return LocalAddr{}, false
 }
 
 // adopt adds the previous address of type t and family f to cands when it is a local address the

@@ -85,7 +85,7 @@ func TestKernelVIPsNeverSelected(t *testing.T) {
 }
 
 // IPv6 privacy (temporary) and deprecated addresses are never chosen, from an interface or as the
-// route's source.
+// route's source; a temporary route source stands for the stable address of its prefix.
 func TestKernelIPv6TemporaryAndDeprecatedSkipped(t *testing.T) {
 	netnstest.Require(t)
 	netnstest.Veth(t, "k6")
@@ -118,12 +118,17 @@ func TestKernelIPv6TemporaryAndDeprecatedSkipped(t *testing.T) {
 	wantSkip(t, skips, temp.String(), "temporary")
 	wantSkip(t, skips, "2001:db8:6::20", "deprecated")
 
-	// Even as the route's preferred source they are refused.
-	for _, src := range []string{temp.String(), "2001:db8:6::20"} {
-		netnstest.IP(t, "-6", "route", "replace", "default", "via", "2001:db8:6::1", "dev", "k6", "src", src)
+	// Even as the route's preferred source they are refused: the deprecated one leaves nothing, the
+	// temporary one gives way to the stable address it was derived from.
+	for _, src := range []struct{ ip, want string }{{temp.String(), "2001:db8:6::10"}, {"2001:db8:6::20", ""}} {
+		netnstest.IP(t, "-6", "route", "replace", "default", "via", "2001:db8:6::1", "dev", "k6", "src", src.ip)
 		st, skips := policyKernel(t, Policy{Targets: []Target{t6}}, State{})
-		wantIPs(t, st, skips)
-		wantSkip(t, skips, src, "")
+		if src.want == "" {
+			wantIPs(t, st, skips)
+			wantSkip(t, skips, src.ip, "")
+		} else {
+			wantIPs(t, st, skips, src.want)
+		}
 	}
 }
 

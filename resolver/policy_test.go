@@ -45,6 +45,9 @@ func TestSelect(t *testing.T) {
 	eth1 := on("eth1", "10.0.0.10/24")
 	eth1b := on("eth1", "10.1.0.10/24")
 	eth06 := on("eth0", "2001:db8::10/64")
+	// SLAAC with privacy extensions: the /64's stable address and a temporary one derived from it.
+	slaac6 := with(eth06, func(a *LocalAddr) { a.Flags = unix.IFA_F_MANAGETEMPADDR })
+	temp6 := with(on("eth0", "2001:db8::8a3f:1/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY })
 	ifaces := func(exprs ...string) map[AddressType]TypePolicy {
 		return map[AddressType]TypePolicy{InternalIP: {Interfaces: MustInterfaceRegexps(exprs...),
 			ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}
@@ -162,6 +165,36 @@ func TestSelect(t *testing.T) {
 			},
 			want: []string{"2001:db8::10"},
 			skip: errTemporary.Error(),
+		},
+		{
+			name:    "IPv6 temporary route source: the stable address of its prefix stands for it",
+			policy:  Policy{Targets: []Target{t6}},
+			sources: map[Target]netip.Addr{t6: temp6.IP},
+			addrs:   []LocalAddr{on("eth1", "2001:db8:1::10/64"), temp6, on("eth0", "2001:db8::5/64"), slaac6},
+			want:    []string{"2001:db8::10"}, // mngtmpaddr first: the address the kernel derived temp6 from
+		},
+		{
+			name:    "IPv6 temporary route source: another stable address of the prefix when no mngtmpaddr",
+			policy:  Policy{Targets: []Target{t6}},
+			sources: map[Target]netip.Addr{t6: temp6.IP},
+			addrs:   []LocalAddr{temp6, on("eth0", "2001:db8::5/64"), eth06},
+			want:    []string{"2001:db8::5"},
+		},
+		{
+			name:    "IPv6 temporary route source: nothing stands for it off its prefix, link or lifetime",
+			policy:  Policy{Targets: []Target{t6}},
+			sources: map[Target]netip.Addr{t6: temp6.IP},
+			addrs: []LocalAddr{temp6, on("eth1", "2001:db8::10/64"), on("eth0", "2001:db8:1::10/64"),
+				on("eth0", "2001:db8::/48"), with(slaac6, func(a *LocalAddr) { a.PreferredLft = 0 }),
+				with(on("eth0", "2001:db8::bbbb/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY })},
+			skip: errTemporary.Error(),
+		},
+		{
+			name:    "IPv6 temporary route source: its stable address still passes the CIDR rules",
+			policy:  Policy{Targets: []Target{t6}, Types: map[AddressType]TypePolicy{InternalIP: {CIDRs: cidrs(t, "!2001:db8::10/128")}}},
+			sources: map[Target]netip.Addr{t6: temp6.IP},
+			addrs:   []LocalAddr{temp6, slaac6},
+			skip:    "excluded by a ! CIDR rule: !2001:db8::10/128",
 		},
 		{
 			name:   "CIDR priority: the first rule wins over kernel order",
