@@ -13,7 +13,7 @@ func floodFilter(rv *fakeReviewer, clock *fakeClock) http.Handler {
 	return f.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 }
 
-// Issue 24 (a) and issue 31 finding 9: one source sends 100 random bearer tokens a second for five
+// A token flood from one source: it sends 100 random bearer tokens a second for five
 // minutes while Prometheus scrapes every 30 s (its cached decision expiring every 2 minutes): every
 // scrape is allowed, and the flood costs its source's budget only.
 func TestReviewBudgetOneSourceFlood(t *testing.T) {

@@ -172,8 +172,8 @@ func TestConnBudgetFirstRequestTimeout(t *testing.T) {
 	}
 }
 
-// Finding 8 of issue 31: a neighbour on the node holding 96 idle connections to the probe port
-// (from 127.0.0.1, the kubelet's own source address) no longer makes the kubelet's probes fail.
+// A neighbour on the node holding 96 idle connections to the probe port (from 127.0.0.1, the
+// kubelet's own source address) does not make the kubelet's probes fail.
 func TestProbePortIdleConnections(t *testing.T) {
 	m := New("test", "abc")
 	s := &Server{ProbeAddr: freeAddr(t), Metrics: m}

@@ -155,8 +155,8 @@ func TestRetryScheduleMinAbovePeriod(t *testing.T) {
 // the outage: of 500 agents (seeded draws), the first attempts after an outage of R lie within the
 // next gap of the schedule, no tenth of the span they cover holds more than twice its share, and
 // after an outage of two periods or more they cover one period evenly (no tenth above 1.4 times
-// its share; a peak one-second count at most twice the mean, issue 17's goal for the scale
-// benchmark, which measures the real fleet).
+// its share; a peak one-second count at most twice the mean, the goal the scale benchmark's
+// TestScaleOutage holds the real fleet to).
 func TestRetryScheduleSpreadsAFleet(t *testing.T) {
 	const agents = 500
 	for _, outage := range []time.Duration{3 * time.Second, 10 * time.Second, 25 * time.Second, 45 * time.Second, 60 * time.Second, 70 * time.Second, 200 * time.Second} {

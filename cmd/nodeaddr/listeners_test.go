@@ -14,8 +14,8 @@ func TestListenerFlags(t *testing.T) {
 	if !o.metricsSecure || o.tlsCertFile != "" || o.tlsKeyFile != "" || o.probeAddr != "127.0.0.1:9811" {
 		t.Errorf("defaults: secure %v cert %q key %q probes %q", o.metricsSecure, o.tlsCertFile, o.tlsKeyFile, o.probeAddr)
 	}
-	// Scrapers' tokens are audience-bound by default (issue 31, finding 7); empty restores the API
-	// server's own audiences.
+	// Scrapers' tokens are audience-bound by default (so that a scraper's token replayed against the
+	// API server is refused); empty restores the API server's own audiences.
 	if got := o.audiences(); len(got) != 1 || got[0] != "nodeaddr" {
 		t.Errorf("default audiences %q, want [nodeaddr]", got)
 	}

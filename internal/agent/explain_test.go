@@ -10,8 +10,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// dualStack routes IPv4 targets through 192.0.2.2 and IPv6 targets through fd00::2, the host of
-// issue 29.
+// dualStack routes IPv4 targets through 192.0.2.2 and IPv6 targets through fd00::2, the dual-stack
+// host of docs/configuration.md's --explain example.
 type dualStack struct{}
 
 func (dualStack) RouteSource(t netip.Addr) (netip.Addr, error) {
@@ -31,8 +31,8 @@ func (dualStack) Addresses() ([]resolver.LocalAddr, error) {
 	return out, nil
 }
 
-// explainConfig is issue 29's example: --internal-ip-target=192.0.2.1 with the default ExternalIP
-// targets, --dry-run --explain.
+// explainConfig is docs/configuration.md's --explain example: --internal-ip-target=192.0.2.1 with
+// the default ExternalIP targets, --dry-run --explain.
 func explainConfig(out *bytes.Buffer, asJSON bool) Config {
 	cfg := config(nil, nil, nil)
 	cfg.Loop.Kernel = dualStack{}

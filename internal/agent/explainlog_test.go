@@ -106,8 +106,8 @@ func TestRunOnceLogsExplanation(t *testing.T) {
 }
 
 // The record the agent logs reads back, through kubectl nodeaddr's parser (text log format, the
-// default), as the very lines `--dry-run --explain` prints for the same host and flags (issue 29's
-// dual-stack example).
+// default), as the very lines `--dry-run --explain` prints for the same host and flags (the
+// dual-stack example of explainConfig).
 func TestExplanationRecordReadsBackAsDryRunExplain(t *testing.T) {
 	var dry bytes.Buffer
 	if _, err := newAgent(t, explainConfig(&dry, false)).RunOnce(t.Context()); err != nil {

@@ -271,7 +271,8 @@ func TestReport(t *testing.T) {
 	// 1. Reaction latency.
 	if runs("latency") {
 		def := reactionLatency(t, "default", samples)
-		zero := reactionLatency(t, "debounce=0", samples, "--debounce=0")
+		old := reactionLatency(t, "fixed-100ms", samples, "--debounce=100ms", "--link-debounce=100ms")
+		zero := reactionLatency(t, "debounce=0", samples, "--debounce=0", "--link-debounce=0")
 		rule := ruleReaction(t, samples)
 		start := startToTaintRemoved(t, 10)
 		section("## 1. Reaction latency\n\nTime from the `ip addr del` that renumbers the uplink returning to a client-go watch seeing the Node's new ExternalIP; %d changes per setting at random phase (1.0–1.4 s apart, so the default 1 write/s limiter is not the bottleneck). Target: p99 within the debounce plus 25 ms.\n\n", samples)
@@ -279,7 +280,8 @@ func TestReport(t *testing.T) {
 		for _, r := range []struct {
 			name string
 			q    quantiles
-		}{{"default (`--debounce=100ms`)", def}, {"`--debounce=0`", zero}, {ruleRow, rule}, {"process start → taint removed", start}} {
+		}{{"default (`--debounce=10ms`, `--link-debounce=100ms`)", def}, {"`--debounce=100ms --link-debounce=100ms` (the old default)", old},
+			{"`--debounce=0 --link-debounce=0`", zero}, {ruleRow, rule}, {"process start → taint removed", start}} {
 			section("| %s | %d | %s | %s | %s | %s |\n", r.name, r.q.n, ms(r.q.p50), ms(r.q.p95), ms(r.q.p99), ms(r.q.max))
 		}
 		section("\nlocal-ccm polls every 10 s: its reaction is uniformly 0–10 s (p50 5 s, p99 9.9 s).\n\n")

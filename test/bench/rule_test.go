@@ -14,7 +14,7 @@ import (
 // ruleReaction is the reaction to policy routing: a second uplink (eth1) whose table 100 an
 // `ip rule add to 8.8.8.8 lookup 100` sends the target's lookup to, and `ip rule del` takes back.
 // Each sample is the time from the ip command returning to a client-go watch seeing the Node's new
-// ExternalIP; the agent runs with its defaults (--debounce=100ms).
+// ExternalIP; the agent runs with its defaults (--debounce=10ms, --link-debounce=100ms).
 func ruleReaction(t *testing.T, samples int) quantiles {
 	e := newEnv(t, "rule")
 	e.Uplink("eth1", "198.51.100.10/24", "198.51.100.1", 200)

@@ -87,8 +87,8 @@ func watchWakeups(pid int, d time.Duration) wakeups {
 	return w
 }
 
-// TestWakeups is a diagnostic for issue #7 ("no wakeups besides the resync"), not part of the
-// report: it runs only when $NODEADDR_WAKEUP_OUT names an output directory. It lets the agent publish,
+// TestWakeups is a diagnostic of what wakes the idle agent (nothing but the resync should), not
+// part of the report: it runs only when $NODEADDR_WAKEUP_OUT names an output directory. It lets the agent publish,
 // then idles it for $NODEADDR_WAKEUP_IDLE seconds (default 210) and writes there:
 //   - samples.txt: every 20 ms, each thread whose context-switch count moved (no ptrace involved);
 //   - switches.txt: per-thread totals, and wake events (switches less than 150 ms apart) per minute;

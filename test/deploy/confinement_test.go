@@ -19,8 +19,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// The tests of issue 15, one per hole: each shows another writer allowed and the agent denied.
-// docs/security.md cites them line by line.
+// The agent's confinement as installed, one test per way out of it: each shows another writer
+// allowed and the agent denied. docs/security.md cites them line by line.
 
 // installBase applies `kubectl kustomize deploy/` as an operator would and returns the render.
 func installBase(t *testing.T, cp *harness.ControlPlane) string {
@@ -51,7 +51,7 @@ func renderedObjects(t *testing.T, rendered string) []renderedObject {
 	return out
 }
 
-// Item 1: no object nodeaddr ships is a kill switch. With the ConfigMap deleted an administrator still
+// No object nodeaddr ships is a kill switch. With the ConfigMap deleted an administrator still
 // cordons, a kubelet still writes its status, and the agent is still confined; uninstalling in the
 // order of the render (kubectl delete -k), in reverse, and with the admission policies last (Helm)
 // never blocks another writer of Nodes at any step.
@@ -111,7 +111,7 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 	}
 }
 
-// Item 2: docs/install.md's overlay into another namespace with a name prefix (deploy/wiring its
+// docs/install.md's overlay into another namespace with a name prefix (deploy/wiring its
 // transformer) confines the agent there; the same overlay without the transformer (half-configured)
 // fails closed for the agent only.
 func TestOverlayIntoAnotherNamespace(t *testing.T) {
@@ -183,7 +183,7 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 	}
 }
 
-// Item 3: of status.addresses the agent changes only InternalIP and ExternalIP entries, each an IP
+// Of status.addresses the agent changes only InternalIP and ExternalIP entries, each an IP
 // address; Hostname, InternalDNS and ExternalDNS entries stay identical and in place. The kubelet
 // still writes any entry.
 func TestPolicyAddresses(t *testing.T) {
@@ -269,7 +269,7 @@ func createEvent(ctx context.Context, cs kubernetes.Interface, ev *corev1.Event)
 	return err
 }
 
-// Item 4: the agent writes core/v1 Events in default only (RBAC), about its own Node, as component
+// The agent writes core/v1 Events in default only (RBAC), about its own Node, as component
 // nodeaddr from its node, of bounded size (policy); an administrator writes any Event.
 func TestPolicyEvents(t *testing.T) {
 	harness.RequireE2E(t)
@@ -346,7 +346,7 @@ func TestPolicyEvents(t *testing.T) {
 	}
 }
 
-// Item 5: nodeaddr.io/ annotations are bounded in number, key and value size (an administrator is
+// nodeaddr.io/ annotations are bounded in number, key and value size (an administrator is
 // not bound), and the agent cannot rewrite other managers' managedFields (nor write as another
 // manager); the kubelet's entry stays.
 func TestPolicyNodeBloat(t *testing.T) {
@@ -483,7 +483,7 @@ func TestPolicyNodeBloat(t *testing.T) {
 	})
 }
 
-// Item 8: a token bound to a pod on a Node that was deleted and recreated under the same name (the
+// A token bound to a pod on a Node that was deleted and recreated under the same name (the
 // pod, and so the token, outlived it) is denied; a token for the new Node is not.
 func TestPolicyRecreatedNode(t *testing.T) {
 	harness.RequireE2E(t)
@@ -521,7 +521,7 @@ func TestPolicyRecreatedNode(t *testing.T) {
 	otherWritersWork(t, cp, a, "recreated Node")
 }
 
-// Item 8: the pod the DaemonSet's template makes gets exactly the projected token volume (the
+// The pod the DaemonSet's template makes gets exactly the projected token volume (the
 // ServiceAccount admission adds none of its own), and the API server issues it for one hour.
 func TestTokenProjectionOnAPIServer(t *testing.T) {
 	harness.RequireE2E(t)
@@ -578,7 +578,7 @@ func jwtClaims(t *testing.T, token string) map[string]any {
 	return claims
 }
 
-// Item 2, Helm: the chart installed into another namespace renders the policies for the agent
+// The chart, installed into another namespace with Helm, renders the policies for the agent
 // there, which is confined (its write to another Node denied, its own allowed).
 func TestHelmIntoAnotherNamespace(t *testing.T) {
 	harness.RequireE2E(t)

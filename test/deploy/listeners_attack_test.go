@@ -73,7 +73,7 @@ func startListenerSite(t *testing.T) *listenerSite {
 	return s
 }
 
-// attackDuration is how long each attack lasts: NODEADDR_LISTENER_FLOOD (the issue's 5m), else 25 s.
+// attackDuration is how long each attack lasts: NODEADDR_LISTENER_FLOOD (5m for the full attack), else 25 s.
 func attackDuration(t *testing.T) time.Duration {
 	t.Helper()
 	d := 25 * time.Second
@@ -159,7 +159,7 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// Issue 24 (a), issue 31 finding 9: one host sends 50 random bearer tokens a second (each on a new
+// A token flood: one host sends 50 random bearer tokens a second (each on a new
 // TLS connection) while Prometheus scrapes every 2 s and its projected token rotates every 8 s
 // (each rotation is a token the agent has not seen): every scrape succeeds, and the TokenReviews
 // the API server receives stay within the flooding source's budget plus Prometheus' own.
@@ -286,7 +286,7 @@ func holdOne(ctx context.Context, ns *harness.Netns, addr, mode string, connecte
 	_, _ = io.Copy(io.Discard, conn) // until the server closes it
 }
 
-// Issue 24 (b), issue 31 finding 9: one host holds 48 connections to :9810 open (idle TCP, idle
+// An idle-connection flood: one host holds 48 connections to :9810 open (idle TCP, idle
 // TLS, request headers sent byte by byte) and reconnects whenever the agent closes one, while
 // Prometheus scrapes every 2 s over its keep-alive connection and over a new connection each time
 // (a restarted Prometheus): every scrape succeeds.
@@ -315,7 +315,7 @@ func TestListenersIdleConnectionFlood(t *testing.T) {
 	}
 }
 
-// Issue 24 (c), issue 31 finding 8: a neighbour on the node (any hostNetwork pod shares its
+// A probe-port flood: a neighbour on the node (any hostNetwork pod shares its
 // loopback) holds 96 idle connections to the probe port and reconnects whenever one is closed,
 // while the kubelet probes as it does (a new connection per probe, GET /healthz, 1 s timeout):
 // every probe succeeds.
@@ -356,7 +356,7 @@ func TestListenersProbePortFlood(t *testing.T) {
 	}
 }
 
-// Issue 31 finding 7, on the real API server: the agent accepts Prometheus' token for the audience
+// Token replay, on the real API server: the agent accepts Prometheus' token for the audience
 // nodeaddr and refuses its ServiceAccount token for the API server's audience; the nodeaddr token,
 // replayed against kube-apiserver by a compromised agent, gets 401, where the default token would
 // have listed the pods Prometheus may list.

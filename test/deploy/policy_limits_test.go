@@ -24,12 +24,13 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// The tests of issue 31, findings 1 to 5 (the second red-team round, as the agent's token): each
-// write was accepted by the policies before, and is denied now. docs/security.md cites them.
-// Finding 6 (SubjectAccessReviews) cannot be closed by a policy (TestSubjectAccessReviewsEscapeAdmission);
-// the agent asks none: TestAgentAsksNoSubjectAccessReview.
+// The admission policies' limits on what the agent's token writes beyond its addresses: Events
+// (only its own, every field bounded), managedFields (ancient-changes entries included) and the
+// syntax of the addresses it publishes; each write a compromised agent could try is denied.
+// docs/security.md cites them. SubjectAccessReviews cannot be limited by a policy
+// (TestSubjectAccessReviewsEscapeAdmission); the agent asks none: TestAgentAsksNoSubjectAccessReview.
 
-// mib is a 1 MiB string, the size the red team stored in Event fields.
+// mib is a 1 MiB string, the size of an Event field a compromised agent would store if it could.
 var mib = strings.Repeat("x", 1<<20)
 
 // waitEventsPolicy waits until the events policy denies the agent an Event about node b: it
@@ -45,7 +46,7 @@ func waitEventsPolicy(t *testing.T, cp *harness.ControlPlane, agent kubernetes.I
 	}
 }
 
-// Findings 1: the agent patches only Events that already are its own (about its Node, from
+// The agent patches only Events that already are its own (about its Node, from
 // nodeaddr): it cannot rewrite the kubelet's Event about another Node into one about its own, nor
 // the kubelet's Event about its own Node; the recorder's own aggregation patch still works.
 func TestPolicyEventUpdates(t *testing.T) {
@@ -94,7 +95,7 @@ func TestPolicyEventUpdates(t *testing.T) {
 	}
 }
 
-// Finding 2: every free-text field of the agent's Events is bounded, on create and on patch, and so
+// Every free-text field of the agent's Events is bounded, on create and on patch, and so
 // are the managedFields and finalizers a client may send with them.
 func TestPolicyEventFieldBounds(t *testing.T) {
 	harness.RequireE2E(t)
@@ -166,8 +167,8 @@ func errSummary(err error) string {
 	return err.Error()
 }
 
-// Finding 3: managedFields entries named ancient-changes obey the rules of every other manager's:
-// the agent cannot add one (the red team's JSON patch grew a Node from 1.7 KB to 880 KB), nor extend
+// managedFields entries named ancient-changes obey the rules of every other manager's: the agent
+// cannot add one (such a JSON patch, unchecked, grew a Node from 1.7 KB to 880 KB), nor extend
 // one the server made, nor hide fields below the depth checked before (under another manager's
 // annotation, or in its own entry). The server's own merge into
 // ancient-changes, which the agent's first write triggers on a Node with ten Update managers, is
@@ -212,7 +213,7 @@ func TestPolicyManagedFieldsBounded(t *testing.T) {
 			t.Errorf("%s: the Node changed from %d to %d bytes", name, nodeSize(t, before), nodeSize(t, after))
 		}
 	}
-	// The red team's patch, on a Node without an ancient-changes entry.
+	// The bloating patch, on a Node without an ancient-changes entry.
 	attempt("add an ancient-changes entry of 20000 fields", append(slices.Clone(cp.Node(t, a).ManagedFields), metav1.ManagedFieldsEntry{
 		Manager: "ancient-changes", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &metav1.Time{Time: time.Now()},
 		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: mustJSON(t, map[string]any{"f:metadata": map[string]any{"f:labels": bulk}})}}))
@@ -294,17 +295,18 @@ func acceptableNodeIP(s string) bool {
 		!ip.IsMulticast() && !ip.Is4In6()
 }
 
-// nodeIPInputs are the table's named inputs (findings 4 and 5 and their neighbours).
+// nodeIPInputs are the table's named inputs (malformed and special-purpose addresses and their
+// neighbours).
 var nodeIPInputs = []string{
 	// What nodeaddr publishes in the tests and the documentation ranges.
 	"192.0.2.10", "10.0.0.1", "172.16.0.1", "100.64.0.1", "198.51.100.7", "255.255.255.255", "2001:db8::1", "fd00::2",
 	"2001:4860:4860::8888", "2001:DB8::A", "0001:0db8:0000::1", "1:2:3:4:5:6:7:8", "1:2:3:4:5:6:7::", "::2:3:4:5:6:7:8",
 	"64:ff9b::192.0.2.1", "1:2:3:4:5:6:192.0.2.1", "1:2:3:4:5::192.0.2.1", "::1.2.3.4", "fec0::1",
-	// Finding 4: nine groups with an ellipsis, and other malformed ones.
+	// Malformed: nine groups with an ellipsis, and other malformed ones.
 	"1::2:3:4:5:6:7:8", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7", "1:2:3:4:5:6::192.0.2.1", "1:2:3:4:5:6:7:192.0.2.1",
 	"12345::1", ":::", "1:::2", "::1.2.3", "g::1", "[::1]", ":1::2", "1::2:", "", " 192.0.2.1", "192.0.2.1\n",
 	"01.2.3.4", "1.2.3.04", "192.0.2.256", "1.2.3", "1.2.3.4.5", "::ffff:01.2.3.4", "fe80::1%eth0", "2001:db8::1%1",
-	// Finding 5: special-purpose addresses.
+	// Special-purpose addresses.
 	"127.0.0.1", "127.1.2.3", "0.0.0.0", "169.254.169.254", "224.0.0.1", "239.255.255.250", "::", "::1",
 	"0:0:0:0:0:0:0:1", "0::0", "::0.0.0.0", "::0.0.0.1", "fe80::1", "FEBF::1", "ff02::1", "ff00::", "::ffff:7f00:1",
 	"::ffff:1.2.3.4", "0:0:0:0:0:ffff:102:304", "::ffff:0:0", "0:0::FFFF:0.0.0.0",
@@ -340,7 +342,7 @@ func generatedNodeIPs() []string {
 	return out
 }
 
-// Findings 4 and 5: the policy accepts as an InternalIP or ExternalIP exactly what
+// The policy accepts as an InternalIP or ExternalIP exactly what
 // acceptableNodeIP does, for every named and generated input, on the real API server.
 func TestPolicyAddressSyntaxMatchesGo(t *testing.T) {
 	harness.RequireE2E(t)
@@ -437,11 +439,11 @@ func TestPolicyIPSyntaxMatchesNetip(t *testing.T) {
 	t.Logf("%d inputs, %d valid addresses, %d disagreements", len(inputs), valid, wrong)
 }
 
-// Finding 6 cannot be closed by an admission policy: since Kubernetes 1.30 the API server exempts
-// SubjectAccessReviews from ValidatingAdmissionPolicies (kubernetes#123543). A policy that denies the
-// agent every SubjectAccessReview and every Event denies its Events, and still lets its question
-// whether kube-system:default may list Secrets through. docs/security.md says so; if a release
-// changes this, this test fails and the policy becomes possible.
+// The agent's SubjectAccessReviews cannot be denied by an admission policy: since Kubernetes 1.30
+// the API server exempts SubjectAccessReviews from ValidatingAdmissionPolicies (kubernetes#123543).
+// A policy that denies the agent every SubjectAccessReview and every Event denies its Events, and
+// still lets its question whether kube-system:default may list Secrets through. docs/security.md
+// says so; if a release changes this, this test fails and the policy becomes possible.
 func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
@@ -479,7 +481,7 @@ func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "secrets"}}}
 	out, err := agent.AuthorizationV1().SubjectAccessReviews().Create(ctx, oracle, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("the agent's review was refused (%v): admission now sees SubjectAccessReviews, and finding 6 can be closed by a policy", err)
+		t.Fatalf("the agent's review was refused (%v): admission now sees SubjectAccessReviews, and a policy can now deny them", err)
 	}
 	t.Logf("the agent asked whether kube-system:default may list Secrets and was answered (allowed %v) despite policy %s", out.Status.Allowed, name)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// Issue 31, finding 6: the shipped agent authorizes scrapers by the ConfigMap's
+// No SubjectAccessReviews: the shipped agent authorizes scrapers by the ConfigMap's
 // metrics-allowed-scrapers, so its RBAC grants no SubjectAccessReviews and its token cannot ask the
 // API server who may do what. The listed Prometheus is served; another ServiceAccount, even one
 // bound to nodeaddr-metrics-reader, gets 403; the agent sent TokenReviews only.
@@ -32,7 +32,7 @@ func TestAgentAsksNoSubjectAccessReview(t *testing.T) {
 		t.Errorf("the agent sent %d TokenReviews and %d SubjectAccessReviews, want ≥ 2 and 0", tr, sar)
 	}
 
-	// The agent's own token cannot ask the oracle question the red team asked.
+	// The agent's own token cannot ask the oracle question (may kube-system:default list Secrets?).
 	oracle := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kube-system:default",
 		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "secrets"}}}
 	_, err := agentClient(t, s.cp, "worker-1").AuthorizationV1().SubjectAccessReviews().Create(ctx, oracle, metav1.CreateOptions{})

@@ -429,6 +429,13 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// settingWanted: NODEADDR_DEBOUNCE_SETTINGS, a comma-separated list of indexes into
+// debounceSettings, selects columns (all when unset).
+func settingWanted(i int) bool {
+	only := os.Getenv("NODEADDR_DEBOUNCE_SETTINGS")
+	return only == "" || slices.Contains(strings.Split(only, ","), strconv.Itoa(i))
+}
+
 // TestDebounceTable writes the table (markdown) to stdout and to $NODEADDR_BENCH_OUT when set.
 // NODEADDR_DEBOUNCE_RUNS sets the runs per cell (default 10); NODEADDR_DEBOUNCE_ONLY, a
 // comma-separated list of scenario keys (dhcp, vrrp, carrier, storm, flood, mbb, bbm), selects rows.
@@ -457,6 +464,9 @@ func TestDebounceTable(t *testing.T) {
 	var rows []*debounceRow
 	for _, s := range scenarios {
 		for i, d := range debounceSettings {
+			if !settingWanted(i) {
+				continue
+			}
 			var row *debounceRow
 			ok := t.Run(s.key+"/setting="+strconv.Itoa(i), func(t *testing.T) {
 				row = measureDebounce(t, cp, s, i, runs)

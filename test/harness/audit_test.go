@@ -16,7 +16,7 @@ import (
 // lumberjack renames audit.log mid-load and AuditNotRotated (which AuditSince calls first) says so;
 // with the harness's flags the same load stays in one file and AuditSince counts every request.
 // Only the first half can catch a regression of the limit itself, and only loudly (the default of
-// 100 MB takes minutes of 5 000 agents to reach, the under-count of issue 28's first runs).
+// 100 MB takes minutes of 5 000 agents to reach; a rotation there under-counted their requests).
 func TestAuditLogIsNotRotated(t *testing.T) {
 	const gets = 3000 // about 2 MB of Metadata-level records
 	for _, tc := range []struct {

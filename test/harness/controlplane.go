@@ -238,7 +238,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 		// kube-apiserver writes the audit log through lumberjack, which rotates at 100 MB when
 		// --audit-log-maxsize is 0 (its default): the readers here (AuditSince, the soak's tail)
 		// read one file, so a rotation silently dropped every earlier record. 5 000 agents cross
-		// 100 MB in minutes; that was the "audit log under-counts at this scale" of issue 28.
+		// 100 MB in minutes, and their requests were under-counted.
 		fmt.Sprintf("--audit-log-maxsize=%d", auditLogMaxMB),
 		"--enable-priority-and-fairness=false",
 		"--v=0",

@@ -163,7 +163,7 @@ func TestNATUplinkRenumberedFollowed(t *testing.T) {
 	}
 }
 
-// outage is how long the STUN servers stay down: two minutes (issue 18's proof), or
+// outage is how long the STUN servers stay down: two minutes (several discovery rounds), or
 // NODEADDR_NAT_OUTAGE for a quicker local run.
 func outage(t *testing.T) time.Duration {
 	if v := os.Getenv("NODEADDR_NAT_OUTAGE"); v != "" {

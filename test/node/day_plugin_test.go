@@ -24,7 +24,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// kubectl nodeaddr on the renumbering day (issue 25's proof): the real plugin, run through kubectl
+// kubectl nodeaddr on the renumbering day: the real plugin, run through kubectl
 // as an operator runs it, against the real node after its renumberings.
 
 var updatePlugin = flag.Bool("update-plugin", false, "rewrite testdata/plugin-status.golden from this run")

@@ -21,7 +21,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// The renumbering day's bounds (issue 32): after a renumbering, kubectl logs and exec work again
+// The renumbering day's bounds: after a renumbering, kubectl logs and exec work again
 // within workBound with nodeaddr approving; without an approver, logs fail for failBound.
 const (
 	workBound = 30 * time.Second

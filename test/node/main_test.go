@@ -1,6 +1,6 @@
 // Package node proves nodeaddr on a real node: the shipped manifests installed with kubectl on a
 // kubelet + containerd + runc node inside a network namespace, with the DaemonSet controller and the
-// scheduler placing the pods (issue #13). Run it alone: `make test-node` (go test -p 1).
+// scheduler placing the pods. Run it alone: `make test-node` (go test -p 1).
 package node
 
 import (

@@ -11,7 +11,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// overwriteWindow and maxWritesInWindow: the bound on a fight with the kubelet.
+// overwriteWindow and maxWritesInWindow bound a fight with the kubelet: at most maxWritesInWindow
+// address writes in the first overwriteWindow.
 const (
 	overwriteWindow   = 5 * time.Minute
 	maxWritesInWindow = 8

@@ -10,7 +10,7 @@ import (
 
 // TestFreshNodeOldestRelease runs scenario 1 (a fresh node, the shipped kustomize base, the
 // defaults' addresses, the taint removed, then a Deployment's pod scheduled) on a whole cluster of
-// the oldest supported release (issue #19): kube-apiserver, kube-controller-manager,
+// the oldest supported release: kube-apiserver, kube-controller-manager,
 // kube-scheduler and the kubelet are all harness.NodeVersions[0], since a 1.30 kubelet against a
 // 1.37 API server is outside the supported version skew. containerd, runc and the CNI plugins are
 // the newest node's (CRI v1).

@@ -16,7 +16,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// spreadGoal is issue 17's criterion for a fleet recovering from an outage: the peak one-second
+// spreadGoal is the criterion for a fleet recovering from an outage: the peak one-second
 // PATCH rate at most this many times the mean over the recovery window.
 const spreadGoal = 2.0
 

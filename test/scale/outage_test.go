@@ -19,7 +19,7 @@ import (
 )
 
 // TestScaleOutage measures how a converged fleet recovers from an API server outage during which
-// every agent has a write pending (issue 17 item 7): N agents converge, kube-apiserver is stopped
+// every agent has a write pending: N agents converge, kube-apiserver is stopped
 // (etcd keeps running), every agent is given a new address, the API server stays down for
 // NODEADDR_OUTAGE (default 60s) and is started again on the same etcd; the test waits until every
 // Node shows its new address and reads the agents' Node PATCH requests per second from the audit

@@ -1,5 +1,5 @@
 // Package soak runs nodeaddr for a long time under a seeded random schedule of overlapping faults
-// and checks it against an oracle that shares none of its code (issue 27). NODEADDR_SOAK_SEED
+// and checks it against an oracle that shares none of its code. NODEADDR_SOAK_SEED
 // replays a schedule; NODEADDR_SOAK_DURATION sets the length (make soak: SOAK_DURATION, 30m).
 package soak
 
