@@ -155,8 +155,8 @@ run:
 # The Soak section is docs/bench/soak.md, written from a `make soak` run (too long for bench).
 # The outage subsection is docs/bench/outage-before.md (measured once on the commit before the
 # retry change, and the retry schedules compared) followed by this run of TestScaleOutage. The CSR
-# approval subsection is docs/bench/csr.md: TestScaleCSR against three approver designs, measured
-# once (cd test && go test -tags bench -run TestScaleCSR ./scale/).
+# approval subsection is docs/bench/csr.md: TestScaleCSR with the central approver at 500, 2 000
+# and 5 000 nodes (cd test && NODEADDR_SCALE_NODES=N go test -tags bench -run TestScaleCSR ./scale/).
 bench: e2e-bins
 	mkdir -p $(NODEADDR_CACHE_DIR)
 	go test -run '^$$' -bench . -benchmem ./watcher/ ./resolver/ ./publisher/ | tee $(NODEADDR_CACHE_DIR)/micro.txt
@@ -201,9 +201,10 @@ soak: e2e-bins
 	  go test -count=1 -timeout 24h -run '^TestSoak$$' -v ./soak/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/soak.log \
 	  | grep -E '^(soak: |--- |ok |FAIL|PASS$$)|VIOLATION of'
 
-## bench-debounce: the debounce table: the agent at --debounce 0, 10ms, 25ms and 100ms on the e2e
-## scenarios (DHCP, VRRP, flap storms, route flood, renumbering), 10 runs each: writes, intermediate
-## states published, reaction p50/p99; writes $(NODEADDR_CACHE_DIR)/debounce.md (about 40 min).
+## bench-debounce: the debounce table: the agent at fixed debounces (100ms, 25ms, 10ms) and at the
+## default on the e2e scenarios (DHCP, VRRP, flap storms, route flood, renumbering), 10 runs each:
+## writes, intermediate states published, reaction p50/p99; writes $(NODEADDR_CACHE_DIR)/debounce.md
+## (about 40 min; NODEADDR_DEBOUNCE_SETTINGS and NODEADDR_DEBOUNCE_ONLY select columns and rows).
 ## docs/bench/debounce.md, which `make bench` includes, is a run of it with its conclusion
 bench-debounce: e2e-bins
 	cd test && NODEADDR_E2E_QUIET=1 NODEADDR_BENCH_OUT=$(NODEADDR_CACHE_DIR)/debounce.md \
