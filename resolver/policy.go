@@ -185,7 +185,7 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 // address of the same prefix on the same interface, preferably the one the kernel derives the
 // temporary addresses from (IFA_F_MANAGETEMPADDR, a SLAAC or "mngtmpaddr" address). With
 // use_tempaddr=2 the kernel prefers temporary addresses as sources (RFC 6724, rule 7) and replaces
-// them daily (temp_prefered_lft); without privacy extensions it would have picked this stable one,
+// them daily (their preferred lifetime, a sysctl of the interface); without privacy extensions it would have picked this stable one,
 // which is what a Node's address must be. ok is false when tmp is not temporary or nothing stands for it.
 func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 	if !tmp.IP.Is6() || tmp.Flags&unix.IFA_F_TEMPORARY == 0 || tmp.PrefixLen <= 0 || tmp.PrefixLen > 128 {

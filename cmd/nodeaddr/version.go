@@ -2,8 +2,8 @@ package main
 
 import "fmt"
 
-// version is the VERSION file's (fileVersion, which `make generate` writes into version_gen.go:
-// go:embed cannot reach the repository root), so every build carries it: go build, go run and go
+// version is the VERSION file's (fileVersion, which `make generate` writes into version_gen.go, as
+// an embed directive cannot reach the repository root), so every build carries it: go build, go run and go
 // install as well as `make build` and the Dockerfile. Those two also stamp it and the revision:
 //
 //	-ldflags "-X main.version=$(cat VERSION) -X main.revision=$(git rev-parse HEAD)"

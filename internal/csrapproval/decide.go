@@ -150,7 +150,7 @@ func Pending(csr *certv1.CertificateSigningRequest) bool {
 
 // Decide applies the rules to a pending kubelet-serving CSR of f.Node.
 func Decide(csr *certv1.CertificateSigningRequest, f Facts) Verdict {
-	f.Policy = f.Policy.withDefaults()
+	f.Policy = f.withDefaults()
 	if r, msg := check(csr, f); r != "" {
 		return Verdict{Reason: r, Message: msg}
 	}

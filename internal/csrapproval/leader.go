@@ -111,7 +111,7 @@ func (e *Elector) renewLoop(ctx context.Context) error {
 			return nil
 		}
 		if e.Now().Sub(last) > e.Renew {
-			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
+			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 		}
 	}
 }
