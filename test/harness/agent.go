@@ -102,22 +102,7 @@ func StartAgent(t testing.TB, ns *Netns, o AgentOptions) *Agent {
 	bins := MustBuild(t)
 	a := &Agent{NS: ns, t: t, MetricsPort: 19810, ProbePort: 19811}
 	cmd := o.command(t, ns, bins.Nodeaddr, a.MetricsPort, a.ProbePort)
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			a.mu.Lock()
-			a.logs.WriteString(sc.Text() + "\n")
-			a.mu.Unlock()
-			if os.Getenv("NODEADDR_E2E_QUIET") == "" {
-				t.Log("agent: " + sc.Text())
-			}
-		}
-	}()
+	pw, done := pumpLogs(t, cmd, "agent", &a.mu, &a.logs)
 	p, err := startProc(cmd)
 	if err != nil {
 		t.Fatalf("start nodeaddr: %v", err)
@@ -254,4 +239,27 @@ func (a *Agent) WaitMetric(name string, timeout time.Duration, cond func(float64
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// pumpLogs sends cmd's stdout and stderr, line by line, into logs (under mu) and, unless
+// NODEADDR_E2E_QUIET is set, to t's log with prefix. Close the returned writer when the process
+// has exited; done closes once every line is read.
+func pumpLogs(t testing.TB, cmd *exec.Cmd, prefix string, mu *sync.Mutex, logs *strings.Builder) (*io.PipeWriter, <-chan struct{}) {
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			mu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if os.Getenv("NODEADDR_E2E_QUIET") == "" {
+				t.Log(prefix + ": " + sc.Text())
+			}
+		}
+	}()
+	return pw, done
 }

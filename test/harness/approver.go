@@ -1,12 +1,10 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -63,22 +61,7 @@ func StartApprover(t testing.TB, cp *ControlPlane, args ...string) *Approver {
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	// Set in the child before its parent-death signal (unlike setpriv's, which clears it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532, Groups: []uint32{}}}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			a.mu.Lock()
-			a.logs.WriteString(sc.Text() + "\n")
-			a.mu.Unlock()
-			if os.Getenv("NODEADDR_E2E_QUIET") == "" {
-				t.Log("approver: " + sc.Text())
-			}
-		}
-	}()
+	pw, done := pumpLogs(t, cmd, "approver", &a.mu, &a.logs)
 	if a.p, err = startProc(cmd); err != nil {
 		t.Fatalf("start nodeaddr approver: %v", err)
 	}
