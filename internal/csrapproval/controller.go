@@ -414,12 +414,17 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 		}
 		return newestFirst(a, b)
 	})
+	// Only undecided CSRs beyond this pass need another pass: those already reported wait for a
+	// change of the facts (a Node or CSR event queues the node) or the resync.
+	more := len(pending) > c.cfg.Policy.MaxPendingPerNode && undecided(pending[c.cfg.Policy.MaxPendingPerNode])
 	c.mu.Unlock()
 	if len(pending) > c.cfg.Policy.MaxPendingPerNode {
 		c.cfg.Logger.Debug("pending kubelet serving CSRs of a node left for the next pass", "node", node,
 			"pending", len(pending), "decided", c.cfg.Policy.MaxPendingPerNode)
 		pending = pending[:c.cfg.Policy.MaxPendingPerNode]
-		defer c.queue.AddAfter(node, nextPass) // the rest, after the other nodes' turns
+		if more {
+			defer c.queue.AddAfter(node, nextPass) // the rest, after the other nodes' turns
+		}
 	}
 	if len(pending) == 0 {
 		return nil
