@@ -29,7 +29,7 @@ type stateCollector struct {
 func newStateCollector() *stateCollector {
 	return &stateCollector{
 		addressInfo: prometheus.NewDesc("nodeaddr_address_info",
-			"Desired node addresses (value 1), by type, family and address.", []string{"type", "family", "address"}, nil),
+			"The managed node addresses nodeaddr publishes (value 1), by type, family and address.", []string{"type", "family", "address"}, nil),
 		taint: prometheus.NewDesc("nodeaddr_uninitialized_taint",
 			"1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.", nil, nil),
 	}

@@ -22,7 +22,7 @@ func (s *fakeState) Tainted() bool                        { return s.tainted }
 // the taint gauge 0 without a Node state (a dry run).
 func TestNodeStateReadAtScrape(t *testing.T) {
 	m := New("v", "r")
-	const header = `# HELP nodeaddr_address_info Desired node addresses (value 1), by type, family and address.
+	const header = `# HELP nodeaddr_address_info The managed node addresses nodeaddr publishes (value 1), by type, family and address.
 # TYPE nodeaddr_address_info gauge
 `
 	const taintHeader = `# HELP nodeaddr_uninitialized_taint 1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.

@@ -88,48 +88,6 @@ func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired
 	return dedupe(out)
 }
 
-// compose is the address list nodeaddr writes: merge, then, when ExternalIP is managed and
-// keepExternalEqualInternal is false, dropExternalEqualInternal.
-func compose(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address, keepExternalEqualInternal bool) []corev1.NodeAddress {
-	out := merge(current, managed, desired)
-	if keepExternalEqualInternal || !slices.Contains(managed, resolver.ExternalIP) {
-		return out
-	}
-	return dropExternalEqualInternal(out)
-}
-
-// dropExternalEqualInternal removes every ExternalIP entry whose address is also an InternalIP of
-// addrs, whoever set that InternalIP (nodeaddr, or the kubelet's --node-ip). It is local-ccm's
-// rule: on a host whose route source is its only address, an ExternalIP repeating the InternalIP
-// tells consumers nothing and makes them believe the node is reachable from outside. The caller
-// applies it only when nodeaddr manages ExternalIP, so another writer's entries are never touched.
-// addrs is not modified.
-func dropExternalEqualInternal(addrs []corev1.NodeAddress) []corev1.NodeAddress {
-	internal := map[string]bool{}
-	for _, a := range addrs {
-		if a.Type == corev1.NodeInternalIP {
-			internal[canonicalIP(a.Address)] = true
-		}
-	}
-	out := make([]corev1.NodeAddress, 0, len(addrs))
-	for _, a := range addrs {
-		if a.Type == corev1.NodeExternalIP && internal[canonicalIP(a.Address)] {
-			continue
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// canonicalIP spells an IP address one way ("::ffff:10.0.0.1" and "10.0.0.1" alike), so that
-// entries written by other tools compare equal; anything else is returned as it is.
-func canonicalIP(s string) string {
-	if ip, err := netip.ParseAddr(s); err == nil {
-		return ip.Unmap().String()
-	}
-	return s
-}
-
 // resultPrimary is the family of the first InternalIP merge will write when it manages InternalIP:
 // the current primary if a desired InternalIP has it, else the family of the first desired
 // InternalIP, else IPv4 (no InternalIP left). Ordering ExternalIP by the current primary instead

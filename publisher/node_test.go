@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 // breakableWatches serves the Node watches from the fake clientset's tracker and returns a function
@@ -139,8 +141,8 @@ func TestUnchangedUpdate(t *testing.T) {
 }
 
 // Publishing the same state again (the resolver's resync) enqueues nothing, so it cannot bypass
-// the retry backoff of a failed reconcile; a new state, or new host addresses (the provided-node-ip
-// check reads them), does.
+// the retry backoff of a failed reconcile; a new state, or a new outcome of the provided-node-ip
+// stage or the equal-ExternalIP rule (the taint and the warnings follow them), does.
 func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs()))
 	drain := func() {
@@ -156,10 +158,16 @@ func TestPublishEnqueuesOnlyChanges(t *testing.T) {
 	if n := f.p.queue.Len(); n != 0 {
 		t.Errorf("the same state again queued %d reconciles, want 0", n)
 	}
-	s.Local = []netip.Prefix{netip.MustParsePrefix("10.0.0.1/24")}
+	s.NodeIP = resolver.NodeIPOutcome{Provided: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Missing: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}
 	f.p.Publish(s, time.Now())
 	if n := f.p.queue.Len(); n != 1 {
-		t.Errorf("new host addresses queued %d reconciles, want 1", n)
+		t.Errorf("a new provided-node-ip outcome queued %d reconciles, want 1", n)
+	}
+	drain()
+	s.DroppedEqual = true
+	f.p.Publish(s, time.Now())
+	if n := f.p.queue.Len(); n != 1 {
+		t.Errorf("an ExternalIP newly dropped for an equal InternalIP queued %d reconciles, want 1", n)
 	}
 	drain()
 	f.p.Publish(externalState("203.0.113.8"), time.Now())

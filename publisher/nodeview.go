@@ -1,6 +1,11 @@
 package publisher
 
 import (
+	"net/netip"
+	"slices"
+
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -33,8 +38,31 @@ func (v storeView) Node() *corev1.Node {
 	return n
 }
 
-// ResolverInput is what a resolution takes from n: its pod CIDRs and its addresses of the managed
-// types, in status order.
+// ResolverInput is what a resolution takes from n: its pod CIDRs, its addresses of the managed
+// types and its InternalIP and ExternalIP entries of the others, in status order, and the kubelet's
+// provided-node-ip annotation.
 func ResolverInput(n *corev1.Node, managed []resolver.AddressType) resolver.NodeInput {
-	return resolver.NodeInput{PodCIDRs: podCIDRs(n), Addresses: inStatusOrder(n.Status.Addresses, managed, nil)}
+	var unmanaged []resolver.AddressType
+	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+		if !slices.Contains(managed, t) {
+			unmanaged = append(unmanaged, t)
+		}
+	}
+	return resolver.NodeInput{PodCIDRs: podCIDRs(n), Addresses: inStatusOrder(n.Status.Addresses, managed, nil),
+		Unmanaged: inStatusOrder(n.Status.Addresses, unmanaged, nil), ProvidedNodeIP: n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]}
+}
+
+// podCIDRs returns the Node's pod CIDRs (spec.podCIDRs, else spec.podCIDR), skipping bad ones.
+func podCIDRs(n *corev1.Node) []netip.Prefix {
+	list := n.Spec.PodCIDRs
+	if len(list) == 0 && n.Spec.PodCIDR != "" {
+		list = []string{n.Spec.PodCIDR}
+	}
+	var out []netip.Prefix
+	for _, c := range list {
+		if p, err := resolver.ParsePrefix(c); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

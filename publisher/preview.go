@@ -7,10 +7,10 @@ import (
 )
 
 // Preview is what the publisher would write for s to a Node that has no addresses and no
-// annotations yet (--dry-run): the address list, merged as compose merges it, and the annotations
+// annotations yet (--dry-run): the address list, merged as reconcile merges it, and the annotations
 // (an empty value is a removal; nil without specs).
-func Preview(s resolver.State, specs []AnnotationSpec, keepExternalEqualInternal bool) ([]corev1.NodeAddress, map[string]string) {
-	merged := compose(nil, s.Managed, s.Addresses, keepExternalEqualInternal)
+func Preview(s resolver.State, specs []AnnotationSpec) ([]corev1.NodeAddress, map[string]string) {
+	merged := merge(nil, s.Managed, s.Addresses)
 	if len(specs) == 0 {
 		return merged, nil
 	}

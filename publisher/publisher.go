@@ -55,9 +55,6 @@ type Config struct {
 	// Managed lists the address types nodeaddr owns; every other entry is left alone.
 	Managed     []resolver.AddressType
 	RemoveTaint bool
-	// KeepExternalEqualInternal publishes an ExternalIP even when it equals an InternalIP; by
-	// default it is dropped (compose).
-	KeepExternalEqualInternal bool
 	// Annotations are written from the published addresses (--annotations); other annotations are
 	// left alone.
 	Annotations []AnnotationSpec
@@ -166,7 +163,9 @@ func (nopObserver) OnOverwrite()                     {}
 func (nopObserver) OnOverwriteBackoff(time.Duration) {}
 func (nopObserver) OnProvidedNodeIP(bool)            {}
 
-// Publish sets the desired state (latest wins) and enqueues the Node. It never blocks.
+// Publish sets the desired state (latest wins) and enqueues the Node. It never blocks. s is what
+// the Node's managed types must hold (the resolver's pipeline decided it): the publisher merges it
+// with the other writers' entries and writes it, and acts on s.NodeIP.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	p.mu.Lock()
 	changed := resolver.Changed(p.desired, s)
@@ -175,8 +174,9 @@ func (p *Publisher) Publish(s resolver.State, since time.Time) {
 			p.since = since
 		}
 	}
-	// The host's addresses matter too: the provided-node-ip check reads them.
-	changed = changed || !slices.Equal(p.desired.Local, s.Local)
+	// So do what the provided-node-ip annotation and the equal-ExternalIP rule did: the taint and
+	// the warnings follow them.
+	changed = changed || !p.desired.NodeIP.Equal(s.NodeIP) || p.desired.DroppedEqual != s.DroppedEqual
 	p.desired = &s
 	p.mu.Unlock()
 	// The same state again (a resync) needs no reconcile: one that failed is already scheduled by
@@ -186,7 +186,8 @@ func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	}
 }
 
-// DesiredAddresses returns the addresses last published (metrics read them at scrape time).
+// DesiredAddresses returns the addresses last published, those the publisher writes for the
+// managed types (metrics read them at scrape time).
 func (p *Publisher) DesiredAddresses() []resolver.Address {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -23,8 +23,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	if desired == nil || node == nil {
 		return nil // nothing resolved yet, or the Node does not exist: a later event wakes us
 	}
-	nip := p.nodeIP(node, desired)
-	next := compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
+	next := merge(node.Status.Addresses, desired.Managed, desired.Addresses)
 	if addressesChanged(node, next) {
 		if until := p.holdUntil(); !until.IsZero() {
 			return holdError{until}
@@ -38,8 +37,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		if desired == nil || node == nil {
 			return nil
 		}
-		nip = p.nodeIP(node, desired)
-		next = compose(node.Status.Addresses, desired.Managed, nip.Addresses, p.cfg.KeepExternalEqualInternal)
+		next = merge(node.Status.Addresses, desired.Managed, desired.Addresses)
 		if addressesChanged(node, next) {
 			if err := p.writeAddresses(ctx, node, next, since); err != nil {
 				return err
@@ -51,12 +49,13 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 	} else {
 		p.clearSince()
 	}
-	p.reportNodeIP(node, nip)
-	node, err := p.syncAnnotations(ctx, node, nip.Addresses)
+	p.reportNodeIP(node, desired.NodeIP)
+	node, err := p.syncAnnotations(ctx, node, desired.Addresses)
 	if err != nil || node == nil {
 		return err
 	}
-	if p.cfg.RemoveTaint && len(nip.Addresses) > 0 && len(nip.Missing) == 0 && hasUninitialized(node) {
+	hasAddress := len(desired.Addresses) > 0 || desired.DroppedEqual
+	if p.cfg.RemoveTaint && hasAddress && len(desired.NodeIP.Missing) == 0 && hasUninitialized(node) {
 		if err := p.limiter.Wait(ctx); err != nil {
 			return err
 		}
@@ -108,14 +107,9 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 	return res, nil
 }
 
-// nodeIP applies the kubelet's provided-node-ip annotation to the desired state.
-func (p *Publisher) nodeIP(node *corev1.Node, desired *resolver.State) nodeIPResult {
-	return applyProvidedNodeIP(node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr], *desired)
-}
-
 // reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
 // metric) and says so when it is solved. Called by the worker only.
-func (p *Publisher) reportNodeIP(node *corev1.Node, r nodeIPResult) {
+func (p *Publisher) reportNodeIP(node *corev1.Node, r resolver.NodeIPOutcome) {
 	p.obs.OnProvidedNodeIP(len(r.Missing) > 0)
 	var key string
 	switch {

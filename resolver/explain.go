@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 )
 
 // errNoRoute is a target the kernel has no route to (for explanations; Skip keeps "no route").
@@ -27,8 +28,8 @@ type Explained struct {
 	Reason  string      `json:"reason"`
 }
 
-// recorder collects an explanation while selectAddresses runs. A nil recorder records nothing,
-// so the agent's hot path pays one nil check per candidate.
+// recorder collects the selection's explanation while selectAddresses runs; the stages after it
+// change and add lines.
 type recorder struct{ lines []Explained }
 
 func from(tgt Target, link string) string {
@@ -40,9 +41,6 @@ func from(tgt Target, link string) string {
 
 // reject records a candidate the policy refused (src invalid: the route has no source).
 func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
-	if r == nil {
-		return
-	}
 	f := FamilyOf(tgt.IP)
 	if !tgt.IP.IsValid() {
 		f = FamilyOf(src)
@@ -61,9 +59,6 @@ func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
 // picked records every accepted candidate of t and f with why pick chose or passed it over, or
 // NoTarget when the type has no source of this family at all.
 func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, cands []candidate, won candidate, prev State) {
-	if r == nil {
-		return
-	}
 	if len(cands) == 0 {
 		reason := "no accepted candidate: not published"
 		if !sourced {
@@ -101,21 +96,6 @@ func prevIs(prev State, t AddressType, f Family, ip netip.Addr) bool {
 	return ok && old.IP == ip
 }
 
-// Explain is selectAddresses' decision with its explanation: one line per candidate of each
-// managed type and family, in the order the policy considers them (pure; for tests and tools).
-func Explain(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) []Explained {
-	rec := &recorder{}
-	selectAddresses(p, sources, addrs, prev, rec)
-	return rec.lines
-}
-
-// ResolvePolicyExplained is ResolvePolicy that also returns the explanation of its choice.
-func ResolvePolicyExplained(k Kernel, p Policy, prev State) (State, []Skip, []Explained, error) {
-	rec := &recorder{}
-	st, skips, err := resolvePolicy(k, p, prev, rec)
-	return st, skips, rec.lines, err
-}
-
 // String is the line --explain prints.
 func (e Explained) String() string {
 	s := fmt.Sprintf("%-10s %s", e.Type, e.Family)
@@ -128,15 +108,30 @@ func (e Explained) String() string {
 	return s + ": " + e.Reason
 }
 
-// log writes the explanation at debug level, one record per line with stable keys. It explains
-// the selection; the loop's hold-down and discovery, applied after it, show in the "desired
-// addresses changed" and "holding it" records.
-func (r *recorder) log(log *slog.Logger) {
-	if r == nil {
-		return
-	}
-	for _, e := range r.lines {
+// logExplanation writes the explanation at debug level, one record per line with stable keys.
+func logExplanation(log *slog.Logger, lines []Explained) {
+	for _, e := range lines {
 		log.Debug("explain", "type", e.Type, "family", e.Family, "address", e.Address, "from", e.From,
 			"chosen", e.Chosen, "reason", e.Reason)
 	}
+}
+
+// why is a stage's copy of a state's explanation, which it may change: states share their slices.
+type why []Explained
+
+func (s State) why() why { return slices.Clone(why(s.Explanation)) }
+
+// passOver marks the chosen line of type t and family f, if any, as passed over for reason.
+func (w why) passOver(t AddressType, f Family, reason string) {
+	for i := range w {
+		if w[i].Chosen && w[i].Type == t && w[i].Family == f.String() {
+			w[i].Chosen, w[i].Reason = false, reason
+		}
+	}
+}
+
+// chose adds the line of an address a stage put in the state.
+func (w why) chose(a Address, from, reason string) why {
+	return append(w, Explained{Type: a.Type, Family: FamilyOf(a.IP).String(), Address: a.IP.String(),
+		From: from, Chosen: true, Reason: reason})
 }

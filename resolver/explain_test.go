@@ -110,15 +110,15 @@ func TestExplain(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, e := range Explain(tt.policy, tt.sources, tt.addrs, tt.prev) {
+			for _, e := range explain(tt.policy, tt.sources, tt.addrs, tt.prev) {
 				got = append(got, e.String())
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("explanation:\n%s\nwant:\n%s", join(got), join(tt.want))
 			}
-			addrs, _ := selectAddresses(tt.policy, tt.sources, tt.addrs, tt.prev, nil)
+			addrs, _ := selectAddresses(tt.policy, tt.sources, tt.addrs, tt.prev, &recorder{})
 			var chosen []string
-			for _, e := range Explain(tt.policy, tt.sources, tt.addrs, tt.prev) {
+			for _, e := range explain(tt.policy, tt.sources, tt.addrs, tt.prev) {
 				if e.Chosen {
 					chosen = append(chosen, e.Address)
 				}
@@ -174,4 +174,12 @@ func TestLoopLogsExplanationAtDebug(t *testing.T) {
 			}
 		})
 	}
+}
+
+// explain is selectAddresses' decision with its explanation: one line per candidate of each
+// managed type and family, in the order the policy considers them.
+func explain(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State) []Explained {
+	rec := &recorder{}
+	selectAddresses(p, sources, addrs, prev, rec)
+	return rec.lines
 }

@@ -85,8 +85,8 @@ type LoopConfig struct {
 	Observer  Observer
 }
 
-// Loop resolves after each debounced burst of changes, after each hold-down expiry, when the
-// Node's pod CIDRs change and every ResyncInterval, and hands the result to a Sink.
+// Loop runs the address pipeline (pipeline.go) after each debounced burst of changes, after each
+// hold-down expiry, when the Node changes and every ResyncInterval, and hands the result to a Sink.
 type Loop struct {
 	cfg      LoopConfig
 	trigger  Trigger
@@ -100,6 +100,11 @@ type Loop struct {
 type NodeInput struct {
 	PodCIDRs  []netip.Prefix // excluded from selection
 	Addresses []Address      // the Node's current addresses of the managed types
+	// Unmanaged are the Node's InternalIP and ExternalIP entries of the types nodeaddr does not
+	// manage (another writer's, such as the kubelet's --node-ip): the equal-ExternalIP rule reads them.
+	Unmanaged []Address
+	// ProvidedNodeIP is the kubelet's provided-node-ip annotation ("" when there is none).
+	ProvidedNodeIP string
 }
 
 // NewLoop returns a loop reading changes from trigger and publishing to sink.
@@ -116,7 +121,8 @@ func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
 }
 
 // NodeChanged tells the loop the Node may have changed (the informer's event handler calls it). It
-// never blocks; the loop reads cfg.Node and resolves again if the pod CIDRs changed.
+// never blocks; the loop reads cfg.Node and resolves again if the pod CIDRs changed, or runs the
+// Node's stages again if what they read changed.
 func (l *Loop) NodeChanged() {
 	select {
 	case l.nodeKick <- struct{}{}:

@@ -13,6 +13,7 @@ type run struct {
 	deb       debouncer
 	hold      holdDown
 	since     time.Time // first event of the pending burst
+	kernel    *State    // the last result of the kernel's stages (selection, discovery, hold-down)
 	published *State
 	node      NodeInput   // the Node as last read
 	wake      *time.Timer // fires for debounce, hold-down and retry deadlines
@@ -58,16 +59,21 @@ func (r *run) event(first time.Time, link bool) {
 	r.deb.Event(time.Now(), link)
 }
 
-// nodeChanged reads the Node again and resolves at once if its pod CIDRs changed.
+// nodeChanged reads the Node again: it resolves at once if the pod CIDRs changed, and runs the
+// Node's stages again on the last kernel result if what they read changed (no kernel read).
 func (r *run) nodeChanged() {
 	v, ok := r.l.node()
 	if !ok {
 		return // deleted: keep the last view until it is back
 	}
-	changed := !slices.Equal(v.PodCIDRs, r.node.PodCIDRs)
+	cidrs := !slices.Equal(v.PodCIDRs, r.node.PodCIDRs)
+	others := v.ProvidedNodeIP != r.node.ProvidedNodeIP || !slices.Equal(v.Unmanaged, r.node.Unmanaged)
 	r.node = v
-	if changed {
+	switch {
+	case cidrs:
 		r.resolve("pod-cidrs-changed")
+	case others && r.kernel != nil:
+		r.publish("node-changed", time.Time{})
 	}
 }
 
@@ -83,22 +89,18 @@ func (r *run) due(now time.Time) {
 	}
 }
 
-// resolve reads the kernel, applies the hold-down and hands the result to the sink.
+// resolve runs the kernel's stages (selection, discovery, hold-down), then publish.
 func (r *run) resolve(reason string) {
 	l, log := r.l, r.l.cfg.Logger
 	now := time.Now()
 	r.deb.Reset()
 	r.retryAt = time.Time{}
-	// The reference for stickiness: what we published, else the Node's addresses.
+	// The reference for stickiness: the last kernel result, else the Node's addresses.
 	prev := State{Managed: l.cfg.Policy.Managed, Addresses: r.node.Addresses}
-	if r.published != nil {
-		prev = *r.published
+	if r.kernel != nil {
+		prev = *r.kernel
 	}
-	var rec *recorder // the explanation, only when it will be logged
-	if log.Enabled(context.Background(), slog.LevelDebug) {
-		rec = &recorder{}
-	}
-	raw, skips, err := resolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.node.PodCIDRs), prev, rec)
+	raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.node.PodCIDRs), prev)
 	if err != nil {
 		l.observe(ResultError)
 		log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
@@ -119,22 +121,31 @@ func (r *run) resolve(reason string) {
 		log.Info("address no longer resolves, holding it", "reason", reason,
 			"state", eff.String(), "until", next.Format(time.RFC3339Nano))
 	}
-	if Changed(r.published, eff) {
-		old := "none"
-		if r.published != nil {
-			old = r.published.String()
-		}
-		log.Info("desired addresses changed", "reason", reason, "old", old, "new", eff.String())
-		rec.log(log)
-	}
-	r.published = &eff
-	l.sink.Publish(eff, r.since)
+	r.kernel = &eff
+	r.publish(reason, r.since)
 	r.since = time.Time{}
 	if rt, ok := l.cfg.Kernel.(RuleTables); ok && l.cfg.RouteTables != nil {
 		if tables, err := rt.RuleTables(); err == nil {
 			l.cfg.RouteTables.SetRouteTables(tables)
 		}
 	}
+}
+
+// publish runs the Node's stages (provided-node-ip, the equal-ExternalIP rule) on the last kernel
+// result and hands the outcome to the sink; since is the first kernel event behind it (zero: none).
+func (r *run) publish(reason string, since time.Time) {
+	l, log := r.l, r.l.cfg.Logger
+	out := nodeStages(l.cfg.Policy, r.node, *r.kernel)
+	if Changed(r.published, out) {
+		old := "none"
+		if r.published != nil {
+			old = r.published.String()
+		}
+		log.Info("desired addresses changed", "reason", reason, "old", old, "new", out.String())
+		logExplanation(log, out.Explanation)
+	}
+	r.published = &out
+	l.sink.Publish(out, since)
 }
 
 // arm sets the wake timer to the earliest pending deadline.

@@ -571,3 +571,69 @@ func TestLoopRestartHoldsTheNodesAddress(t *testing.T) {
 		}
 	})
 }
+
+// The Node's stages run again on the last kernel result when what they read changes, publishing
+// at once without reading the kernel: another writer's InternalIP that the ExternalIP equals, the
+// kubelet's provided-node-ip annotation. The Node's own managed addresses (the echo of a write)
+// change nothing.
+func TestLoopRerunsNodeStagesWithoutKernelRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := healthyKernel()
+		k.addrs = append(k.addrs, local("192.0.2.11"))
+		node := &fakeNode{seen: true}
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Node: node.get,
+			Policy: Policy{Managed: []AddressType{InternalIP, ExternalIP},
+				Targets: []Target{{InternalIP, target4}, {ExternalIP, target4}}, ReportLocal: true}}, k)
+		reads := func() int {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			return k.routeGets
+		}
+		before := reads()
+		lt.sleep(time.Second)
+		node.set(lt.loop, NodeInput{ProvidedNodeIP: "192.0.2.11"})
+		lt.sleep(time.Second)
+		node.set(lt.loop, NodeInput{ProvidedNodeIP: "192.0.2.11",
+			Addresses: []Address{addr(InternalIP, "192.0.2.11"), addr(ExternalIP, "192.0.2.10")}})
+		lt.sleep(time.Second)
+		node.set(lt.loop, NodeInput{ProvidedNodeIP: "10.9.9.9"})
+		lt.sleep(time.Second)
+		var got []string
+		for _, p := range lt.sink.all() {
+			got = append(got, fmt.Sprintf("%v at %v missing %v", p.state, p.at, p.state.NodeIP.Missing))
+		}
+		want := []string{
+			"[InternalIP=192.0.2.10] at 0s missing []", // the ExternalIP equals the InternalIP
+			"[InternalIP=192.0.2.11 ExternalIP=192.0.2.10] at 1s missing []",
+			"[InternalIP=192.0.2.10] at 3s missing [10.9.9.9]",
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("published\n%q\nwant\n%q", got, want)
+		}
+		if n := reads() - before; n != 0 {
+			t.Errorf("%d kernel reads after the first resolution, want none", n)
+		}
+	})
+}
+
+// Without managing InternalIP, another writer's InternalIP (the kubelet's --node-ip) that equals
+// the ExternalIP drops it, and the ExternalIP comes back when that InternalIP goes.
+func TestLoopFollowsAnotherWritersInternalIP(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		node := &fakeNode{seen: true}
+		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Node: node.get}, nil)
+		lt.sleep(time.Second)
+		node.set(lt.loop, NodeInput{Unmanaged: []Address{addr(InternalIP, src4.String())}})
+		lt.sleep(time.Second)
+		node.set(lt.loop, NodeInput{})
+		lt.sleep(time.Second)
+		var got []string
+		for _, p := range lt.sink.all() {
+			got = append(got, fmt.Sprintf("%v at %v dropped %v", p.state, p.at, p.state.DroppedEqual))
+		}
+		want := []string{"[ExternalIP=192.0.2.10] at 0s dropped false", "[] at 1s dropped true", "[ExternalIP=192.0.2.10] at 2s dropped false"}
+		if !slices.Equal(got, want) {
+			t.Errorf("published %q, want %q", got, want)
+		}
+	})
+}

@@ -338,7 +338,7 @@ func TestSelect(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := tt.policy
 			p.Managed = internalOnly
-			got, skips := selectAddresses(p, tt.sources, tt.addrs, tt.prev, nil)
+			got, skips := selectAddresses(p, tt.sources, tt.addrs, tt.prev, &recorder{})
 			var gotIPs []string
 			for _, a := range got {
 				gotIPs = append(gotIPs, a.IP.String())
@@ -362,7 +362,7 @@ func TestSelectTwoTypes(t *testing.T) {
 		Types:   map[AddressType]TypePolicy{InternalIP: {Interfaces: MustInterfaceRegexps("ens4")}},
 	}
 	addrs := []LocalAddr{on("ens3", "203.0.113.7/24"), on("ens4", "10.0.0.7/24")}
-	got, _ := selectAddresses(p, map[Target]netip.Addr{tExt: ip("203.0.113.7")}, addrs, State{}, nil)
+	got, _ := selectAddresses(p, map[Target]netip.Addr{tExt: ip("203.0.113.7")}, addrs, State{}, &recorder{})
 	want := []Address{{InternalIP, ip("10.0.0.7"), "ens4", 24}, {ExternalIP, ip("203.0.113.7"), "ens3", 24}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Select = %v, want %v", got, want)

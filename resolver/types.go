@@ -70,9 +70,19 @@ type State struct {
 	Managed   []AddressType
 	Addresses []Address
 	// Local lists every address assigned to the host, with its prefix length, when the policy asks
-	// for it (ReportLocal), so the publisher can check the kubelet's provided-node-ip; Equal ignores
-	// it.
+	// for it (ReportLocal), so the provided-node-ip stage can check the kubelet's node IP; Equal
+	// ignores it.
 	Local []netip.Prefix
+	// NodeIP is what the kubelet's provided-node-ip annotation did (stage_nodeip.go); the publisher
+	// acts on it (the taint, a Warning). Equal ignores it.
+	NodeIP NodeIPOutcome
+	// DroppedEqual is set when the equal-ExternalIP rule left an ExternalIP out because the Node
+	// carries it as an InternalIP: the Node then has an address even if the state holds none, which
+	// is what the publisher waits for to remove the uninitialized taint. Equal ignores it.
+	DroppedEqual bool
+	// Explanation says why each address was chosen or dropped, one line per candidate, as the
+	// stages that decided wrote it (--explain). Equal ignores it.
+	Explanation []Explained
 }
 
 // Normalize sorts the addresses by type (in Managed order) then family (IPv4 first), so two states
@@ -84,7 +94,8 @@ func (s State) Normalize() State {
 		}
 		return len(s.Managed)
 	}
-	out := State{Managed: slices.Clone(s.Managed), Addresses: slices.Clone(s.Addresses), Local: s.Local}
+	out := s
+	out.Managed, out.Addresses = slices.Clone(s.Managed), slices.Clone(s.Addresses)
 	slices.SortStableFunc(out.Addresses, func(a, b Address) int {
 		return cmp.Or(cmp.Compare(rank(a.Type), rank(b.Type)), cmp.Compare(FamilyOf(a.IP), FamilyOf(b.IP)))
 	})

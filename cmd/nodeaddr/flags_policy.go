@@ -173,7 +173,7 @@ func (o *options) policy() resolver.Policy {
 	return resolver.Policy{
 		Managed: o.managed(), Targets: o.targets(), Types: o.typePolicy,
 		AllowSecondary: o.allowSecondary, AllowVIPs: !o.defaultExclusions,
-		ExcludeCIDRs: o.serviceCIDRs,
+		ExcludeCIDRs: o.serviceCIDRs, KeepExternalEqualInternal: o.keepExternalEqualInternal,
 	}
 }
 

@@ -152,7 +152,7 @@ func TestParseFlags(t *testing.T) {
 		{"ExternalIP interfaces keep the default ExternalIP targets", []string{"--node-name=a", "--external-ip-interfaces=eth1"}, env(),
 			func(o *options) bool { return len(o.externalTargets) == 2 }, "two default ExternalIP targets"},
 		{"--external-ip-equal-internal=keep", []string{"--node-name=a", "--external-ip-equal-internal=keep"}, env(),
-			func(o *options) bool { return o.keepExternalEqualInternal }, "keep"},
+			func(o *options) bool { return o.keepExternalEqualInternal && o.policy().KeepExternalEqualInternal }, "keep"},
 		{"--debounce-max-delay 0", []string{"--node-name=a", "--debounce-max-delay=0"}, env(),
 			func(o *options) bool { return o.debounceMaxDelay == 0 }, "0"},
 		{"bind addresses", []string{"--node-name=a", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:8080"}, env(),
@@ -532,12 +532,12 @@ func TestRunMissingKubeconfigJSON(t *testing.T) {
 // in either spelling (klog's underscores, one or two dashes); the run exits 2.
 func TestLocalCCMFlagsGetAMigrationHint(t *testing.T) {
 	for _, tc := range []struct{ arg, want string }{
-		{"--external-ip-subnet=203.0.113.0/24", `--external-ip-subnet: local-ccm's flag, not nodeaddr's: use --external-ip-cidrs=CIDR (the address in that subnet, on any interface) or an --external-ip-target routed through it (docs/install.md, "Migrating from local-ccm")`},
-		{"--logtostderr", `--logtostderr: local-ccm's flag, not nodeaddr's: nodeaddr always logs to stderr: drop it (--log-format=json for JSON) (docs/install.md, "Migrating from local-ccm")`},
-		{"-logtostderr=true", `-logtostderr: local-ccm's flag, not nodeaddr's: nodeaddr always logs to stderr: drop it (--log-format=json for JSON) (docs/install.md, "Migrating from local-ccm")`},
-		{"--log_dir=/var/log", `--log_dir: local-ccm's flag, not nodeaddr's: nodeaddr logs only to stderr: drop it (docs/install.md, "Migrating from local-ccm")`},
-		{"--log-file=/x.log", `--log-file: local-ccm's flag, not nodeaddr's: nodeaddr logs only to stderr: drop it (docs/install.md, "Migrating from local-ccm")`},
-		{"--vmodule=node*=4", `--vmodule: local-ccm's flag, not nodeaddr's: use --v=N or --log-level (one level for the whole program) (docs/install.md, "Migrating from local-ccm")`},
+		{"--external-ip-subnet=203.0.113.0/24", `--external-ip-subnet: local-ccm's flag, not nodeaddr's: use --external-ip-cidrs=CIDR (the address in that subnet, on any interface) or an --external-ip-target routed through it (docs/upgrade.md, "Migrating from local-ccm")`},
+		{"--logtostderr", `--logtostderr: local-ccm's flag, not nodeaddr's: nodeaddr always logs to stderr: drop it (--log-format=json for JSON) (docs/upgrade.md, "Migrating from local-ccm")`},
+		{"-logtostderr=true", `-logtostderr: local-ccm's flag, not nodeaddr's: nodeaddr always logs to stderr: drop it (--log-format=json for JSON) (docs/upgrade.md, "Migrating from local-ccm")`},
+		{"--log_dir=/var/log", `--log_dir: local-ccm's flag, not nodeaddr's: nodeaddr logs only to stderr: drop it (docs/upgrade.md, "Migrating from local-ccm")`},
+		{"--log-file=/x.log", `--log-file: local-ccm's flag, not nodeaddr's: nodeaddr logs only to stderr: drop it (docs/upgrade.md, "Migrating from local-ccm")`},
+		{"--vmodule=node*=4", `--vmodule: local-ccm's flag, not nodeaddr's: use --v=N or --log-level (one level for the whole program) (docs/upgrade.md, "Migrating from local-ccm")`},
 		{"--bogus", "unknown flag --bogus"},
 	} {
 		code, stdout, stderr := runArgs(t, env(), "--node-name=n", tc.arg)

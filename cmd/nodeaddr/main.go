@@ -200,8 +200,7 @@ func (a *command) config(m *metrics.Metrics) agent.Config {
 		NodeName: o.nodeName,
 		Publisher: publisher.Config{
 			RemoveTaint: o.removeTaint,
-			Annotations: o.annotations, KeepExternalEqualInternal: o.keepExternalEqualInternal,
-			Rate: rate.Limit(o.publishRate), Burst: o.publishBurst,
+			Annotations: o.annotations, Rate: rate.Limit(o.publishRate), Burst: o.publishBurst,
 			Logger: a.log, Observer: m,
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 		},

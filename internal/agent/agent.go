@@ -45,7 +45,7 @@ type Config struct {
 	// DryRun receives one JSON line per change of the previewed Node when Publisher.Nodes is nil.
 	DryRun io.Writer
 	// Explain prints, before each of DryRun's lines, why each address was chosen or dropped
-	// (--explain); ExplainJSON prints it as one JSON line (-o json).
+	// (--explain, the pipeline's State.Explanation); ExplainJSON prints it as one JSON line (-o json).
 	Explain, ExplainJSON bool
 	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
 	Discovery *discovery.Config
@@ -82,18 +82,12 @@ func New(cfg Config) (*Agent, error) {
 		pc := a.cfg.Publisher
 		pc.NodeName, pc.Node = cfg.NodeName, a.node
 		a.pub = publisher.New(pc)
-		a.explain = &explainLog{explainer: explainer{kernel: cfg.Loop.Kernel, policy: cfg.Loop.Policy,
-			discovery: cfg.Discovery != nil}, keepEqual: pc.KeepExternalEqualInternal,
-			nodeName: cfg.NodeName, node: a.resolverInput, log: a.api.log}
+		a.explain = &explainLog{nodeName: cfg.NodeName, log: a.api.log}
 		sink = explainedSink{Sink: a.pub, x: a.explain}
 		a.cfg.Loop.Node = a.resolverInput
 	} else {
 		a.printer = &printer{w: cfg.DryRun, annotations: cfg.Publisher.Annotations,
-			keepExternalEqualInternal: cfg.Publisher.KeepExternalEqualInternal}
-		if cfg.Explain {
-			a.printer.explain = &explainer{kernel: cfg.Loop.Kernel, policy: cfg.Loop.Policy,
-				discovery: cfg.Discovery != nil, json: cfg.ExplainJSON}
-		}
+			explain: cfg.Explain, json: cfg.ExplainJSON}
 		sink = a.printer
 	}
 	trigger := cfg.Trigger
@@ -119,7 +113,8 @@ func New(cfg Config) (*Agent, error) {
 }
 
 // nodeEvents is the informer's one handler: the publisher takes each event (it enqueues the Node
-// and detects overwrites) and the loop looks at the Node again (pod CIDRs).
+// and detects overwrites) and the loop looks at the Node again (pod CIDRs, the provided-node-ip
+// annotation, other writers' addresses).
 func (a *Agent) nodeEvents() cache.ResourceEventHandlerFuncs {
 	pub := a.pub.NodeEvents()
 	return cache.ResourceEventHandlerFuncs{
@@ -175,7 +170,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // NodeState is what the node gauges read at scrape time (metrics.Metrics.ReadNodeState): the
-// publisher's desired addresses and taint; nil in a dry run, which has neither.
+// addresses the publisher writes (the resolver's pipeline decided them) and the taint; nil in a
+// dry run, which has neither.
 func (a *Agent) NodeState() metrics.NodeState {
 	if a.pub == nil {
 		return nil

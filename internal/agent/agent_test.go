@@ -34,6 +34,7 @@ var target = netip.MustParseAddr("198.51.100.1")
 type kernel struct {
 	mu    sync.Mutex
 	addrs []netip.Addr
+	reads int // RouteSource calls
 }
 
 func (k *kernel) set(ips ...string) {
@@ -48,7 +49,14 @@ func (k *kernel) set(ips ...string) {
 func (k *kernel) RouteSource(netip.Addr) (netip.Addr, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.reads++
 	return k.addrs[0], nil
+}
+
+func (k *kernel) routeReads() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reads
 }
 
 func (k *kernel) Addresses() ([]resolver.LocalAddr, error) {

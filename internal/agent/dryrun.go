@@ -12,12 +12,13 @@ import (
 )
 
 // printer is the dry run's sink: one JSON line per change of what would be written to a Node
-// without addresses and annotations (publisher.Preview).
+// without addresses and annotations (publisher.Preview), after the state's explanation with
+// --explain (docs/configuration.md, "Why this address? --explain").
 type printer struct {
-	w                         io.Writer
-	annotations               []publisher.AnnotationSpec
-	keepExternalEqualInternal bool
-	explain                   *explainer // --explain; nil prints the JSON lines alone
+	w           io.Writer
+	annotations []publisher.AnnotationSpec
+	explain     bool // --explain
+	json        bool // -o json: the explanation as one JSON line
 
 	mu   sync.Mutex
 	last *resolver.State
@@ -35,11 +36,11 @@ func (d *printer) Publish(s resolver.State, _ time.Time) {
 	if !resolver.Changed(d.last, s) {
 		return
 	}
-	if d.explain != nil {
-		d.explain.write(d.w, d.explain.explain(s, d.last, d.keepExternalEqualInternal))
+	if d.explain {
+		d.writeExplanation(s.Explanation)
 	}
 	d.last = &s
-	addrs, annotations := publisher.Preview(s, d.annotations, d.keepExternalEqualInternal)
+	addrs, annotations := publisher.Preview(s, d.annotations)
 	out := struct {
 		Addresses   []jsonAddress     `json:"addresses"`
 		Annotations map[string]string `json:"annotations,omitempty"`
@@ -56,4 +57,18 @@ func (d *printer) Resolved() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.last != nil
+}
+
+// writeExplanation prints lines as text, one per line, or as one JSON object {"explain":[...]}.
+func (d *printer) writeExplanation(lines []resolver.Explained) {
+	if d.json {
+		b, _ := json.Marshal(struct {
+			Explain []resolver.Explained `json:"explain"`
+		}{lines})
+		fmt.Fprintf(d.w, "%s\n", b)
+		return
+	}
+	for _, l := range lines {
+		fmt.Fprintln(d.w, l)
+	}
 }

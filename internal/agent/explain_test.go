@@ -2,12 +2,21 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
 // dualStack routes IPv4 targets through 192.0.2.2 and IPv6 targets through fd00::2, the dual-stack
@@ -88,31 +97,77 @@ func TestDryRunExplainJSON(t *testing.T) {
 	}
 }
 
-// Addresses the state holds that the selection did not choose are explained by the rules applied
-// after it: STUN's mapped ExternalIP (with discovery) and the loop's hold-down.
-func TestExplainRulesAfterSelection(t *testing.T) {
-	var out bytes.Buffer
-	cfg := explainConfig(&out, false)
-	e := &explainer{kernel: cfg.Loop.Kernel, policy: cfg.Loop.Policy, discovery: true}
-	ip := netip.MustParseAddr
-	s := resolver.State{Managed: cfg.Loop.Policy.Managed, Addresses: []resolver.Address{
-		{Type: resolver.InternalIP, IP: ip("192.0.2.2")},
-		{Type: resolver.InternalIP, IP: ip("fd00::9")},
-		{Type: resolver.ExternalIP, IP: ip("2001:db8::7")},
-	}}
-	var got []string
-	for _, l := range e.explain(s, nil, false) {
-		got = append(got, l.String())
-	}
-	want := []string{
-		"InternalIP IPv4 192.0.2.2 (route to 192.0.2.1): chosen",
-		"InternalIP IPv6: " + resolver.NoTarget,
-		"ExternalIP IPv4 192.0.2.2 (route to 8.8.8.8): chosen now, but not in the state printed (resolved again since)",
-		"ExternalIP IPv6 fd00::2 (route to 2001:4860:4860::8888): replaced by 2001:db8::7",
-		"InternalIP IPv6 fd00::9 (previous address): held during removal grace (the loop's hold-down)",
-		"ExternalIP IPv6 2001:db8::7 (STUN discovery): chosen: the mapped address replaces the route source",
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("explanation:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+// The kubelet's --node-ip (its provided-node-ip annotation), a secondary address of the host: the
+// pipeline makes it the InternalIP, so the Node carries it, the metrics' addresses are those the
+// Node carries, and the explanation says which stage chose what. A new annotation runs the Node's
+// stages again without reading the kernel: the InternalIP follows it, and the ExternalIP that now
+// equals it is dropped.
+func TestAgentProvidedNodeIP(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		node := registered("")
+		node.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "192.0.2.11"}
+		client := newClient(node)
+		k := &kernel{}
+		k.set("192.0.2.10", "192.0.2.11")
+		var log bytes.Buffer
+		cfg := config(client, k, watcher.NewSignal())
+		cfg.Publisher.Logger = slog.New(slog.NewJSONHandler(&log, nil))
+		cfg.Loop.Policy = resolver.Policy{Managed: []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP},
+			Targets:     []resolver.Target{{Type: resolver.InternalIP, IP: target}, {Type: resolver.ExternalIP, IP: target}},
+			ReportLocal: true}
+		a := newAgent(t, cfg)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got, want := addresses(t, client), "[{InternalIP 192.0.2.11} {ExternalIP 192.0.2.10} {Hostname node-a}] taints=0"; got != want {
+			t.Fatalf("node %s, want %s", got, want)
+		}
+		if got, want := fmt.Sprint(a.NodeState().DesiredAddresses()), "[InternalIP=192.0.2.11 ExternalIP=192.0.2.10]"; got != want {
+			t.Errorf("addresses for metrics %s, want what the Node carries: %s", got, want)
+		}
+
+		reads := k.routeReads()
+		n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr] = "192.0.2.10"
+		if _, err := client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got, want := addresses(t, client), "[{InternalIP 192.0.2.10} {Hostname node-a}] taints=0"; got != want {
+			t.Fatalf("after the new annotation: node %s, want %s", got, want)
+		}
+		if got, want := fmt.Sprint(a.NodeState().DesiredAddresses()), "[InternalIP=192.0.2.10]"; got != want {
+			t.Errorf("after the new annotation: addresses for metrics %s, want %s", got, want)
+		}
+		if got := k.routeReads(); got != reads {
+			t.Errorf("the kernel was read %d times for a new annotation, want none", got-reads)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		const an = "(annotation alpha.kubernetes.io/provided-node-ip)"
+		got := fmt.Sprint(explanations(t, &log))
+		want := fmt.Sprint([][]string{{
+			"InternalIP IPv4 192.0.2.10 (route to 198.51.100.1): replaced by the kubelet's node IP 192.0.2.11",
+			"InternalIP IPv6: " + resolver.NoTarget,
+			"ExternalIP IPv4 192.0.2.10 (route to 198.51.100.1): chosen",
+			"ExternalIP IPv6: " + resolver.NoTarget,
+			"InternalIP IPv4 192.0.2.11 " + an + ": chosen: the kubelet's node IP (--node-ip)",
+		}, {
+			"InternalIP IPv4 192.0.2.10 (route to 198.51.100.1): chosen",
+			"InternalIP IPv6: " + resolver.NoTarget,
+			"ExternalIP IPv4 192.0.2.10 (route to 198.51.100.1): dropped: equals an InternalIP (--external-ip-equal-internal=drop)",
+			"ExternalIP IPv6: " + resolver.NoTarget,
+		}})
+		if got != want {
+			t.Errorf("explanations\n%s\nwant\n%s", got, want)
+		}
+	})
 }

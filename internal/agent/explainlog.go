@@ -10,18 +10,15 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// explainLog logs, on each change of the addresses the agent publishes, the explanation
-// --dry-run --explain prints: one INFO record (identity.ExplainMessage) whose attribute
-// identity.ExplainKey is the JSON array of its lines. One record per change, at the rate of the
-// "desired addresses changed" record, so it is in the log at the default level, where kubectl
-// nodeaddr explain reads it (pods/log, the operator's rights): the agent needs no new right and
-// the Node carries no explanation.
+// explainLog logs, on each change of the addresses the agent publishes, the explanation the
+// resolver's stages wrote (State.Explanation, what --dry-run --explain prints): one INFO record
+// (identity.ExplainMessage) whose attribute identity.ExplainKey is the JSON array of its lines. One
+// record per change, at the rate of the "desired addresses changed" record, so it is in the log at
+// the default level, where kubectl nodeaddr explain reads it (pods/log, the operator's rights): the
+// agent needs no new right and the Node carries no explanation.
 type explainLog struct {
-	explainer
-	keepEqual bool
-	nodeName  string
-	node      func() (resolver.NodeInput, bool) // the Node's pod CIDRs and addresses
-	log       *slog.Logger
+	nodeName string
+	log      *slog.Logger
 
 	mu   sync.Mutex
 	last *resolver.State
@@ -34,19 +31,8 @@ func (x *explainLog) observe(s resolver.State) {
 	if !resolver.Changed(x.last, s) {
 		return
 	}
-	e := x.explainer
-	prev := x.last
-	if in, ok := x.node(); ok {
-		// As the loop resolves: pod CIDRs excluded, and before the first publication the Node's
-		// addresses are the reference for stickiness.
-		e.policy = e.policy.Excluding(in.PodCIDRs)
-		if prev == nil {
-			prev = &resolver.State{Managed: e.policy.Managed, Addresses: in.Addresses}
-		}
-	}
-	lines := e.explain(s, prev, x.keepEqual)
 	x.last = &s
-	b, err := json.Marshal(lines)
+	b, err := json.Marshal(s.Explanation)
 	if err != nil {
 		return // Explained has only strings and bools
 	}

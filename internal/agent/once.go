@@ -80,16 +80,13 @@ func (a *Agent) once(ctx context.Context) (resolver.State, error) {
 	return st, a.pub.Reconcile(ctx)
 }
 
-// resolve is one resolution as the loop makes its first: pod CIDRs excluded, the Node's addresses
-// kept among equal candidates, discovery's answers in place of the ExternalIP route sources.
+// resolve runs the resolver's pipeline once (resolver.Once), discovery's rounds included.
 func (a *Agent) resolve(ctx context.Context, in resolver.NodeInput) (resolver.State, error) {
-	p := a.cfg.Loop.Policy
-	st, _, err := resolver.ResolvePolicy(a.cfg.Loop.Kernel, p.Excluding(in.PodCIDRs),
-		resolver.State{Managed: p.Managed, Addresses: in.Addresses})
-	if err == nil && a.discover != nil {
-		st = resolver.WithDiscovery(onceDiscovery{ctx, a.discover}, st)
+	var d resolver.Discovery
+	if a.discover != nil {
+		d = onceDiscovery{ctx, a.discover}
 	}
-	return st, err
+	return resolver.Once(a.cfg.Loop.Kernel, a.cfg.Loop.Policy, d, in)
 }
 
 // onceDiscovery is discovery for RunOnce: Update runs the rounds before it returns (no Run

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -245,8 +246,10 @@ func testApprovals(t *testing.T, w *world) {
 		w.expectApproved(t, node, "registration", "[]", before)
 	})
 
-	// The kubelet's --node-ip is a secondary address of the uplink: the agent publishes it (the
-	// cloud node controller's rule) and records it, and the kubelet's CSR for it is approved.
+	// The kubelet's --node-ip is a secondary address of the uplink, not the route source: the agent
+	// publishes it (the cloud node controller's rule) and records it, its nodeaddr_address_info
+	// shows it (what the Node carries, not the route source), and the kubelet's CSR for it is
+	// approved.
 	t.Run("provided-node-ip: the kubelet's --node-ip, a secondary address of the uplink", func(t *testing.T) {
 		const provided = "192.0.2.11"
 		w.h.NS.IP("addr", "add", provided+"/24", "dev", "eth0")
@@ -255,6 +258,7 @@ func testApprovals(t *testing.T, w *world) {
 			t.Fatalf("kubelet annotates its Node: %v", err)
 		}
 		w.waitRecord(t, provided)
+		w.expectAddressInfo(t, provided)
 		before := w.metrics(t)
 		if _, err := w.file(t, kubeletOf(self), "provided-node-ip", csrSpec{ips: []string{provided}}); err != nil {
 			t.Fatal(err)
@@ -267,7 +271,37 @@ func testApprovals(t *testing.T, w *world) {
 		}
 		w.h.NS.IP("addr", "del", provided+"/24", "dev", "eth0")
 		w.waitRecord(t, baselineRecord)
+		w.expectAddressInfo(t, selfIP, selfIP6)
 	})
+}
+
+// expectAddressInfo checks that the agent's nodeaddr_address_info lists exactly ips as InternalIPs:
+// those its Node carries (waitRecord saw them there; the agent's gauge reads the addresses it
+// writes, so it shows them by then).
+func (w *world) expectAddressInfo(t *testing.T, ips ...string) {
+	t.Helper()
+	m, err := w.agent.Metrics()
+	if err != nil {
+		t.Fatalf("scrape agent: %v", err)
+	}
+	var got, want []string
+	for k, v := range m {
+		if strings.HasPrefix(k, "nodeaddr_address_info{") && v == 1 {
+			got = append(got, k)
+		}
+	}
+	for _, ip := range ips {
+		family := "IPv4"
+		if strings.Contains(ip, ":") {
+			family = "IPv6"
+		}
+		want = append(want, fmt.Sprintf(`nodeaddr_address_info{address=%q,family=%q,type="InternalIP"}`, ip, family))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("agent's nodeaddr_address_info %v, want what the Node carries: %v", got, want)
+	}
 }
 
 // runMode runs the table in a mode, 20 lines per approver process.

@@ -1,5 +1,7 @@
 package resolver
 
+// Stage 2, STUN discovery: the ExternalIP behind NAT replaces the route source.
+
 import "net/netip"
 
 // Discovery is a source of the ExternalIP that is on no interface (resolver/discovery: STUN
@@ -30,16 +32,25 @@ func WithDiscovery(d Discovery, s State) State {
 	}
 	// First: a synchronous Discovery (--run-once) probes here, so Mapped below has its answers.
 	d.Update(sources)
-	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses))}
+	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses)), Local: s.Local}
+	w := s.why()
 	for _, a := range s.Addresses {
-		if a.Type != ExternalIP || !d.Covers(FamilyOf(a.IP)) {
+		f := FamilyOf(a.IP)
+		if a.Type != ExternalIP || !d.Covers(f) {
 			out.Addresses = append(out.Addresses, a)
 			continue
 		}
-		if m, ok := d.Mapped(FamilyOf(a.IP)); ok {
-			// Not on an interface: no prefix length (annotations in CIDR form give a host prefix).
-			out.Addresses = append(out.Addresses, Address{Type: ExternalIP, IP: m, Interface: a.Interface})
+		m, ok := d.Mapped(f)
+		if !ok {
+			w.passOver(ExternalIP, f, "not published: STUN discovery has no mapped address yet")
+			continue
 		}
+		// Not on an interface: no prefix length (annotations in CIDR form give a host prefix).
+		n := Address{Type: ExternalIP, IP: m, Interface: a.Interface}
+		out.Addresses = append(out.Addresses, n)
+		w.passOver(ExternalIP, f, "replaced by "+m.String())
+		w = w.chose(n, "STUN discovery", "chosen: the mapped address replaces the route source")
 	}
+	out.Explanation = w
 	return out
 }

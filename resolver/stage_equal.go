@@ -1,0 +1,42 @@
+package resolver
+
+// Stage 5, the equal-ExternalIP rule (--external-ip-equal-internal): local-ccm's rule that an
+// ExternalIP repeating an InternalIP is not published.
+
+import "slices"
+
+// withoutExternalEqualInternal drops every ExternalIP of s equal to an InternalIP the Node will
+// carry, whoever sets it: s's when nodeaddr manages InternalIP, else another writer's (others, the
+// Node's entries of unmanaged types, such as the kubelet's --node-ip). On a host whose route
+// source is its only address, such an ExternalIP tells consumers nothing and makes them believe
+// the node is reachable from outside. It applies only when nodeaddr manages ExternalIP (another
+// writer's entries are never touched) and keep is false.
+func withoutExternalEqualInternal(keep bool, others []Address, s State) State {
+	s.DroppedEqual = false
+	if keep || !slices.Contains(s.Managed, ExternalIP) {
+		return s
+	}
+	internal := others
+	if slices.Contains(s.Managed, InternalIP) {
+		internal = s.Addresses
+	}
+	equal := func(a Address) bool {
+		return a.Type == ExternalIP && slices.ContainsFunc(internal, func(i Address) bool {
+			return i.Type == InternalIP && i.IP.Unmap() == a.IP.Unmap()
+		})
+	}
+	if !slices.ContainsFunc(s.Addresses, equal) {
+		return s
+	}
+	w := s.why()
+	out := make([]Address, 0, len(s.Addresses))
+	for _, a := range s.Addresses {
+		if equal(a) {
+			w.passOver(ExternalIP, FamilyOf(a.IP), "dropped: equals an InternalIP (--external-ip-equal-internal=drop)")
+			continue
+		}
+		out = append(out, a)
+	}
+	s.Addresses, s.Explanation, s.DroppedEqual = out, w, true
+	return s
+}
