@@ -50,7 +50,7 @@ func scene() []any {
 // podLog is the log of a pod, for GET …/pods/NAME/log.
 type podLog struct{ namespace, name, text string }
 
-// startAPI serves objects (*corev1.Node, corev1.Pod, podLog) as lists, Nodes one by one and pod
+// startAPI serves objects (*corev1.Node, corev1.Pod, podLog, *certificatesv1.CertificateSigningRequest) as lists, Nodes one by one and pod
 // logs; any other path is NotFound.
 func startAPI(t *testing.T, objects ...any) *httptest.Server {
 	t.Helper()
@@ -63,14 +63,14 @@ func startForbidding(t *testing.T, resource string, objects ...any) *httptest.Se
 	t.Helper()
 	nodes := &corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
 	pods := &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
+	csrs := &certificatesv1.CertificateSigningRequestList{TypeMeta: metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "CertificateSigningRequestList"}}
 	routes := map[string]any{
 		"/api/v1/nodes":  nodes,
 		"/api/v1/pods":   pods,
 		"/api/v1/events": &corev1.EventList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "EventList"}},
 		"/apis/discovery.k8s.io/v1/endpointslices": &discoveryv1.EndpointSliceList{
 			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}},
-		"/apis/certificates.k8s.io/v1/certificatesigningrequests": &certificatesv1.CertificateSigningRequestList{
-			TypeMeta: metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "CertificateSigningRequestList"}},
+		"/apis/certificates.k8s.io/v1/certificatesigningrequests": csrs,
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -79,6 +79,8 @@ func startForbidding(t *testing.T, resource string, objects ...any) *httptest.Se
 			routes["/api/v1/nodes/"+o.Name] = o
 		case corev1.Pod:
 			pods.Items = append(pods.Items, o)
+		case *certificatesv1.CertificateSigningRequest:
+			csrs.Items = append(csrs.Items, *o)
 		case podLog:
 			routes["/api/v1/namespaces/"+o.namespace+"/pods/"+o.name+"/log"] = o
 		default:

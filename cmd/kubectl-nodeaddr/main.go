@@ -127,7 +127,8 @@ func newRoot(o *options) *cobra.Command {
  explain shows why a Node has its addresses, as its agent explained them at the last change.
 
 It uses your kubeconfig and credentials (list nodes, pods, events, endpointslices and
-certificatesigningrequests; explain: get pods/log). -v=6 logs each API request, as kubectl does.
+certificatesigningrequests; stale, while a kubelet-serving CSR is pending: get services and list
+servicecidrs, as the CSR approver reads them; explain: get pods/log). -v=6 logs each API request, as kubectl does.
 
 ` + exitStatusHelp,
 		Version:       fmt.Sprintf("%s (revision %s)", version, revision),

@@ -7,10 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 )
 
@@ -163,4 +169,42 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestStaleCSRAdvice: stale reads the approver's facts with the user's credentials. The kubelet's
+// CSR for the addresses its agent published is to approve; when the ServiceCIDRs cannot be read,
+// stale cannot tell and advises nothing; when the CSR names an address the agent did not publish,
+// it is to deny, with the approver's reason.
+func TestStaleCSRAdvice(t *testing.T) {
+	n := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-a",
+		Annotations: map[string]string{rules.RecordAnnotation: "10.0.0.5,fd00::5"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
+			{Type: corev1.NodeInternalIP, Address: "fd00::5"}}}}
+	csr := func(name string, ips ...string) *certificatesv1.CertificateSigningRequest {
+		c := rulestest.Build(t, rulestest.CSRSpec{IPs: ips, DNS: []string{"node-a"}})
+		c.Name, c.CreationTimestamp = name, metav1.NewTime(time.Now().Add(-time.Hour))
+		return c
+	}
+	for _, tc := range []struct {
+		forbid string
+		csr    *certificatesv1.CertificateSigningRequest
+		fix    string
+		where  string // its end
+	}{
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), "kubectl certificate approve csr-good", "pending 1h"},
+		{"servicecidrs", csr("csr-good", "10.0.0.5", "fd00::5"), "-", "cannot tell whether the approver would approve it: list servicecidrs: " +
+			`servicecidrs is forbidden: User "nobody" cannot list resource "servicecidrs" in API group "" at the cluster scope`},
+		{"servicecidrs", csr("csr-other", "10.0.0.5", "10.0.0.9"), "kubectl certificate deny csr-other",
+			"refused (IPNotPublished): IP 10.0.0.9 is not an address nodeaddr published for Node node-a [10.0.0.5 fd00::5]"},
+	} {
+		kc := kubeconfig(t, startForbidding(t, tc.forbid, n, tc.csr).URL)
+		stdout, stderr, code := runPlugin("stale", "--kubelet-certs=false", "-o", "json", "--kubeconfig", kc)
+		var l struct{ Items []inspect.Finding }
+		if err := json.Unmarshal([]byte(stdout), &l); err != nil || code != 1 || len(l.Items) != 1 {
+			t.Fatalf("forbidden %q: exit %d, %v, stderr %q\n%s", tc.forbid, code, err, stderr, stdout)
+		}
+		if f := l.Items[0]; f.Name != tc.csr.Name || f.Fix != tc.fix || !strings.HasSuffix(f.Where, tc.where) {
+			t.Errorf("forbidden %q: %+v, want fix %q, where ending %q", tc.forbid, f, tc.fix, tc.where)
+		}
+	}
 }

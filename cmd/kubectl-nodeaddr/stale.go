@@ -4,17 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 )
 
@@ -58,7 +62,10 @@ longer has in status.addresses, one line each, ending with the command that fixe
    its InternalIP) when its IP SANs lack one of the Node's addresses. It is read with a TLS handshake
    that sends no credentials; a port this machine cannot reach is shown as unknown, which is not
    stale;
- - kubelet-serving CSRs pending for longer than --pending-after.
+ - kubelet-serving CSRs pending for longer than --pending-after. The fix is the central approver's
+   verdict (nodeaddr approver, with its default flags) on the facts it reads, which stale reads with
+   your credentials: approve what it approves, deny what it refuses (the reason is shown), and no
+   advice when a fact cannot be read (get services, list servicecidrs).
 
 -o json, yaml, jsonpath, go-template and custom-columns print the list {"kind": "StaleList",
 "items": [...]} (each item: kind, namespace, name, node, where, address, state, fix); -o name prints
@@ -140,19 +147,64 @@ func (s *staleOptions) gather(ctx context.Context, cs kubernetes.Interface, name
 		return snap, fmt.Errorf("list endpointslices: %w", err)
 	}
 	snap.Slices = eps.Items
-	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{FieldSelector: servingSigner})
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{FieldSelector: rules.SignerFieldSelector})
 	if err != nil {
 		return snap, fmt.Errorf("list certificatesigningrequests: %w", err)
 	}
 	snap.CSRs = csrs.Items
+	if anyPending(snap.CSRs) {
+		snap.Approval, snap.ApprovalUnknown = approvalFacts(ctx, cs, ptrs(snap.Nodes), len(names) == 0)
+	}
 	if s.probe {
 		snap.Certs = probeCerts(ctx, snap.Nodes, s.timeout)
 	}
 	return snap, nil
 }
 
-// servingSigner selects kubelet-serving CSRs (the only field selector CSRs support).
-var servingSigner = fields.OneTermEqualSelector("spec.signerName", certificatesv1.KubeletServingSignerName).String()
+func anyPending(csrs []certificatesv1.CertificateSigningRequest) bool {
+	return slices.ContainsFunc(csrs, func(c certificatesv1.CertificateSigningRequest) bool { return rules.Pending(&c) })
+}
+
+// approvalFacts reads, with the user's credentials, what the CSR approver decides from: every Node
+// (nodes, when they are all), the kubernetes Service, its EndpointSlices and the ServiceCIDRs.
+// unknown names what could not be read, and then no approval is advised; what the API server does
+// not serve (ServiceCIDRs before 1.33) is none, as for the approver.
+func approvalFacts(ctx context.Context, cs kubernetes.Interface, nodes []*corev1.Node, all bool) (c rules.Cluster, unknown string) {
+	var missing []string
+	read := func(what string, err error) bool {
+		if err != nil && !apierrors.IsNotFound(err) {
+			missing = append(missing, fmt.Sprintf("%s: %v", what, err))
+		}
+		return err == nil
+	}
+	if !all {
+		if l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); read("list nodes", err) {
+			nodes = ptrs(l.Items)
+		}
+	}
+	c.Nodes = rules.NodeIndex(nodes)
+	svc, err := cs.CoreV1().Services(rules.APIServerNamespace).Get(ctx, rules.APIServerService, metav1.GetOptions{})
+	if read("get service", err) {
+		c.Services = []*corev1.Service{svc}
+	}
+	eps, err := cs.DiscoveryV1().EndpointSlices(rules.APIServerNamespace).List(ctx, metav1.ListOptions{LabelSelector: rules.APIServerSliceSelector})
+	if read("list endpointslices", err) {
+		c.EndpointSlices = ptrs(eps.Items)
+	}
+	cidrs, err := cs.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if read("list servicecidrs", err) {
+		c.ServiceCIDRs = ptrs(cidrs.Items)
+	}
+	return c, strings.Join(missing, "; ")
+}
+
+func ptrs[T any](s []T) []*T {
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
 
 // print writes the findings as a table (NODE, NAMESPACE, OBJECT, WHERE, ADDRESS, FIX) or with the
 // printer of -o.

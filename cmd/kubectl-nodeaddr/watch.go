@@ -22,6 +22,7 @@ import (
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 )
 
@@ -60,6 +61,10 @@ func (s *staleOptions) watchStale(ctx context.Context, cs kubernetes.Interface, 
 	var timer *time.Timer
 	for {
 		snap := w.snapshot(want, s.pendingAfter)
+		if anyPending(snap.CSRs) {
+			all, _ := w.nodes.List(labels.Everything())
+			snap.Approval, snap.ApprovalUnknown = approvalFacts(ctx, cs, all, true)
+		}
 		if s.probe {
 			snap.Certs = w.certs.get(ctx, snap.Nodes, s.timeout)
 		}
@@ -103,7 +108,7 @@ func startWatches(ctx context.Context, cs kubernetes.Interface, signal func()) (
 	w := &watches{certs: &certCache{}}
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	csrFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = servingSigner }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = rules.SignerFieldSelector }))
 	nodes, pods := factory.Core().V1().Nodes(), factory.Core().V1().Pods()
 	eps, csrs := factory.Discovery().V1().EndpointSlices(), csrFactory.Certificates().V1().CertificateSigningRequests()
 	w.nodes, w.pods, w.eps, w.csrs = nodes.Lister(), pods.Lister(), eps.Lister(), csrs.Lister()

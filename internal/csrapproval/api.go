@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 )
 
@@ -73,11 +74,11 @@ func (a *API) Source(ctx context.Context) (Source, error) {
 	src := Source{
 		CSRs:  lw(a.certs, "certificatesigningrequests", "", func(o *metav1.ListOptions) { o.FieldSelector = SignerFieldSelector }),
 		Nodes: lw(a.core, "nodes", "", func(*metav1.ListOptions) {}),
-		Services: lw(a.core, "services", APIServerNamespace, func(o *metav1.ListOptions) {
-			o.FieldSelector = APIServerServiceSelector
+		Services: lw(a.core, "services", rules.APIServerNamespace, func(o *metav1.ListOptions) {
+			o.FieldSelector = rules.APIServerServiceSelector
 		}),
-		EndpointSlices: lw(a.discovery, "endpointslices", APIServerNamespace, func(o *metav1.ListOptions) {
-			o.LabelSelector = APIServerSliceSelector
+		EndpointSlices: lw(a.discovery, "endpointslices", rules.APIServerNamespace, func(o *metav1.ListOptions) {
+			o.LabelSelector = rules.APIServerSliceSelector
 		}),
 		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
 			return a.certs.Put().Resource("certificatesigningrequests").Name(csr.Name).SubResource("approval").

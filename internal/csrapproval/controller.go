@@ -1,12 +1,20 @@
+// Package csrapproval approves kubelet-serving CertificateSigningRequests centrally: one approver
+// for the cluster (`nodeaddr approver`, a leader-elected Deployment), never the per-node agents. A
+// kubelet-serving certificate is signed by the cluster CA for server auth, so the right to approve
+// one must not sit with credentials that a compromised node holds: admission cannot read a CSR's
+// SANs (CEL parses no x509), so any holder of that right can approve anything its policy lets
+// through. The agents only publish, on their own Node, the record of the addresses they wrote
+// (rules.RecordAnnotation); the approver decides from that record and from the cluster's view,
+// with the rules of csrapproval/rules.
 package csrapproval
 
-// The approver: the I/O around Decide. Informers hold every fact (kubelet-serving CSRs, Nodes, the
-// kubernetes Service, its EndpointSlices, the ServiceCIDRs), so a decision reads no API: a flood of
-// CSRs costs the API server nothing but the approvals. The work queue is keyed by node, not by CSR:
-// a node filing a thousand CSRs is one key, decided newest first up to MaxPendingPerNode, and never
-// delays another node's key. A change of one Node re-examines only that Node's pending CSRs, so k
-// nodes renumbering at once cost O(k) work. It never denies: another approver may own what this one
-// leaves pending.
+// The approver: the I/O around rules.Decide. Informers hold every fact (kubelet-serving CSRs,
+// Nodes, the kubernetes Service, its EndpointSlices, the ServiceCIDRs), so a decision reads no API:
+// a flood of CSRs costs the API server nothing but the approvals. The work queue is keyed by node,
+// not by CSR: a node filing a thousand CSRs is one key, decided newest first up to
+// MaxPendingPerNode, and never delays another node's key. A change of one Node re-examines only
+// that Node's pending CSRs, so k nodes renumbering at once cost O(k) work. It never denies: another
+// approver may own what this one leaves pending.
 
 import (
 	"context"
@@ -27,7 +35,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +42,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
@@ -50,23 +58,11 @@ const (
 	FieldManager = "nodeaddr-approver"
 )
 
-// SignerFieldSelector narrows the CSR informer to kubelet-serving CSRs, the only selector CSRs
-// support besides metadata.name.
-var SignerFieldSelector = fields.OneTermEqualSelector("spec.signerName", certv1.KubeletServingSignerName).String()
+// SignerFieldSelector narrows the CSR informer to kubelet-serving CSRs.
+var SignerFieldSelector = rules.SignerFieldSelector
 
-// The API server's Service and its EndpointSlices: the kubernetes Service in default, and the
-// EndpointSlices labelled with its name.
-const (
-	APIServerNamespace = metav1.NamespaceDefault
-	APIServerService   = "kubernetes"
-)
-
-// APIServerServiceSelector and APIServerSliceSelector narrow the Service and EndpointSlice
-// informers to the API server's.
-var (
-	APIServerServiceSelector = fields.OneTermEqualSelector("metadata.name", APIServerService).String()
-	APIServerSliceSelector   = discoveryv1.LabelServiceName + "=" + APIServerService
-)
+// Policy is the operator's part of the rules (flags of `nodeaddr approver`).
+type Policy = rules.Policy
 
 // Scheme holds what the approver reads and writes, and nothing else.
 func Scheme() *runtime.Scheme {
@@ -84,12 +80,8 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Informer indexes.
-const (
-	byNode = "node" // CSRs by the node that asks; Nodes by name is the store's key
-	byIP   = "ip"   // Nodes by every IP in their status
-	byName = "name" // Nodes by their name and DNS entries, lower case
-)
+// byNode indexes CSRs by the node that asks (Nodes by name is the store's key).
+const byNode = "node"
 
 // Source is what the approver reads and writes. ListerWatchers rather than a clientset: a clientset
 // links every API group's types into the binary the agents also run (cmd/nodeaddr measured 20.6 MB
@@ -127,7 +119,7 @@ type Config struct {
 	Workers int
 }
 
-// Controller approves the kubelet-serving CSRs that Decide approves.
+// Controller approves the kubelet-serving CSRs that rules.Decide approves.
 type Controller struct {
 	cfg      Config
 	queue    workqueue.TypedRateLimitingInterface[string]
@@ -164,7 +156,7 @@ func NewController(cfg Config) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
-	cfg.Policy = cfg.Policy.withDefaults()
+	cfg.Policy = cfg.Policy.WithDefaults()
 	c := &Controller{
 		cfg:      cfg,
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-approver"}),
@@ -186,7 +178,7 @@ func NewController(cfg Config) (*Controller, error) {
 	}
 	if err := c.csrs.AddIndexers(cache.Indexers{byNode: func(o any) ([]string, error) {
 		if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
-			if n := NodeOf(csr); n != "" {
+			if n := rules.NodeOf(csr); n != "" {
 				return []string{n}, nil
 			}
 		}
@@ -194,7 +186,7 @@ func NewController(cfg Config) (*Controller, error) {
 	}}); err != nil {
 		return nil, err
 	}
-	if err := c.nodes.AddIndexers(cache.Indexers{byIP: nodeIPs, byName: nodeNames}); err != nil {
+	if err := c.nodes.AddIndexers(rules.NodeIndexers()); err != nil {
 		return nil, err
 	}
 	return c, c.addHandlers()
@@ -214,37 +206,6 @@ func (c *Controller) informers() []cache.SharedIndexInformer {
 		out = append(out, c.cidrs)
 	}
 	return out
-}
-
-// nodeIPs indexes a Node by every IP in its status, whatever its type.
-func nodeIPs(o any) ([]string, error) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return nil, nil
-	}
-	var out []string
-	for _, a := range n.Status.Addresses {
-		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out = append(out, ip.Unmap().String())
-		}
-	}
-	return out, nil
-}
-
-// nodeNames indexes a Node by its name and its Hostname, InternalDNS and ExternalDNS entries.
-func nodeNames(o any) ([]string, error) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return nil, nil
-	}
-	out := []string{strings.ToLower(n.Name)}
-	for _, a := range n.Status.Addresses {
-		switch a.Type {
-		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
-			out = append(out, strings.TrimSuffix(strings.ToLower(a.Address), "."))
-		}
-	}
-	return out, nil
 }
 
 func (c *Controller) addHandlers() error {
@@ -292,11 +253,11 @@ func (c *Controller) onCSR(o any) {
 	if !ok {
 		return
 	}
-	if !Pending(csr) {
+	if !rules.Pending(csr) {
 		c.forget(csr.Name)
 		return
 	}
-	if n := NodeOf(csr); n != "" {
+	if n := rules.NodeOf(csr); n != "" {
 		c.queue.Add(n)
 	}
 }
@@ -312,14 +273,14 @@ func (c *Controller) onNode(_, o any) {
 	}
 }
 
-// nodeFactsChanged: what Decide reads of a Node changed (its addresses or its record).
+// nodeFactsChanged: what rules.Decide reads of a Node changed (its addresses or its record).
 func nodeFactsChanged(old, o any) bool {
 	a, ok1 := old.(*corev1.Node)
 	b, ok2 := o.(*corev1.Node)
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !slices.Equal(a.Status.Addresses, b.Status.Addresses) || a.Annotations[RecordAnnotation] != b.Annotations[RecordAnnotation]
+	return !slices.Equal(a.Status.Addresses, b.Status.Addresses) || a.Annotations[rules.RecordAnnotation] != b.Annotations[rules.RecordAnnotation]
 }
 
 // requeueAll queues every node with CSRs.
@@ -397,7 +358,7 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 	}
 	var pending []*certv1.CertificateSigningRequest
 	for _, o := range objs {
-		if csr, ok := o.(*certv1.CertificateSigningRequest); ok && Pending(csr) {
+		if csr, ok := o.(*certv1.CertificateSigningRequest); ok && rules.Pending(csr) {
 			pending = append(pending, csr)
 		}
 	}
@@ -432,7 +393,7 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 	f := c.Facts(node)
 	var errs []error
 	for _, csr := range pending {
-		v := Decide(csr, f)
+		v := rules.Decide(csr, f)
 		if !v.Approve {
 			c.reportPending(csr, node, v)
 			continue
@@ -453,78 +414,25 @@ func newestFirst(a, b *certv1.CertificateSigningRequest) int {
 	return strings.Compare(b.Name, a.Name)
 }
 
-// Facts gathers what Decide needs about node from the informers' caches.
-func (c *Controller) Facts(node string) Facts {
-	f := Facts{Node: node, Policy: c.cfg.Policy, ServiceCIDRs: slices.Clone(c.cfg.ServiceCIDRs)}
-	indexer := c.nodes.GetIndexer()
-	if o, ok, _ := indexer.GetByKey(node); ok {
-		if n, ok := o.(*corev1.Node); ok {
-			f.Exists = true
-			f.Published = Published(n)
-		}
-	}
-	other := func(index, key string) string {
-		objs, _ := indexer.ByIndex(index, key)
-		for _, o := range objs {
-			if n, ok := o.(*corev1.Node); ok && n.Name != node {
-				return n.Name
-			}
-		}
-		return ""
-	}
-	f.OtherNodeWithIP = func(ip netip.Addr) string { return other(byIP, ip.String()) }
-	f.OtherNodeWithName = func(name string) string { return other(byName, name) }
-	for _, o := range c.services.GetStore().List() {
-		if s, ok := o.(*corev1.Service); ok && s.Name == APIServerService {
-			for _, raw := range append([]string{s.Spec.ClusterIP}, s.Spec.ClusterIPs...) {
-				if ip, err := netip.ParseAddr(raw); err == nil && !slices.Contains(f.APIServer, ip.Unmap()) {
-					f.APIServer = append(f.APIServer, ip.Unmap())
-				}
-			}
-		}
-	}
-	for _, o := range c.slices.GetStore().List() {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			for _, ep := range s.Endpoints {
-				for _, raw := range ep.Addresses {
-					if ip, err := netip.ParseAddr(raw); err == nil {
-						f.APIServer = append(f.APIServer, ip.Unmap())
-					}
-				}
-			}
-		}
-	}
+// Facts gathers what rules.Decide needs about node from the informers' caches, with the Service
+// network of --service-cidr.
+func (c *Controller) Facts(node string) rules.Facts {
+	cl := rules.Cluster{Nodes: c.nodes.GetIndexer(), Services: typed[corev1.Service](c.services),
+		EndpointSlices: typed[discoveryv1.EndpointSlice](c.slices)}
 	if c.cidrs != nil {
-		for _, o := range c.cidrs.GetStore().List() {
-			if sc, ok := o.(*networkingv1.ServiceCIDR); ok {
-				for _, raw := range sc.Spec.CIDRs {
-					if p, err := netip.ParsePrefix(raw); err == nil {
-						f.ServiceCIDRs = append(f.ServiceCIDRs, p.Masked())
-					}
-				}
-			}
-		}
+		cl.ServiceCIDRs = typed[networkingv1.ServiceCIDR](c.cidrs)
 	}
+	f := rules.FactsFrom(node, cl, c.cfg.Policy)
+	f.ServiceCIDRs = append(slices.Clone(c.cfg.ServiceCIDRs), f.ServiceCIDRs...)
 	return f
 }
 
-// Published are the IPs of n that nodeaddr published: in its RecordAnnotation and among its
-// InternalIP and ExternalIP entries (the record alone is not enough: an address the agent no longer
-// writes is gone from the status first).
-func Published(n *corev1.Node) []netip.Addr {
-	var record []netip.Addr
-	for _, raw := range strings.Split(n.Annotations[RecordAnnotation], ",") {
-		if ip, err := netip.ParseAddr(strings.TrimSpace(raw)); err == nil {
-			record = append(record, ip.Unmap())
-		}
-	}
-	var out []netip.Addr
-	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && slices.Contains(record, ip.Unmap()) && !slices.Contains(out, ip.Unmap()) {
-			out = append(out, ip.Unmap())
+// typed is what an informer's store holds, as *T.
+func typed[T any](inf cache.SharedIndexInformer) []*T {
+	var out []*T
+	for _, o := range inf.GetStore().List() {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
 		}
 	}
 	return out
@@ -536,7 +444,7 @@ func nodeRef(node string) *corev1.ObjectReference {
 }
 
 // approve adds the Approved condition, naming what was checked.
-func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigningRequest, node string, f Facts) error {
+func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigningRequest, node string, f rules.Facts) error {
 	msg := fmt.Sprintf("nodeaddr-approver: every IP SAN is an address nodeaddr published for Node %s %v, every DNS SAN the node's name; none is another Node's, the API server's or in the Service network",
 		node, f.Published)
 	u := csr.DeepCopy()
@@ -566,7 +474,7 @@ func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigning
 }
 
 // reportPending says once per CSR and reason why it is left pending.
-func (c *Controller) reportPending(csr *certv1.CertificateSigningRequest, node string, v Verdict) {
+func (c *Controller) reportPending(csr *certv1.CertificateSigningRequest, node string, v rules.Verdict) {
 	c.mu.Lock()
 	seen := c.reported[csr.Name] == v.Reason
 	c.reported[csr.Name] = v.Reason

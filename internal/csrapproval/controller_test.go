@@ -3,6 +3,7 @@ package csrapproval
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -15,12 +16,16 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
+	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
 func node(name string, record string, addrs ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if record != "" {
-		n.Annotations = map[string]string{RecordAnnotation: record}
+		n.Annotations = map[string]string{rules.RecordAnnotation: record}
 	}
 	for _, a := range addrs {
 		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
@@ -29,8 +34,8 @@ func node(name string, record string, addrs ...string) *corev1.Node {
 }
 
 // filed is a CSR of spec named name, created at second sec.
-func filed(t *testing.T, name string, sec int, s csrSpec) *certv1.CertificateSigningRequest {
-	csr := build(t, s)
+func filed(t *testing.T, name string, sec int, s rulestest.CSRSpec) *certv1.CertificateSigningRequest {
+	csr := rulestest.Build(t, s)
 	csr.Name = name
 	csr.CreationTimestamp = metav1.NewTime(time.Unix(int64(1_000_000+sec), 0))
 	return csr
@@ -78,18 +83,18 @@ func fakeSource(cs *fake.Clientset) Source {
 		}, cs),
 		Services: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return cs.CoreV1().Services(APIServerNamespace).List(ctx, o)
+				return cs.CoreV1().Services(rules.APIServerNamespace).List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return cs.CoreV1().Services(APIServerNamespace).Watch(ctx, o)
+				return cs.CoreV1().Services(rules.APIServerNamespace).Watch(ctx, o)
 			},
 		}, cs),
 		EndpointSlices: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return cs.DiscoveryV1().EndpointSlices(APIServerNamespace).List(ctx, o)
+				return cs.DiscoveryV1().EndpointSlices(rules.APIServerNamespace).List(ctx, o)
 			},
 			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return cs.DiscoveryV1().EndpointSlices(APIServerNamespace).Watch(ctx, o)
+				return cs.DiscoveryV1().EndpointSlices(rules.APIServerNamespace).Watch(ctx, o)
 			},
 		}, cs),
 		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
@@ -125,11 +130,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestControllerFloodNewestFirst(t *testing.T) {
 	objs := []runtime.Object{node("node-a", "10.0.0.5", "10.0.0.5"), node("node-b", "10.0.0.6", "10.0.0.6")}
 	for i := range 500 {
-		objs = append(objs, filed(t, fmt.Sprintf("a-flood-%03d", i), i, csrSpec{ips: []string{"192.0.2.99"}}))
+		objs = append(objs, filed(t, fmt.Sprintf("a-flood-%03d", i), i, rulestest.CSRSpec{IPs: []string{"192.0.2.99"}}))
 	}
 	objs = append(objs,
-		filed(t, "a-good", 600, csrSpec{ips: []string{"10.0.0.5"}, dns: []string{"node-a"}}),
-		filed(t, "b-good", 0, csrSpec{username: "system:node:node-b", cn: "system:node:node-b", ips: []string{"10.0.0.6"}, dns: []string{"node-b"}}))
+		filed(t, "a-good", 600, rulestest.CSRSpec{IPs: []string{"10.0.0.5"}, DNS: []string{"node-a"}}),
+		filed(t, "b-good", 0, rulestest.CSRSpec{Username: "system:node:node-b", CN: "system:node:node-b", IPs: []string{"10.0.0.6"}, DNS: []string{"node-b"}}))
 	c, cs, _ := newTestController(t, Policy{MaxPendingPerNode: 5}, objs...)
 	waitFor(t, "both good CSRs approved", func() bool { return len(approvedNames(cs)) == 2 })
 	if got := approvedNames(cs); !slices.Contains(got, "a-good") || !slices.Contains(got, "b-good") {
@@ -169,12 +174,12 @@ func TestControllerFloodNewestFirst(t *testing.T) {
 func TestControllerUndecidedFirst(t *testing.T) {
 	objs := []runtime.Object{node("node-a", "10.0.0.5", "10.0.0.5")}
 	for i := range 20 {
-		objs = append(objs, filed(t, fmt.Sprintf("z-bad-%02d", i), 5, csrSpec{ips: []string{"192.0.2.99"}}))
+		objs = append(objs, filed(t, fmt.Sprintf("z-bad-%02d", i), 5, rulestest.CSRSpec{IPs: []string{"192.0.2.99"}}))
 	}
 	c, cs, _ := newTestController(t, Policy{MaxPendingPerNode: 5}, objs...)
 	waitFor(t, "every bad CSR reported", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.reported) == 20 })
 	if _, err := cs.CertificatesV1().CertificateSigningRequests().Create(context.Background(),
-		filed(t, "a-good", 5, csrSpec{ips: []string{"10.0.0.5"}, dns: []string{"node-a"}}), metav1.CreateOptions{}); err != nil {
+		filed(t, "a-good", 5, rulestest.CSRSpec{IPs: []string{"10.0.0.5"}, DNS: []string{"node-a"}}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the good CSR approved", func() bool { return slices.Equal(approvedNames(cs), []string{"a-good"}) })
@@ -184,7 +189,7 @@ func TestControllerUndecidedFirst(t *testing.T) {
 // (the Node's update queues its node), and a pending reason is reported once per CSR and reason.
 func TestControllerApprovesWhenTheRecordArrives(t *testing.T) {
 	n := node("node-a", "", "10.0.0.5")
-	c, cs, rec := newTestController(t, Policy{}, n, filed(t, "early", 1, csrSpec{ips: []string{"10.0.0.5"}, dns: []string{"node-a"}}))
+	c, cs, rec := newTestController(t, Policy{}, n, filed(t, "early", 1, rulestest.CSRSpec{IPs: []string{"10.0.0.5"}, DNS: []string{"node-a"}}))
 	waitFor(t, "the pending Event", func() bool { return len(rec.Events) > 0 })
 	if ev := <-rec.Events; ev != "Warning KubeletServingCSRPending Kubelet serving CSR early left pending (IPNotPublished): IP 10.0.0.5 is not an address nodeaddr published for Node node-a []" {
 		t.Errorf("Event %q", ev)
@@ -196,7 +201,7 @@ func TestControllerApprovesWhenTheRecordArrives(t *testing.T) {
 		t.Errorf("a second Event for the same reason: %q", <-rec.Events)
 	}
 	n = n.DeepCopy()
-	n.Annotations = map[string]string{RecordAnnotation: "10.0.0.5"}
+	n.Annotations = map[string]string{rules.RecordAnnotation: "10.0.0.5"}
 	if _, err := cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,13 +227,20 @@ func TestControllerFactsFromTheCluster(t *testing.T) {
 	if fmt.Sprint(f.APIServer) != "[10.96.0.1 fd00:96::1]" || !f.Exists || fmt.Sprint(f.Published) != "[10.0.0.5]" {
 		t.Errorf("facts %+v", f)
 	}
-	if got := f.OtherNodeWithIP(netipMust("10.0.0.6")); got != "node-b" {
+	if got := f.OtherNodeWithIP(netip.MustParseAddr("10.0.0.6")); got != "node-b" {
 		t.Errorf("OtherNodeWithIP(10.0.0.6) = %q", got)
 	}
-	if got := f.OtherNodeWithIP(netipMust("10.0.0.5")); got != "" {
+	if got := f.OtherNodeWithIP(netip.MustParseAddr("10.0.0.5")); got != "" {
 		t.Errorf("OtherNodeWithIP(own address) = %q", got)
 	}
 	if got := f.OtherNodeWithName("node-b"); got != "node-b" {
 		t.Errorf("OtherNodeWithName(node-b) = %q", got)
+	}
+}
+
+// The approver reads the record under the key the agents write it.
+func TestRecordAnnotation(t *testing.T) {
+	if rules.RecordAnnotation != publisher.RecordAnnotation {
+		t.Fatalf("rules.RecordAnnotation %q, publisher writes %q", rules.RecordAnnotation, publisher.RecordAnnotation)
 	}
 }

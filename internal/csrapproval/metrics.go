@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 )
 
 // Metrics are the approver's collectors, registered by NewMetrics on the registerer it is given. A
@@ -37,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.pendingTotal, m.approvedTotal, m.latency, m.Leader)
-	for _, r := range Reasons() {
+	for _, r := range rules.Reasons() {
 		m.pendingTotal.WithLabelValues(r)
 	}
 	return m

@@ -3,15 +3,15 @@ package inspect
 import (
 	"bytes"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
-	"strings"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 )
 
 // CertProbe is what a Node's kubelet port presented: its serving certificate, or why none was read.
@@ -23,18 +23,14 @@ type CertProbe struct {
 	Err error
 }
 
-// nodeUserPrefix is how a kubelet's CSR names its requester (spec.username).
-const nodeUserPrefix = "system:node:"
-
 // StaleCerts lists the kubelet serving certificates that lack one of their Node's current IP
 // addresses: clients that verify the kubelet (kube-apiserver with --kubelet-certificate-authority,
 // metrics-server) fail against the new address. The address shown is what the certificate names
 // instead (its IP SANs the Node no longer has).
-func StaleCerts(nodes []corev1.Node, probes map[string]CertProbe, csrs []certificatesv1.CertificateSigningRequest) []Finding {
-	addrs := nodeAddresses(nodes)
+func StaleCerts(s Snapshot, addrs map[string][]netip.Addr) []Finding {
 	var out []Finding
-	for _, n := range nodes {
-		p, ok := probes[n.Name]
+	for _, n := range s.Nodes {
+		p, ok := s.Certs[n.Name]
 		if !ok {
 			continue
 		}
@@ -48,12 +44,7 @@ func StaleCerts(nodes []corev1.Node, probes map[string]CertProbe, csrs []certifi
 			out = append(out, f)
 			continue
 		}
-		var sans []netip.Addr
-		for _, ip := range p.Cert.IPAddresses {
-			if a, ok := netip.AddrFromSlice(ip); ok {
-				sans = append(sans, a.Unmap())
-			}
-		}
+		sans := ips(p.Cert.IPAddresses)
 		var missing, old []netip.Addr
 		for _, a := range addrs[n.Name] {
 			if !slices.Contains(sans, a) {
@@ -72,33 +63,33 @@ func StaleCerts(nodes []corev1.Node, probes map[string]CertProbe, csrs []certifi
 			f.Address = joinAddrs(old)
 		}
 		f.Where += ": IP SANs lack " + joinAddrs(missing)
-		f.State, f.Fix = StateStale, certFix(&n, addrs[n.Name], missing, p.Cert, csrs)
+		f.State, f.Fix = StateStale, certFix(s, &n, missing, p.Cert)
 		out = append(out, f)
 	}
 	return out
 }
 
-// certFix: approve the Node's newest pending serving CSR whose IP SANs are the missing addresses
-// and no address the Node lacks; else a self-signed certificate (a kubelet without
+// certFix: approve the Node's newest pending serving CSR whose IP SANs hold the missing addresses
+// and that the approver's rules approve; else a self-signed certificate (a kubelet without
 // serverTLSBootstrap) is only regenerated when removed; else the kubelet must file a new CSR, which
 // it does when restarted. Any other pending CSR of the Node's identity is not advice: one that
-// lacks an address would not fix the certificate, and one that names an address the Node does not
-// have (another Node's, the API server's) is what an approver must refuse (seen on the real node,
-// where the approval attacks leave such CSRs pending beside the kubelet's own).
-func certFix(n *corev1.Node, current, missing []netip.Addr, cert *x509.Certificate, csrs []certificatesv1.CertificateSigningRequest) string {
+// lacks an address would not fix the certificate, and one the rules refuse (another Node's address,
+// the API server's) is listed on its own with the reason.
+func certFix(s Snapshot, n *corev1.Node, missing []netip.Addr, cert *x509.Certificate) string {
 	var best *certificatesv1.CertificateSigningRequest
-	for i := range csrs {
-		c := &csrs[i]
-		if c.Spec.SignerName != certificatesv1.KubeletServingSignerName || !pending(c) || c.Spec.Username != nodeUserPrefix+n.Name ||
-			!servesOnly(csrIPs(c.Spec.Request), missing, current) {
+	for i := range s.CSRs {
+		c := &s.CSRs[i]
+		if rules.NodeOf(c) != n.Name || !rules.Pending(c) || !containsAll(requestIPs(c), missing) {
 			continue
 		}
 		if best == nil || best.CreationTimestamp.Before(&c.CreationTimestamp) {
-			best = c
+			if fix, _ := s.advice(c); fix == approve+c.Name {
+				best = c
+			}
 		}
 	}
 	if best != nil {
-		return "kubectl certificate approve " + best.Name
+		return approve + best.Name
 	}
 	if bytes.Equal(cert.RawIssuer, cert.RawSubject) {
 		return fmt.Sprintf("on node %s: remove the kubelet's self-signed kubelet.crt and kubelet.key (its --cert-dir) and restart the kubelet", n.Name)
@@ -106,95 +97,83 @@ func certFix(n *corev1.Node, current, missing []netip.Addr, cert *x509.Certifica
 	return fmt.Sprintf("on node %s: restart the kubelet (it files a new kubelet-serving CSR)", n.Name)
 }
 
-// servesOnly says whether sans hold every address of want and none outside current.
-func servesOnly(sans, want, current []netip.Addr) bool {
-	for _, a := range want {
-		if !slices.Contains(sans, a) {
-			return false
-		}
+// The fixes of a pending CSR.
+const (
+	approve = "kubectl certificate approve "
+	deny    = "kubectl certificate deny "
+)
+
+// Advice is what stale tells the operator to do with a pending kubelet-serving CSR: the approver's
+// own verdict (rules.Decide) on the facts f it would read. Approve it only when the verdict
+// approves; deny it, saying why, when the verdict refuses; and when a fact could not be read
+// (unknown says which), nothing: the facts missing could only add a refusal.
+func Advice(csr *certificatesv1.CertificateSigningRequest, f rules.Facts, unknown string) (fix, why string) {
+	switch v := rules.Decide(csr, f); {
+	case !v.Approve:
+		return deny + csr.Name, fmt.Sprintf("refused (%s): %s", v.Reason, v.Message)
+	case unknown != "":
+		return none, "cannot tell whether the approver would approve it: " + unknown
 	}
-	for _, a := range sans {
-		if !slices.Contains(current, a) {
-			return false
-		}
-	}
-	return true
+	return approve + csr.Name, ""
 }
 
-// pending: neither approved, denied nor failed.
-func pending(c *certificatesv1.CertificateSigningRequest) bool {
-	for _, cond := range c.Status.Conditions {
-		switch cond.Type {
-		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
-			return false
-		}
+// advice is Advice on the facts of s, with the approver's default policy (its flags cannot be
+// read from the cluster).
+func (s Snapshot) advice(c *certificatesv1.CertificateSigningRequest) (fix, why string) {
+	if s.Approval.Nodes == nil {
+		s.Approval.Nodes, s.ApprovalUnknown = rules.NodeIndex(nil), "the cluster's facts were not read"
 	}
-	return true
+	return Advice(c, rules.FactsFrom(rules.NodeOf(c), s.Approval, rules.Policy{}), s.ApprovalUnknown)
 }
 
-// PendingCSRs lists the kubelet-serving CSRs pending for longer than after: until one is approved
-// the kubelet keeps serving with a certificate for its old address. The fix is approval only when
-// the requester is a Node and every IP SAN is one of its current addresses (what an approver must
-// check: the signer cannot); a CSR naming another address is denied.
-func PendingCSRs(csrs []certificatesv1.CertificateSigningRequest, addrs map[string][]netip.Addr, all bool, now time.Time, after time.Duration) []Finding {
+// PendingCSRs lists the kubelet-serving CSRs pending for longer than s.PendingAfter: until one is
+// approved the kubelet keeps serving with a certificate for its old address. The fix is the
+// approver's verdict (Advice); a CSR of a Node not checked is skipped.
+func PendingCSRs(s Snapshot, addrs map[string][]netip.Addr) []Finding {
 	var out []Finding
-	for _, c := range csrs {
-		age := now.Sub(c.CreationTimestamp.Time)
-		if c.Spec.SignerName != certificatesv1.KubeletServingSignerName || !pending(&c) || age <= after {
+	for i := range s.CSRs {
+		c := &s.CSRs[i]
+		age := s.Now.Sub(c.CreationTimestamp.Time)
+		if c.Spec.SignerName != certificatesv1.KubeletServingSignerName || !rules.Pending(c) || age <= s.PendingAfter {
 			continue
 		}
-		node, isNode := strings.CutPrefix(c.Spec.Username, nodeUserPrefix)
-		if !isNode {
-			node = ""
-		}
-		current, known := addrs[node]
-		if !known && !all {
+		node := rules.NodeOf(c)
+		if _, checked := addrs[node]; !checked && !s.AllNodes {
 			continue
 		}
-		sans := csrIPs(c.Spec.Request)
 		f := Finding{Kind: KindCSR, Name: c.Name, Node: node, State: StateStale, Address: none,
-			Where: fmt.Sprintf("spec.request IP SANs, pending %s", Age(age)),
-			Fix:   "kubectl certificate approve " + c.Name}
-		if len(sans) > 0 {
+			Where: fmt.Sprintf("spec.request IP SANs, pending %s", Age(age))}
+		if sans := requestIPs(c); len(sans) > 0 {
 			f.Address = joinAddrs(sans)
 		}
-		var foreign []netip.Addr
-		for _, a := range sans {
-			if !slices.Contains(current, a) {
-				foreign = append(foreign, a)
-			}
-		}
-		switch {
-		case !isNode:
-			f.Where += ", requester is no Node"
-			f.Fix = "kubectl certificate deny " + c.Name
-		case !known:
-			f.Where += fmt.Sprintf(", node %s does not exist", node)
-			f.Fix = "kubectl certificate deny " + c.Name
-		case len(foreign) > 0:
-			f.Where += fmt.Sprintf(", %s not an address of node %s", joinAddrs(foreign), node)
-			f.Fix = "kubectl certificate deny " + c.Name
+		var why string
+		if f.Fix, why = s.advice(c); why != "" {
+			f.Where += ", " + why
 		}
 		out = append(out, f)
 	}
 	return out
 }
 
-// csrIPs are the IP SANs of a PEM certificate request (none if it does not parse).
-func csrIPs(request []byte) []netip.Addr {
-	block, _ := pem.Decode(request)
-	if block == nil {
-		return nil
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
+// requestIPs are the IP SANs of a CSR's request (none if it does not parse).
+func requestIPs(c *certificatesv1.CertificateSigningRequest) []netip.Addr {
+	req, err := rules.ParseRequest(c.Spec.Request)
 	if err != nil {
 		return nil
 	}
-	var ips []netip.Addr
-	for _, ip := range req.IPAddresses {
+	return ips(req.IPAddresses)
+}
+
+func ips(raw []net.IP) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range raw {
 		if a, ok := netip.AddrFromSlice(ip); ok {
-			ips = append(ips, a.Unmap())
+			out = append(out, a.Unmap())
 		}
 	}
-	return ips
+	return out
+}
+
+func containsAll(have, want []netip.Addr) bool {
+	return !slices.ContainsFunc(want, func(a netip.Addr) bool { return !slices.Contains(have, a) })
 }

@@ -11,6 +11,8 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 )
 
 // Finding states: a stale finding makes `kubectl nodeaddr stale` exit 1; an unknown one (a kubelet
@@ -58,14 +60,18 @@ type Snapshot struct {
 	AllNodes     bool
 	Now          time.Time
 	PendingAfter time.Duration
+	// Approval is the cluster as the CSR approver reads it (every Node, the kubernetes Service, its
+	// EndpointSlices, the ServiceCIDRs), for the verdict on each pending CSR; ApprovalUnknown says
+	// what of it could not be read ("" when everything was).
+	Approval        rules.Cluster
+	ApprovalUnknown string
 }
 
 // Stale applies every rule to s, in a stable order: by Node, then kind, then object and address.
 func Stale(s Snapshot) []Finding {
 	addrs := nodeAddresses(s.Nodes)
 	pods := StalePods(s.Pods, addrs)
-	out := slices.Concat(pods, StaleEndpoints(s.Slices, pods), PendingCSRs(s.CSRs, addrs, s.AllNodes, s.Now, s.PendingAfter))
-	out = append(out, StaleCerts(s.Nodes, s.Certs, s.CSRs)...)
+	out := slices.Concat(pods, StaleEndpoints(s.Slices, pods), PendingCSRs(s, addrs), StaleCerts(s, addrs))
 	order := map[string]int{KindPod: 0, KindEndpointSlice: 1, KindServingCert: 2, KindCSR: 3}
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(order[a.Kind], order[b.Kind]),

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
 )
 
 func hostPod(ns, name, node string, phase corev1.PodPhase, ips ...string) corev1.Pod {
@@ -145,8 +149,13 @@ func csr(t *testing.T, name, user string, created time.Duration, approved bool, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	groups := []string{"system:authenticated"}
+	if strings.HasPrefix(user, "system:node:") {
+		groups = append(groups, "system:nodes")
+	}
 	c := certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: *at(created)},
 		Spec: certificatesv1.CertificateSigningRequestSpec{SignerName: certificatesv1.KubeletServingSignerName, Username: user,
+			Groups: groups, Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
 			Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})}}
 	if approved {
 		c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}}
@@ -154,8 +163,42 @@ func csr(t *testing.T, name, user string, created time.Duration, approved bool, 
 	return c
 }
 
+// recorded is n with every IP of its status in nodeaddr's approval record, as its agent writes it.
+func recorded(n *corev1.Node) *corev1.Node {
+	var ips []string
+	for _, a := range n.Status.Addresses {
+		ips = append(ips, a.Address)
+	}
+	n.Annotations = map[string]string{rules.RecordAnnotation: strings.Join(ips, ",")}
+	return n
+}
+
+// approval is the approver's view of a cluster of nodes and objs (*corev1.Service,
+// *discoveryv1.EndpointSlice).
+func approval(nodes []corev1.Node, objs ...any) rules.Cluster {
+	c := rules.Cluster{Nodes: rules.NodeIndex(ptrs(nodes))}
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.Service:
+			c.Services = append(c.Services, o)
+		case *discoveryv1.EndpointSlice:
+			c.EndpointSlices = append(c.EndpointSlices, o)
+		}
+	}
+	return c
+}
+
+func ptrs[T any](s []T) []*T {
+	out := make([]*T, len(s))
+	for i := range s {
+		out[i] = &s[i]
+	}
+	return out
+}
+
 func TestStaleCerts(t *testing.T) {
-	nodes := []corev1.Node{*node("a", "InternalIP", "10.0.0.2", "InternalIP", "fd00::2")}
+	nodes := []corev1.Node{*recorded(node("a", "InternalIP", "10.0.0.2", "InternalIP", "fd00::2")),
+		*node("b", "InternalIP", "10.0.0.3", "Hostname", "b.example")}
 	ep := "10.0.0.2:10250"
 	pendingCSR := csr(t, "csr-new", "system:node:a", -time.Minute, false, "10.0.0.2", "fd00::2")
 	tests := []struct {
@@ -179,6 +222,17 @@ func TestStaleCerts(t *testing.T) {
 			}, []Finding{{Kind: KindServingCert, Name: "a", Node: "a",
 				Where: "kubelet serving certificate at 10.0.0.2:10250: IP SANs lack 10.0.0.2", Address: "10.0.0.1", State: StateStale,
 				Fix: "kubectl certificate approve csr-new"}}},
+		// The newest CSR with the missing address also names another Node: the rules refuse it, the
+		// older one is the fix.
+		{"the newest CSR refused, an older one approved", CertProbe{Endpoint: ep, Cert: cert(t, false, "10.0.0.1", "fd00::2")},
+			[]certificatesv1.CertificateSigningRequest{csrDNS(t, "attack-dns", -time.Second, "b.example", "10.0.0.2"),
+				csr(t, "csr-older", "system:node:a", -2*time.Minute, false, "10.0.0.2")}, []Finding{{Kind: KindServingCert, Name: "a", Node: "a",
+				Where: "kubelet serving certificate at 10.0.0.2:10250: IP SANs lack 10.0.0.2", Address: "10.0.0.1", State: StateStale,
+				Fix: "kubectl certificate approve csr-older"}}},
+		{"only a CSR the rules refuse", CertProbe{Endpoint: ep, Cert: cert(t, false, "10.0.0.1", "fd00::2")},
+			[]certificatesv1.CertificateSigningRequest{csrDNS(t, "attack-dns", -time.Second, "b.example", "10.0.0.2")}, []Finding{{Kind: KindServingCert,
+				Name: "a", Node: "a", Where: "kubelet serving certificate at 10.0.0.2:10250: IP SANs lack 10.0.0.2", Address: "10.0.0.1", State: StateStale,
+				Fix: "on node a: restart the kubelet (it files a new kubelet-serving CSR)"}}},
 		{"the old address, no CSR", CertProbe{Endpoint: ep, Cert: cert(t, false, "10.0.0.1", "fd00::1")},
 			[]certificatesv1.CertificateSigningRequest{csr(t, "csr-other", "system:node:b", -time.Minute, false, "10.0.0.2")}, []Finding{{Kind: KindServingCert, Name: "a", Node: "a",
 				Where: "kubelet serving certificate at 10.0.0.2:10250: IP SANs lack 10.0.0.2,fd00::2", Address: "10.0.0.1,fd00::1", State: StateStale,
@@ -191,7 +245,8 @@ func TestStaleCerts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := StaleCerts(nodes, map[string]CertProbe{"a": tt.probe}, tt.csrs)
+			got := StaleCerts(Snapshot{Nodes: nodes[:1], Certs: map[string]CertProbe{"a": tt.probe}, CSRs: tt.csrs,
+				Approval: approval(nodes)}, nodeAddresses(nodes[:1]))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
 			}
@@ -202,38 +257,110 @@ func TestStaleCerts(t *testing.T) {
 	}
 }
 
+// csrDNS is node a's CSR for ips and the DNS name dns.
+func csrDNS(t *testing.T, name string, created time.Duration, dns string, ips ...string) certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	c := csr(t, name, "system:node:a", created, false, ips...)
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:a", Organization: []string{"system:nodes"}}, DNSNames: []string{dns}}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Request = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	return c
+}
+
+// A pending CSR's fix is the approver's verdict on the facts listed: approve only what it approves,
+// deny with its reason what it refuses, and nothing when a fact could not be read.
 func TestPendingCSRs(t *testing.T) {
-	addrs := nodeAddresses([]corev1.Node{*node("a", "InternalIP", "10.0.0.2")})
+	nodes := []corev1.Node{*recorded(node("a", "InternalIP", "10.0.0.2")), *node("c", "InternalIP", "10.0.0.4")}
+	cluster := approval(nodes, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.1"}})
 	other := csr(t, "csr-client", "system:node:a", -time.Hour, false)
 	other.Spec.SignerName = certificatesv1.KubeAPIServerClientKubeletSignerName
 	tests := []struct {
-		name string
-		csr  certificatesv1.CertificateSigningRequest
-		all  bool
-		want []Finding
+		name    string
+		csr     certificatesv1.CertificateSigningRequest
+		all     bool
+		unknown string
+		want    []Finding
 	}{
-		{"pending 6m, the Node's address", csr(t, "csr-1", "system:node:a", -6*time.Minute, false, "10.0.0.2"), false,
+		{"pending 6m, the Node's address", csr(t, "csr-1", "system:node:a", -6*time.Minute, false, "10.0.0.2"), false, "",
 			[]Finding{{Kind: KindCSR, Name: "csr-1", Node: "a", Where: "spec.request IP SANs, pending 6m", Address: "10.0.0.2", State: StateStale,
 				Fix: "kubectl certificate approve csr-1"}}},
-		{"pending, an old address", csr(t, "csr-2", "system:node:a", -time.Hour, false, "10.0.0.1", "10.0.0.2"), false,
-			[]Finding{{Kind: KindCSR, Name: "csr-2", Node: "a", Where: "spec.request IP SANs, pending 1h, 10.0.0.1 not an address of node a",
+		{"pending, an old address", csr(t, "csr-2", "system:node:a", -time.Hour, false, "10.0.0.1", "10.0.0.2"), false, "",
+			[]Finding{{Kind: KindCSR, Name: "csr-2", Node: "a",
+				Where:   "spec.request IP SANs, pending 1h, refused (IPNotPublished): IP 10.0.0.1 is not an address nodeaddr published for Node a [10.0.0.2]",
 				Address: "10.0.0.1,10.0.0.2", State: StateStale, Fix: "kubectl certificate deny csr-2"}}},
-		{"pending 4m", csr(t, "csr-3", "system:node:a", -4*time.Minute, false, "10.0.0.2"), false, nil},
-		{"approved", csr(t, "csr-4", "system:node:a", -time.Hour, true, "10.0.0.2"), false, nil},
-		{"another signer", other, false, nil},
-		{"a Node not checked", csr(t, "csr-5", "system:node:b", -time.Hour, false, "10.0.0.2"), false, nil},
-		{"a Node that does not exist, all Nodes checked", csr(t, "csr-5", "system:node:b", -time.Hour, false, "10.0.0.2"), true,
-			[]Finding{{Kind: KindCSR, Name: "csr-5", Node: "b", Where: "spec.request IP SANs, pending 1h, node b does not exist",
+		{"the API server's address", csr(t, "csr-api", "system:node:a", -time.Hour, false, "10.0.0.2", "10.96.0.1"), false, "",
+			[]Finding{{Kind: KindCSR, Name: "csr-api", Node: "a",
+				Where:   "spec.request IP SANs, pending 1h, refused (IPOfAPIServer): IP 10.96.0.1 is an address of the API server",
+				Address: "10.0.0.2,10.96.0.1", State: StateStale, Fix: "kubectl certificate deny csr-api"}}},
+		// The rule stale had of its own, the IP SANs among status.addresses, advised approving this.
+		{"in status.addresses, but not in nodeaddr's record", csr(t, "csr-c", "system:node:c", -time.Hour, false, "10.0.0.4"), false, "",
+			[]Finding{{Kind: KindCSR, Name: "csr-c", Node: "c",
+				Where:   "spec.request IP SANs, pending 1h, refused (IPNotPublished): IP 10.0.0.4 is not an address nodeaddr published for Node c []",
+				Address: "10.0.0.4", State: StateStale, Fix: "kubectl certificate deny csr-c"}}},
+		{"another Node's name", csrDNS(t, "csr-dns", -time.Hour, "c", "10.0.0.2"), false, "",
+			[]Finding{{Kind: KindCSR, Name: "csr-dns", Node: "a",
+				Where:   `spec.request IP SANs, pending 1h, refused (DNSNameOfAnotherNode): DNS name "c" belongs to Node c`,
+				Address: "10.0.0.2", State: StateStale, Fix: "kubectl certificate deny csr-dns"}}},
+		{"a fact not read: no advice to approve", csr(t, "csr-1", "system:node:a", -time.Hour, false, "10.0.0.2"), false, "list servicecidrs: forbidden",
+			[]Finding{{Kind: KindCSR, Name: "csr-1", Node: "a",
+				Where:   "spec.request IP SANs, pending 1h, cannot tell whether the approver would approve it: list servicecidrs: forbidden",
+				Address: "10.0.0.2", State: StateStale, Fix: "-"}}},
+		{"a fact not read, refused anyway", csr(t, "csr-2", "system:node:a", -time.Hour, false, "10.0.0.1"), false, "list servicecidrs: forbidden",
+			[]Finding{{Kind: KindCSR, Name: "csr-2", Node: "a",
+				Where:   "spec.request IP SANs, pending 1h, refused (IPNotPublished): IP 10.0.0.1 is not an address nodeaddr published for Node a [10.0.0.2]",
+				Address: "10.0.0.1", State: StateStale, Fix: "kubectl certificate deny csr-2"}}},
+		{"pending 4m", csr(t, "csr-3", "system:node:a", -4*time.Minute, false, "10.0.0.2"), false, "", nil},
+		{"approved", csr(t, "csr-4", "system:node:a", -time.Hour, true, "10.0.0.2"), false, "", nil},
+		{"another signer", other, false, "", nil},
+		{"a Node not checked", csr(t, "csr-5", "system:node:b", -time.Hour, false, "10.0.0.2"), false, "", nil},
+		{"a Node that does not exist, all Nodes checked", csr(t, "csr-5", "system:node:b", -time.Hour, false, "10.0.0.2"), true, "",
+			[]Finding{{Kind: KindCSR, Name: "csr-5", Node: "b", Where: `spec.request IP SANs, pending 1h, refused (NodeUnknown): no Node "b" is known (yet)`,
 				Address: "10.0.0.2", State: StateStale, Fix: "kubectl certificate deny csr-5"}}},
-		{"a requester that is no Node", csr(t, "csr-6", "mallory", -time.Hour, false, "10.0.0.2"), true,
-			[]Finding{{Kind: KindCSR, Name: "csr-6", Node: "", Where: "spec.request IP SANs, pending 1h, requester is no Node",
+		{"a requester that is no Node", csr(t, "csr-6", "mallory", -time.Hour, false, "10.0.0.2"), true, "",
+			[]Finding{{Kind: KindCSR, Name: "csr-6", Node: "",
+				Where:   "spec.request IP SANs, pending 1h, refused (NotNodeGroup): requester groups [system:authenticated] lack system:nodes",
 				Address: "10.0.0.2", State: StateStale, Fix: "kubectl certificate deny csr-6"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := PendingCSRs([]certificatesv1.CertificateSigningRequest{tt.csr}, addrs, tt.all, t0, 5*time.Minute)
+			s := Snapshot{CSRs: []certificatesv1.CertificateSigningRequest{tt.csr}, AllNodes: tt.all, Now: t0, PendingAfter: 5 * time.Minute,
+				Approval: cluster, ApprovalUnknown: tt.unknown}
+			got := PendingCSRs(s, nodeAddresses(nodes))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAdviceAgreesWithTheApprover: on every case of the approver's table, stale advises approving
+// a CSR exactly when the approver approves it, names the approver's reason when it refuses, and
+// never advises approving when a fact is missing.
+func TestAdviceAgreesWithTheApprover(t *testing.T) {
+	for _, tc := range rulestest.Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			c, f := tc.Make(t)
+			c.Name = "csr-x"
+			v := rules.Decide(c, f)
+			if v.Approve != tc.Want.Approve {
+				t.Fatalf("Decide = %+v, the table wants %+v", v, tc.Want)
+			}
+			fix, why := Advice(c, f, "")
+			if (fix == "kubectl certificate approve csr-x") != v.Approve {
+				t.Errorf("advice %q (%s), approver %+v", fix, why, v)
+			}
+			if !v.Approve && (fix != "kubectl certificate deny csr-x" || !strings.Contains(why, "("+v.Reason+")")) {
+				t.Errorf("refused as %s: advice %q, %q", v.Reason, fix, why)
+			}
+			if fix, why := Advice(c, f, "list servicecidrs: forbidden"); strings.HasPrefix(fix, "kubectl certificate approve") {
+				t.Errorf("a fact missing, advice %q (%s)", fix, why)
 			}
 		})
 	}

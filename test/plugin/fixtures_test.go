@@ -3,8 +3,10 @@ package plugin
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,6 +178,16 @@ func endpointSlice(t *testing.T, cs kubernetes.Interface, ns, name string, pods 
 			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: p[0]}})
 	}
 	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// record writes the approval record of Node name, as its agent does with --approval-record.
+func record(t *testing.T, cs kubernetes.Interface, name string, ips ...string) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, publisher.RecordAnnotation, strings.Join(ips, ","))
+	if _, err := cs.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch),
+		metav1.PatchOptions{FieldManager: publisher.DefaultFieldManager}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -32,11 +32,13 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/status.golden from this run")
 
 // cluster is the scene: node-a was renumbered from 127.0.0.12 to 127.0.0.2 (its agent kept the old
-// pod IP, its kubelet serves a certificate for the old address and has filed a CSR for the new one);
-// node-b is current; node-c is tainted with no address and no agent; node-d's kubelet port is closed
-// and its agent not ready; node-e was renumbered from 198.51.100.12 to 198.51.100.2 and its ingress
-// controller, behind an EndpointSlice, kept the old address (EndpointSlices refuse loopback
-// addresses, so node-e has documentation addresses and reports no kubelet port: nothing is sent).
+// pod IP, its kubelet serves a certificate for the old address and has filed a CSR for the new one,
+// which the approver's rules refuse: a loopback address); node-b is current; node-c is tainted with
+// no address and no agent; node-d's kubelet port is closed and its agent not ready; node-e was
+// renumbered from 198.51.100.12 to 198.51.100.2, which its agent recorded for the approver, its
+// kubelet filed a CSR for it, and its ingress controller, behind an EndpointSlice, kept the old
+// address (EndpointSlices refuse loopback addresses, so node-e has documentation addresses and
+// reports no kubelet port: nothing is sent).
 type cluster struct {
 	cp         *harness.ControlPlane
 	kubeconfig string
@@ -64,6 +66,7 @@ func setup(t *testing.T) *cluster {
 	nc := node(t, c.cp, "node-c", 10250, "", []corev1.Taint{harness.Uninitialized})
 	node(t, c.cp, "node-d", int32(c.portD), publisher.DefaultFieldManager, nil, "127.0.0.4")
 	node(t, c.cp, "node-e", 0, publisher.DefaultFieldManager, nil, "198.51.100.2")
+	record(t, cs, "node-e", "198.51.100.2")
 
 	namespaces(t, cs, "kube-system", "ingress")
 	agent := map[string]string{"app.kubernetes.io/name": "nodeaddr"}
@@ -74,6 +77,7 @@ func setup(t *testing.T) *cluster {
 	hostPod(t, cs, "ingress", "ingress-ctrl-e", "node-e", "198.51.100.12", nil, true, 0)
 	endpointSlice(t, cs, "ingress", "ingress-http", [2]string{"ingress-ctrl-e", "198.51.100.12"}, [2]string{"web-0", "198.51.100.9"})
 	servingCSR(t, c.cp, "csr-node-a", "node-a", "127.0.0.2")
+	servingCSR(t, c.cp, "csr-node-e", "node-e", "198.51.100.2")
 	warning(t, cs, a, publisher.ReasonAddressesOverwritten, "status.addresses reverted by kubelet")
 	warning(t, cs, nc, publisher.ReasonProvidedNodeIPNotFound, "10.9.9.9 is not an address of this host")
 	return c
@@ -106,15 +110,20 @@ func fields(out string) [][]string {
 
 func TestStale(t *testing.T) {
 	c := setup(t)
-	approve := "kubectl certificate approve csr-node-a"
+	// The CSRs' fixes are the approver's verdict: node-a's names a loopback address, node-e's what
+	// its agent recorded. Without a CSR to approve, node-a's kubelet must file a new one.
+	restart := "on node node-a: restart the kubelet (it files a new kubelet-serving CSR)"
+	deny, approve := "kubectl certificate deny csr-node-a", "kubectl certificate approve csr-node-e"
 	want := [][]string{
 		{"NODE", "NAMESPACE", "OBJECT", "WHERE", "ADDRESS", "FIX"},
 		{"node-a", "kube-system", "pod/nodeaddr-a", "status.podIPs", "127.0.0.12", "kubectl -n kube-system delete pod nodeaddr-a"},
-		{"node-a", "-", "node/node-a", fmt.Sprintf("kubelet serving certificate at 127.0.0.2:%d: IP SANs lack 127.0.0.2", c.portA), "127.0.0.12", approve},
-		{"node-a", "-", "csr/csr-node-a", "spec.request IP SANs, pending <age>", "127.0.0.2", approve},
+		{"node-a", "-", "node/node-a", fmt.Sprintf("kubelet serving certificate at 127.0.0.2:%d: IP SANs lack 127.0.0.2", c.portA), "127.0.0.12", restart},
+		{"node-a", "-", "csr/csr-node-a", "spec.request IP SANs, pending <age>, refused (IPNotRoutable): IP 127.0.0.2 is unspecified, loopback, link-local or multicast",
+			"127.0.0.2", deny},
 		{"node-d", "-", "node/node-d", fmt.Sprintf("kubelet serving certificate at 127.0.0.4:%d (connect: connection refused)", c.portD), "unknown", "-"},
 		{"node-e", "ingress", "pod/ingress-ctrl-e", "status.podIPs", "198.51.100.12", "kubectl -n ingress delete pod ingress-ctrl-e"},
 		{"node-e", "ingress", "endpointslice/ingress-http", "endpoints[0].addresses (pod ingress-ctrl-e)", "198.51.100.12", "kubectl -n ingress delete pod ingress-ctrl-e"},
+		{"node-e", "-", "csr/csr-node-e", "spec.request IP SANs, pending <age>", "198.51.100.2", approve},
 	}
 	unknown := want[4]
 	// --pending-after=0s: a CSR's age cannot be backdated, so the test lowers the threshold.
@@ -124,9 +133,9 @@ func TestStale(t *testing.T) {
 	}
 	t.Logf("kubectl nodeaddr stale --pending-after=0s (exit %d):\n%s", code, stdout)
 
-	// The default threshold (5m): the CSR is not listed yet; the certificate still points at it.
+	// The default threshold (5m): the CSRs are not listed yet.
 	stdout, _, code = c.run(t, "stale")
-	if got := fields(stdout); code != 1 || !slices.EqualFunc(got, slices.Delete(slices.Clone(want), 3, 4), slices.Equal) {
+	if got := fields(stdout); code != 1 || !slices.EqualFunc(got, slices.Delete(slices.Delete(slices.Clone(want), 7, 8), 3, 4), slices.Equal) {
 		t.Errorf("stale with --pending-after=5m: exit %d\n%s", code, stdout)
 	}
 	// A Node with nothing stale; an unreachable kubelet alone changes nothing either.
@@ -150,12 +159,12 @@ func TestStale(t *testing.T) {
 	// (the --help example) gives the fix commands; the exit code stays 1.
 	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "-o", "name")
 	if want := "pod/nodeaddr-a\nnode/node-a\ncertificatesigningrequest.certificates.k8s.io/csr-node-a\nnode/node-d\n" +
-		"pod/ingress-ctrl-e\nendpointslice.discovery.k8s.io/ingress-http\n"; code != 1 || stdout != want {
+		"pod/ingress-ctrl-e\nendpointslice.discovery.k8s.io/ingress-http\ncertificatesigningrequest.certificates.k8s.io/csr-node-e\n"; code != 1 || stdout != want {
 		t.Errorf("stale -o name: exit %d, stderr %q\n%s\nwant:\n%s", code, stderr, stdout, want)
 	}
 	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "-o", `jsonpath={range .items[?(@.state=="stale")]}{.fix}{"\n"}{end}`)
-	if want := "kubectl -n kube-system delete pod nodeaddr-a\n" + approve + "\n" + approve + "\n" +
-		"kubectl -n ingress delete pod ingress-ctrl-e\nkubectl -n ingress delete pod ingress-ctrl-e\n"; code != 1 || stdout != want {
+	if want := "kubectl -n kube-system delete pod nodeaddr-a\n" + restart + "\n" + deny + "\n" +
+		"kubectl -n ingress delete pod ingress-ctrl-e\nkubectl -n ingress delete pod ingress-ctrl-e\n" + approve + "\n"; code != 1 || stdout != want {
 		t.Errorf("stale -o jsonpath: exit %d, stderr %q\n%s\nwant:\n%s", code, stderr, stdout, want)
 	}
 
@@ -165,13 +174,13 @@ func TestStale(t *testing.T) {
 		Kind  string            `json:"kind"`
 		Items []inspect.Finding `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &l); err != nil || code != 1 || l.Kind != "StaleList" || len(l.Items) != 6 ||
+	if err := json.Unmarshal([]byte(stdout), &l); err != nil || code != 1 || l.Kind != "StaleList" || len(l.Items) != 7 ||
 		l.Items[3] != (inspect.Finding{Kind: "node", Name: "node-d", Node: "node-d", Where: unknown[3], Address: "unknown", State: "unknown", Fix: "-"}) {
 		t.Errorf("stale -o json: exit %d, %v\n%s", code, err, stdout)
 	}
 
 	watch := c.startWatch(t)
-	watch.expect(t, "5 stale")
+	watch.expect(t, "6 stale")
 	c.fix(t, stdout)
 	watch.expect(t, "0 stale")
 	if code := watch.stop(t); code != 0 {
@@ -273,8 +282,8 @@ func TestCannotTell(t *testing.T) {
 
 // fix runs each finding's kubectl command with the real kubectl, then does what the rest of a
 // cluster would: the kubelet finishes the pod deletions, the DaemonSet and Deployment controllers
-// start new pods (with the Node's new address), the EndpointSlice controller follows them, and the
-// kubelet serves the certificate issued for its approved CSR.
+// start new pods (with the Node's new address), the EndpointSlice controller follows them, and
+// node-a's kubelet, restarted, serves a certificate for its new address.
 func (c *cluster) fix(t *testing.T, staleJSON string) {
 	t.Helper()
 	var l struct {
@@ -295,8 +304,8 @@ func (c *cluster) fix(t *testing.T, staleJSON string) {
 		}
 		harness.Run(t, "", c.kubectl, args...)
 	}
-	if !slices.Equal(done, []string{"kubectl -n kube-system delete pod nodeaddr-a", "kubectl certificate approve csr-node-a",
-		"kubectl -n ingress delete pod ingress-ctrl-e"}) {
+	if !slices.Equal(done, []string{"kubectl -n kube-system delete pod nodeaddr-a", "kubectl certificate deny csr-node-a",
+		"kubectl -n ingress delete pod ingress-ctrl-e", "kubectl certificate approve csr-node-e"}) {
 		t.Fatalf("fix commands %q", done)
 	}
 	ctx := context.Background()

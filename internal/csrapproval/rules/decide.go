@@ -1,10 +1,8 @@
-// Package csrapproval approves kubelet-serving CertificateSigningRequests centrally: one approver
-// for the cluster (`nodeaddr approver`, a leader-elected Deployment), never the per-node agents. A
-// kubelet-serving certificate is signed by the cluster CA for server auth, so the right to approve
-// one must not sit with credentials that a compromised node holds: admission cannot read a CSR's
-// SANs (CEL parses no x509), so any holder of that right can approve anything its policy lets
-// through. The agents only publish, on their own Node, the record of the addresses they wrote
-// (RecordAnnotation); the approver decides from that record and from the cluster's view.
+// Package rules is the verdict on a kubelet-serving CSR (Decide) and the facts it reads (FactsFrom),
+// and nothing else: the central approver (internal/csrapproval) gathers the facts from its
+// informers, `kubectl nodeaddr stale` from what it lists with the operator's credentials, both
+// through FactsFrom, and both ask Decide, so the plugin never advises approving what the approver
+// refuses. It builds on every platform, as the plugin does.
 //
 // The signer (kube-controller-manager) checks the form of a kubelet-serving request
 // (pkg/apis/certificates/helpers.go, ValidateKubeletServingCSR) but not whose addresses it names,
@@ -14,7 +12,7 @@
 // in-cluster name (talos-cloud-controller-manager PR 360, cloud-provider-gcp 185, k0s PR 8333); IP
 // SANs are addresses nodeaddr published for that Node and nobody else's, never the API server's,
 // the Service network's, loopback, link-local or multicast; the number of SANs is capped.
-package csrapproval
+package rules
 
 import (
 	"crypto/x509"
@@ -25,15 +23,14 @@ import (
 	"strings"
 
 	certv1 "k8s.io/api/certificates/v1"
-
-	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
 // RecordAnnotation is the record an agent started with --approval-record keeps on its own Node:
 // the comma-separated IPs nodeaddr wrote into status.addresses, in status order. The base admission
 // policy lets an agent write only its own Node, and the component's policy keeps kubelets from
-// writing this key, so an IP in it was published by that Node's agent.
-const RecordAnnotation = publisher.RecordAnnotation
+// writing this key, so an IP in it was published by that Node's agent. publisher.RecordAnnotation,
+// which writes it, is the same key (publisher builds on Linux only; a csrapproval test pins both).
+const RecordAnnotation = "nodeaddr.io/addresses"
 
 // Reasons a CSR is left pending, as Event and metric label values.
 const (
@@ -104,7 +101,8 @@ type Policy struct {
 	MaxPendingPerNode int
 }
 
-func (p Policy) withDefaults() Policy {
+// WithDefaults is p with every zero field at its default.
+func (p Policy) WithDefaults() Policy {
 	if p.ClusterDomain == "" {
 		p.ClusterDomain = defaultClusterDomain
 	}
@@ -150,7 +148,7 @@ func Pending(csr *certv1.CertificateSigningRequest) bool {
 
 // Decide applies the rules to a pending kubelet-serving CSR of f.Node.
 func Decide(csr *certv1.CertificateSigningRequest, f Facts) Verdict {
-	f.Policy = f.withDefaults()
+	f.Policy = f.WithDefaults()
 	if r, msg := check(csr, f); r != "" {
 		return Verdict{Reason: r, Message: msg}
 	}
