@@ -50,7 +50,7 @@ func runRelease(t *testing.T, version string) map[string]bool {
 	var policies []string
 	got[checkApply] = t.Run(checkApply, func(t *testing.T) { rendered, policies = applyBase(t, cp) })
 	got[checkCompile] = t.Run(checkCompile, func(t *testing.T) { checkTypeChecking(t, version, rendered, policies) })
-	got[checkPolicy] = t.Run(checkPolicy, func(t *testing.T) { checkPolicyTable(t, cp) })
+	got[checkPolicy] = t.Run(checkPolicy, func(t *testing.T) { checkPolicyTable(t, cp, version) })
 	got[checkAgent] = t.Run(checkAgent, func(t *testing.T) { checkAgentWrites(t, cp) })
 	// Not a column: a fact about the release, for policies that would use the IP library.
 	t.Run("isIP() and cidr() accepted from 1.31", func(t *testing.T) { checkIPLibrary(t, cp, version) })
