@@ -10,7 +10,7 @@ import (
 )
 
 // migrationDoc is where every flag local-ccm takes and nodeaddr does not is explained.
-const migrationDoc = `docs/install.md, "Migrating from local-ccm"`
+const migrationDoc = `docs/upgrade.md, "Migrating from local-ccm"`
 
 // localCCMHints are local-ccm's flags that nodeaddr does not take, with what to do instead. A
 // DaemonSet carried over from local-ccm stops on them, so the one line it prints must say more than

@@ -11,7 +11,7 @@ import (
 // allowListReviewer authenticates a scraper's token with the API server (TokenReview, audience
 // bound) and authorizes the user it names against --metrics-allowed-scrapers, a list of
 // usernames, without asking the API server: the agent then needs no `create` on
-// subjectaccessreviews, which no admission policy can narrow (docs/security.md, "Scraper
+// subjectaccessreviews, which no admission policy can narrow (docs/security.md, "Listeners and scraper
 // credentials").
 type allowListReviewer struct {
 	metrics.Reviewer

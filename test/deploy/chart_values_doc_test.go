@@ -12,7 +12,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// Every top-level value of the chart has a row in docs/install.md's table of the values besides the
+// Every top-level value of the chart has a row in docs/install-helm.md's table of the values besides the
 // flags (the flags' rows are TestEveryFlagInChartAndDocs's): a value added without its row fails.
 func TestEveryChartValueInInstallDoc(t *testing.T) {
 	vb, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
@@ -23,13 +23,13 @@ func TestEveryChartValueInInstallDoc(t *testing.T) {
 	if err := yaml.Unmarshal(vb, &values); err != nil {
 		t.Fatal(err)
 	}
-	doc, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install.md"))
+	doc, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install-helm.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(doc), "\nValues besides the flags:\n")
 	if !ok {
-		t.Fatal(`docs/install.md has no "Values besides the flags:" table`)
+		t.Fatal(`docs/install-helm.md has no "Values besides the flags:" table`)
 	}
 	var first []string // the first cell of each row
 	for line := range strings.Lines(table) {
@@ -48,7 +48,7 @@ func TestEveryChartValueInInstallDoc(t *testing.T) {
 		if !slices.ContainsFunc(first, func(cell string) bool {
 			return strings.Contains(cell, "`"+key+"`") || strings.Contains(cell, "`"+key+".")
 		}) {
-			t.Errorf("values.yaml %s: no row in docs/install.md's \"Values besides the flags\" table", key)
+			t.Errorf("values.yaml %s: no row in docs/install-helm.md's \"Values besides the flags\" table", key)
 		}
 	}
 }

@@ -317,7 +317,7 @@ func kubectlCommands(text string) map[int][]string {
 // in default, where client-go records Events about Nodes.
 func TestDocKubectlCommandsNameTheirNamespace(t *testing.T) {
 	n := 0
-	for _, name := range []string{"runbooks.md", "troubleshooting.md", "verify.md", "install.md"} {
+	for _, name := range []string{"runbooks.md", "troubleshooting.md", "verify.md", "install.md", "install-helm.md", "monitoring.md", "customize.md", "flow-control.md", "upgrade.md"} {
 		data, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", name))
 		if err != nil {
 			t.Fatal(err)

@@ -82,7 +82,7 @@ func waitNotDangling(t *testing.T, cp *harness.ControlPlane, name string) {
 }
 
 // The FlowSchema's subject is the agents' ServiceAccount and it names the priority level rendered
-// beside it, wherever the install goes: docs/install.md's overlay into another namespace with a
+// beside it, wherever the install goes: docs/customize.md's overlay into another namespace with a
 // name prefix (its wiring), and the chart in another namespace under another name.
 func TestFlowSchemaFollowsTheServiceAccount(t *testing.T) {
 	harness.RequireE2E(t)

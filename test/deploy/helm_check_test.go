@@ -23,7 +23,7 @@ const checkHookFile = "templates/tests/check-install.yaml"
 // helmTestHook renders the chart's test hook objects, as `helm test` creates them.
 func helmTestHook(t *testing.T, extra ...string) map[string]object {
 	t.Helper()
-	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--show-only", checkHookFile}, extra...)
+	args := append(append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--show-only", checkHookFile}, chosenImage(t)...), extra...)
 	out, stderr, err := helmRun(t, args...)
 	if err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)

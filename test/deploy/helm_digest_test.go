@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"fmt"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,5 +40,46 @@ func TestHelmImageDigest(t *testing.T) {
 		if _, err := helmTemplateErr(t, "--set", "image.digest="+bad); err == nil {
 			t.Errorf("image.digest=%s rendered, want a schema error", bad)
 		}
+	}
+}
+
+// A development version's chart (VERSION -dev, from a checkout of main) refuses to render its
+// default image, which is never published (every pod would sit in ImagePullBackOff without a
+// hint), and says how to choose one: `make image`. Any choice renders: a repository (make image
+// pushes the tag VERSION), a digest, a tag. A released chart renders its default image.
+func TestHelmRefusesTheUnpublishedDefaultImage(t *testing.T) {
+	harness.RequireE2E(t)
+	dir := t.TempDir()
+	for _, v := range []string{"9.8.7-dev", "9.8.7"} {
+		if _, stderr, err := helmRun(t, "package", chartDir(), "--version", v, "--app-version", v, "--destination", dir); err != nil {
+			t.Fatalf("helm package %s: %v\n%s", v, err, stderr)
+		}
+	}
+	render := func(v string, sets ...string) (string, error) {
+		args := append([]string{"template", "nodeaddr", filepath.Join(dir, "nodeaddr-"+v+".tgz"), "--namespace", "kube-system"}, sets...)
+		out, stderr, err := helmRun(t, args...)
+		if err != nil {
+			return "", fmt.Errorf("%v\n%s", err, stderr)
+		}
+		return out, nil
+	}
+	if _, err := render("9.8.7-dev"); err == nil || !strings.Contains(err.Error(), "make image REGISTRY=HOST/PATH") ||
+		!strings.Contains(err.Error(), "image.digest") {
+		t.Errorf("chart 9.8.7-dev with the default image: %v, want a refusal naming make image and image.digest", err)
+	}
+	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for sets, want := range map[string]string{
+		"image.repository=registry.test/nodeaddr":                        "registry.test/nodeaddr:9.8.7-dev",
+		"image.repository=registry.test/nodeaddr,image.digest=" + digest: "registry.test/nodeaddr:9.8.7-dev@" + digest,
+		"image.tag=9.8.7-dev":                                            ":9.8.7-dev\"",
+		"image.digest=" + digest:                                         ":9.8.7-dev@" + digest,
+	} {
+		out, err := render("9.8.7-dev", "--set", sets)
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("chart 9.8.7-dev --set %s: %v, want an image ending %s", sets, err, want)
+		}
+	}
+	if out, err := render("9.8.7"); err != nil || !strings.Contains(out, ":9.8.7\"") {
+		t.Errorf("chart 9.8.7 with the default image: %v, want its default image, tag 9.8.7", err)
 	}
 }

@@ -46,12 +46,21 @@ func helmTemplate(t *testing.T, extra ...string) string {
 func helmTemplateErr(t *testing.T, extra ...string) (string, error) {
 	t.Helper()
 	// --skip-tests: what `helm install` creates (the test hook is checked by helm_check_test.go).
-	args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--skip-tests"}, extra...)
+	args := append(append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--skip-tests"}, chosenImage(t)...), extra...)
 	out, stderr, err := helmRun(t, args...)
 	if err != nil {
 		return "", fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
 	return out, nil
+}
+
+// chosenImage are the values that choose the image the kustomize base names (the default
+// repository, tag appVersion) explicitly: a development version's chart refuses to render its
+// never-published default image otherwise (TestHelmRefusesTheUnpublishedDefaultImage). Values
+// after them override them.
+func chosenImage(t *testing.T) []string {
+	t.Helper()
+	return []string{"--set", "image.tag=" + chartAppVersion(t)}
 }
 
 // helmRun runs the helm CLI with args and returns its stdout and stderr.
@@ -432,7 +441,7 @@ func checkArgsParse(t *testing.T, args []string) {
 }
 
 // Every flag of the binary has a value in the chart, is passed by the DaemonSet template, and is
-// documented in docs/configuration.md's flags table and in docs/install.md's Helm values table.
+// documented in docs/configuration.md's flags table and in docs/install-helm.md's Helm values table.
 func TestEveryFlagInChartAndDocs(t *testing.T) {
 	harness.RequireE2E(t)
 	flags := binaryFlags(t)
@@ -458,7 +467,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	install, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install.md"))
+	install, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install-helm.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,7 +541,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 			t.Errorf("--%s: not in docs/configuration.md's flags table", name)
 		}
 		if !strings.Contains(string(install), "`config."+key+"`") {
-			t.Errorf("--%s: docs/install.md's Helm values table lacks `config.%s`", name, key)
+			t.Errorf("--%s: docs/install-helm.md's Helm values table lacks `config.%s`", name, key)
 		}
 	}
 	for key := range values.Config {
@@ -656,7 +665,7 @@ func TestHelmRefusesWideningValues(t *testing.T) {
 	}
 }
 
-// config.annotations renders into the chart's ConfigMap and policy what docs/install.md's overlay
+// config.annotations renders into the chart's ConfigMap and policy what docs/customize.md's overlay
 // that patches the ConfigMap renders with kustomize.
 func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
 	harness.RequireE2E(t)

@@ -28,7 +28,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// tlsValues are what docs/install.md ("Your own /metrics certificate") tells a chart user to set.
+// tlsValues are what docs/install-helm.md ("Your own /metrics certificate") tells a chart user to set.
 const tlsValues = `config:
   tlsCertFile: /etc/nodeaddr/tls/tls.crt
   tlsPrivateKeyFile: /etc/nodeaddr/tls/tls.key

@@ -43,37 +43,37 @@ func deniedByRBAC(err error) bool {
 		strings.Contains(err.Error(), "cannot")
 }
 
-// documentedOverlay is the kustomization docs/install.md shows under the comment "# overlay: NAME",
+// documentedOverlay is the kustomization docs/customize.md shows under the comment "# overlay: NAME",
 // as an operator copies it (its checkout paths, ../nodeaddr/deploy, are resolved by
 // renderKustomization).
 func documentedOverlay(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "install.md"))
+	b, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "customize.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "```yaml\n# overlay: "+name+"\n")
 	block, _, closed := strings.Cut(rest, "```")
 	if !ok || !closed || !strings.Contains(block, "transformers:\n  - ../nodeaddr/deploy/wiring") {
-		t.Fatalf("docs/install.md has no overlay %q that lists deploy/wiring under transformers", name)
+		t.Fatalf("docs/customize.md has no overlay %q that lists deploy/wiring under transformers", name)
 	}
 	return block
 }
 
-// annotationsOverlay is docs/install.md's annotations overlay with value in place of its example.
+// annotationsOverlay is docs/customize.md's annotations overlay with value in place of its example.
 func annotationsOverlay(t *testing.T, value string) string {
 	t.Helper()
 	const example = `value: "nodeaddr,calico"`
 	o := documentedOverlay(t, "annotations")
 	if !strings.Contains(o, example) {
-		t.Fatalf("docs/install.md's annotations overlay lacks %s", example)
+		t.Fatalf("docs/customize.md's annotations overlay lacks %s", example)
 	}
 	v, _ := json.Marshal(value)
 	return strings.Replace(o, example, "value: "+string(v), 1)
 }
 
 // renderKustomization writes kustomization (naming this repository's deploy/ ../nodeaddr/deploy,
-// as docs/install.md does) into a temporary directory and returns `kubectl kustomize` of it.
+// as docs/customize.md does) into a temporary directory and returns `kubectl kustomize` of it.
 func renderKustomization(t *testing.T, kustomization string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -165,7 +165,7 @@ func otherWritersWork(t *testing.T, cp *harness.ControlPlane, node, when string)
 	}
 }
 
-// applyAnnotationsConfig sets --annotations as an operator does: docs/install.md's overlay that
+// applyAnnotationsConfig sets --annotations as an operator does: docs/customize.md's overlay that
 // patches the ConfigMap, applied with kubectl (ConfigMap and policy together).
 func applyAnnotationsConfig(t *testing.T, cp *harness.ControlPlane, spec string) string {
 	t.Helper()

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -149,12 +150,159 @@ func TestAlertRules(t *testing.T) {
 				t.Errorf("%s: no severity label", r.Alert)
 			}
 			anchor := strings.ToLower(r.Alert)
-			if !strings.HasSuffix(r.Annotations["runbook_url"], "/docs/runbooks.md#"+anchor) {
-				t.Errorf("%s: runbook_url %q does not point to docs/runbooks.md#%s", r.Alert, r.Annotations["runbook_url"], anchor)
+			if want := runbookBase(t) + anchor; r.Annotations["runbook_url"] != want {
+				t.Errorf("%s: runbook_url %q, want %q (docs/runbooks.md at VERSION's ref: run make generate)", r.Alert, r.Annotations["runbook_url"], want)
+			}
+			// As the mixins: a `for` on every alert, critical only where the outcome is lost.
+			if r.For == "" {
+				t.Errorf("%s: no for", r.Alert)
+			}
+			if want := map[bool]string{true: "critical", false: "warning"}[criticalAlerts[r.Alert]]; r.Labels["severity"] != want {
+				t.Errorf("%s: severity %q, want %s", r.Alert, r.Labels["severity"], want)
+			}
+			// Every aggregation and every vector match keeps the cluster label (a Prometheus, Thanos
+			// or Mimir holding several clusters): one cluster's agents never mask another's.
+			for _, m := range groupingRE.FindAllStringSubmatch(r.Expr, -1) {
+				if !slices.Contains(strings.Split(strings.ReplaceAll(m[2], " ", ""), ","), "cluster") {
+					t.Errorf("%s: %s (%s) drops the cluster label", r.Alert, m[1], m[2])
+				}
 			}
 			if !strings.Contains(string(runbooks), "\n## "+r.Alert+"\n") {
 				t.Errorf("%s: docs/runbooks.md has no section \"## %s\"", r.Alert, r.Alert)
 			}
 		}
 	}
+}
+
+// criticalAlerts are the alerts of a lost outcome: no agent runs, or a Node has no InternalIP.
+// Every other alert is a warning.
+var criticalAlerts = map[string]bool{"NodeaddrAbsent": true, "NodeaddrNodeWithoutInternalIP": true}
+
+// groupingRE matches an aggregation's `by (...)` and a vector match's `on (...)`.
+var groupingRE = regexp.MustCompile(`\b(by|on)\s*\(([^)]*)\)`)
+
+// runbookBase is the runbook URL of the alerts without the anchor: docs/runbooks.md at the tag
+// vVERSION, or at main for a development version (-dev), which has no tag.
+func runbookBase(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(harness.RepoDir(), "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := strings.TrimSpace(string(b))
+	ref := "v" + v
+	if strings.HasSuffix(v, "-dev") {
+		ref = "main"
+	}
+	return "https://github.com/nodeaddr/nodeaddr/blob/" + ref + "/docs/runbooks.md#"
+}
+
+// The chart's alerts link the runbooks of the chart's own release: the default render (VERSION)
+// as the kustomize base, and a chart packaged as 9.8.7 at the tag v9.8.7.
+func TestRunbookURLsFollowTheChartVersion(t *testing.T) {
+	harness.RequireE2E(t)
+	urls := func(render string) []string {
+		t.Helper()
+		m := regexp.MustCompile(`runbook_url: (\S+)`).FindAllStringSubmatch(render, -1)
+		if len(m) < 10 {
+			t.Fatalf("%d runbook URLs in the render", len(m))
+		}
+		var out []string
+		for _, u := range m {
+			out = append(out, u[1])
+		}
+		return out
+	}
+	for _, u := range urls(helmTemplate(t, "--set", "monitoring.enabled=true", "--show-only", "templates/prometheusrule.yaml")) {
+		if !strings.HasPrefix(u, runbookBase(t)) {
+			t.Errorf("default render: runbook_url %s, want %s...", u, runbookBase(t))
+		}
+	}
+	dir := t.TempDir()
+	if _, stderr, err := helmRun(t, "package", chartDir(), "--version", "9.8.7", "--app-version", "9.8.7", "--destination", dir); err != nil {
+		t.Fatalf("helm package: %v\n%s", err, stderr)
+	}
+	out, stderr, err := helmRun(t, "template", "nodeaddr", filepath.Join(dir, "nodeaddr-9.8.7.tgz"), "--namespace", "kube-system",
+		"--set", "monitoring.enabled=true", "--show-only", "templates/prometheusrule.yaml")
+	if err != nil {
+		t.Fatalf("helm template of the 9.8.7 package: %v\n%s", err, stderr)
+	}
+	for _, u := range urls(out) {
+		if !strings.HasPrefix(u, "https://github.com/nodeaddr/nodeaddr/blob/v9.8.7/docs/runbooks.md#") {
+			t.Errorf("chart 9.8.7: runbook_url %s, want the tag v9.8.7", u)
+		}
+	}
+}
+
+// promtoolTestRules runs `promtool test rules` on unit, a test file naming rules.yaml, beside the
+// PrometheusRule's groups written as rules.yaml.
+func promtoolTestRules(t *testing.T, unit []byte) string {
+	t.Helper()
+	promtool := harness.Tool(t, "promtool", "prometheus")
+	dir := t.TempDir()
+	rules, err := yaml.Marshal(map[string]any{"groups": readRules(t).Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "unit_test.yaml"), unit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return run(t, "", promtool, "test", "rules", filepath.Join(dir, "unit_test.yaml"))
+}
+
+// NodeaddrDown is one alert over the fleet, as the mixins' TargetDown: in a fleet of 200 agents one
+// down (a node being drained, a stuck pod) never fires it, at any time; 40 down (a scrape-auth
+// break, a bad rollout) fire it once, for the fleet, with the fraction, not 40 times.
+func TestDownAlertIsAFleetRatio(t *testing.T) {
+	const fleet = 200
+	series := func(down int) string {
+		var b strings.Builder
+		for i := range fleet {
+			values := "1x60"
+			if i < down {
+				values = "1 1 1 0x57"
+			}
+			fmt.Fprintf(&b, "      - series: 'up{job=\"nodeaddr\",namespace=\"kube-system\",pod=\"nodeaddr-%03d\",node=\"n%03d\",instance=\"10.0.%d.%d:9810\"}'\n        values: '%s'\n",
+				i, i, i/250, i%250+1, values)
+		}
+		return b.String()
+	}
+	none := func(at ...string) string {
+		var b strings.Builder
+		for _, e := range at {
+			fmt.Fprintf(&b, "      - eval_time: %s\n        alertname: NodeaddrDown\n        exp_alerts: []\n", e)
+		}
+		return b.String()
+	}
+	unit := "rule_files:\n  - rules.yaml\nevaluation_interval: 1m\ntests:\n" +
+		"  # 1 of 200 agents down from minute 3 on: 0.5%, never an alert.\n" +
+		"  - interval: 1m\n    input_series:\n" + series(1) +
+		"    alert_rule_test:\n" + none("10m", "30m", "59m") +
+		"  # 40 of 200 down from minute 3 on: 20%, pending until 18, then one alert for the fleet.\n" +
+		"  - interval: 1m\n    input_series:\n" + series(40) +
+		"    alert_rule_test:\n" + none("10m") +
+		"      - eval_time: 30m\n        alertname: NodeaddrDown\n        exp_alerts:\n" +
+		"          - exp_labels: {severity: warning, job: nodeaddr, namespace: kube-system}\n" +
+		"            exp_annotations:\n" +
+		"              summary: \"More than 10% of the nodeaddr agents are down\"\n" +
+		"              description: \"Prometheus has failed to scrape 20% of the nodeaddr agents in kube-system for 15 minutes. The Nodes of those agents keep their addresses but follow no change. The down targets: up{job=\\\"nodeaddr\\\"} == 0.\"\n" +
+		"              runbook_url: \"" + runbookURL(t, "NodeaddrDown") + "\"\n"
+	t.Logf("promtool test rules:\n%s", promtoolTestRules(t, []byte(unit)))
+}
+
+// runbookURL is the runbook_url of alert in deploy/monitoring/prometheusrule.yaml.
+func runbookURL(t *testing.T, alert string) string {
+	t.Helper()
+	for _, g := range readRules(t).Spec.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == alert {
+				return r.Annotations["runbook_url"]
+			}
+		}
+	}
+	t.Fatalf("no alert %s", alert)
+	return ""
 }

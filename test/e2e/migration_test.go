@@ -14,7 +14,7 @@ import (
 
 // Migrating from local-ccm: the agent runs with local-ccm's documented DaemonSet arguments (its
 // README's two examples) on three host shapes. Each case names the list local-ccm produces and
-// the list nodeaddr produces; where they differ, docs/install.md ("Migrating from local-ccm") says
+// the list nodeaddr produces; where they differ, docs/upgrade.md ("Migrating from local-ccm") says
 // why and what to pass for local-ccm's result, and the second run proves that recipe.
 func TestMigrationFromLocalCCM(t *testing.T) {
 	externalOnly := []string{"--external-ip-target=8.8.8.8", "--reconcile-interval=10s", "--v=0"}

@@ -65,7 +65,7 @@ func TestNATUplinkChangeBench(t *testing.T) {
 		"`TestNATUplinkChangeBench` (test/nat, build tag `bench`), %s: the node's uplink moves between "+
 		"10.0.1.10/24 and 10.0.2.10/24 (make-before-break) behind an nftables router mapping them to "+
 		"203.0.113.10 and .11; three coturn `--stun-only` servers on the far side. Time from the last "+
-		"`ip` command to a client-go watch seeing the new ExternalIP (default `--debounce=100ms`, "+
+		"`ip` command to a client-go watch seeing the new ExternalIP (the default debounce, "+
 		"`--internal-ip-target=none`), changes 1.0–1.4 s apart.\n\n"+
 		"| n | p50 | p95 | p99 | max | status writes |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %d |\n\n"+
 		"One write per change means no intermediate list: the old mapped address stays published until "+

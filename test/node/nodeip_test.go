@@ -38,7 +38,7 @@ func nodeIPUplink(ns *harness.Netns) {
 
 // TestKubeletNodeIP is scenario 3: the kubelet runs with --cloud-provider=external and
 // --node-ip=providedIP; the agent manages InternalIP toward an IPv4 target (--internal-ip-target,
-// as docs/install.md shows), so the annotation visibly overrides a different route source.
+// as docs/customize.md shows), so the annotation visibly overrides a different route source.
 func TestKubeletNodeIP(t *testing.T) {
 	w := newWorld(t, harness.NodeOptions{KubeletArgs: []string{"--node-ip=" + providedIP}}, nodeIPUplink)
 	t.Run("3-kubelet-node-ip", w.kubeletNodeIP)

@@ -87,6 +87,15 @@ func TestManifestsFollowVersionFile(t *testing.T) {
 	if len(kust.Images) != 1 || kust.Images[0].Name != Image || kust.Images[0].NewName != "" || kust.Images[0].NewTag != v {
 		t.Errorf("deploy/kustomization.yaml images %+v: want one entry, name %s, newTag %q", kust.Images, Image, v)
 	}
+	// The chart refuses its default image when it is a development version's (never published):
+	// its template names the published repository, which must stay the default's.
+	helpers, err := os.ReadFile(repoFile("deploy", "helm", "nodeaddr", "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(helpers), `(eq .Values.image.repository "`+Image+`")`) {
+		t.Errorf("templates/_helpers.tpl does not compare image.repository with %s (the unpublished -dev image's refusal)", Image)
+	}
 	// The DaemonSet names the image the images entry rewrites (else kustomize leaves it untouched).
 	ds, err := os.ReadFile(repoFile("deploy", "daemonset.yaml"))
 	if err != nil {

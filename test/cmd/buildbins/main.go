@@ -7,7 +7,9 @@
 // kube-apiservers and each release's policy type checker for the version matrix (harness.MatrixVersions,
 // test/matrix), and what the real node's fresh-node scenario on a whole older cluster needs
 // (harness.NodeVersions, test/node): that release's kube-apiserver, kubelet,
-// kube-controller-manager and kube-scheduler. -older-node builds only the latter.
+// kube-controller-manager and kube-scheduler. -older-node builds only the latter. -operator also
+// builds the Prometheus Operator that test/monitoring runs (harness.PrometheusOperatorVersion) and
+// test/cmd/kubesd, Prometheus's own Kubernetes discovery for Debian's Prometheus, which lacks it.
 package main
 
 import (
@@ -24,7 +26,17 @@ func main() {
 	matrix := flag.Bool("matrix", false, "build the older kube-apiservers and policy type checkers of harness.MatrixVersions and the older releases' node components of harness.NodeVersions (instead of the newest node's components)")
 	olderNode := flag.Bool("older-node", false, "build only the older releases' kube-apiserver and node components of harness.NodeVersions (instead of the newest node's components)")
 	release := flag.Bool("release", false, "first build what the release rehearsal (test/release/rehearsal) needs: cosign, cyclonedx-gomod, the registry and helm")
+	operator := flag.Bool("operator", false, "first build the Prometheus Operator, kubesd (Prometheus's Kubernetes discovery) and helm that test/monitoring runs")
 	flag.Parse()
+	if *operator {
+		op, err := harness.BuildPrometheusOperator(os.Stderr)
+		check(err)
+		sd, err := harness.BuildKubeSD(os.Stderr)
+		check(err)
+		helm, err := harness.BuildHelm(os.Stderr)
+		check(err)
+		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s\n", op, sd, helm)
+	}
 	if *release {
 		r, err := harness.BuildReleaseTools(os.Stderr)
 		check(err)

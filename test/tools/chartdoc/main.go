@@ -217,7 +217,7 @@ func generate(repo string) ([]byte, error) {
 			"is published. Kubernetes `%s`. From a checkout, with an image you built:\n\n", chart.Version, chart.AppVersion, chart.KubeVersion)
 		b.WriteString("```sh\nhelm install nodeaddr deploy/helm/nodeaddr -n kube-system --set image.repository=REGISTRY/nodeaddr --set image.tag=TAG\n```\n\n")
 	}
-	fmt.Fprintf(&b, "Install it into `kube-system`; the guide is [docs/install.md](%sinstall.md#install-with-helm). "+
+	fmt.Fprintf(&b, "Install it into `kube-system`; the guide is [docs/install-helm.md](%sinstall-helm.md). "+
 		"`values.schema.json` refuses unknown values.\n", docs)
 	all := rows(values, order, schema, desc, headings)
 	for i := range all {

@@ -1,7 +1,8 @@
 // Command monitoring generates nodeaddr's monitoring files where the kustomize monitoring base and
 // the Helm chart read them: the Grafana dashboard, built with the Grafana Foundation SDK, and the
 // chart's copy of the alert rule groups, taken from deploy/monitoring/prometheusrule.yaml (the
-// chart cannot read files outside itself). `make generate` runs it; test/deploy fails when the
+// chart cannot read files outside itself), and the git ref of the runbook URLs in both, from
+// VERSION (the tag vX.Y.Z of a release, main for a -dev version). `make generate` runs it; test/deploy fails when the
 // committed files differ from its output.
 //
 //	go run ./monitoring -repo ../..        # from test/tools/: write every file
@@ -18,6 +19,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -35,6 +37,10 @@ import (
 // the label too (".*" is the "All" value); job follows the Service name (the chart's fullname).
 const selector = `cluster=~"$cluster", job=~"$job", node=~"$node"`
 
+// approverSelector replaces $asel: the approver's series (kubelet-serving-csr component, or the
+// chart's config.approveKubeletServingCsr), job JOB-approver, without a node (a Deployment).
+const approverSelector = `cluster=~"$cluster", job=~"${job}-approver"`
+
 type target struct {
 	expr, legend string
 	instant      bool // a table's instant query
@@ -48,9 +54,10 @@ type panel struct {
 }
 
 var panels = []panel{
-	{kind: "stat", title: "Agents up", description: "Agents Prometheus scrapes successfully (one per node).", x: 0, y: 0, w: 6, h: 4, unit: "", targets: []target{
+	{kind: "stat", title: "Agents up", description: "Agents Prometheus scrapes successfully, of its nodeaddr targets (one per node), and those it cannot scrape. Counted from up, which Prometheus keeps writing (0) for a target that is down, unlike the agent's own series, which vanish with it.", x: 0, y: 0, w: 6, h: 4, unit: "", targets: []target{
 		{"sum(up{$sel})", "up", false},
-		{"count(nodeaddr_build_info{$sel})", "reporting", false},
+		{"count(up{$sel})", "targets", false},
+		{"count(up{$sel} == 0) or vector(0)", "down", false},
 	}},
 	{kind: "stat", title: "Nodes still tainted", description: "Nodes still carrying node.cloudprovider.kubernetes.io/uninitialized.", x: 6, y: 0, w: 6, h: 4, unit: "", targets: []target{
 		{"sum(nodeaddr_uninitialized_taint{$sel})", "tainted", false},
@@ -110,6 +117,35 @@ var panels = []panel{
 		{"histogram_quantile(0.5, sum by (le, verb) (rate(rest_client_request_duration_seconds_bucket{$sel}[$__rate_interval])))", "p50 {{verb}}", false},
 		{"histogram_quantile(0.99, sum by (le, verb) (rate(rest_client_request_duration_seconds_bucket{$sel}[$__rate_interval])))", "p99 {{verb}}", false},
 	}},
+	{kind: "timeseries", title: "Metrics requests refused (401/403)", description: "Requests to the agents' /metrics the agent refused, by result: unauthenticated is 401 (no token, an unknown one, or one for another audience), forbidden is 403 (a user not in metrics-allowed-scrapers, or a SubjectAccessReview denied), error is 503 (the API server could not check the token), throttled is 429. A scraper refused every time shows here; Prometheus itself, when refused, reads none of these counters: its target is down (Agents up) and Prometheus's target page names the status. And the TokenReviews and SubjectAccessReviews the agents sent for scrapers not in their cache. docs/runbooks.md, NodeaddrDown.", x: 0, y: 60, w: 12, h: 8, unit: "short", targets: []target{
+		{"sum by (node, result) (increase(nodeaddr_metrics_auth_decisions_total{$sel, result!=\"allowed\"}[$__rate_interval]))", "{{node}} {{result}}", false},
+		{"sum by (kind) (increase(nodeaddr_metrics_auth_reviews_total{$sel}[$__rate_interval]))", "{{kind}} sent", false},
+	}},
+	{kind: "timeseries", title: "External-address discovery (STUN) rounds", description: "Discovery rounds (--external-ip-discovery) by family and result: agreed (a majority of the servers named one address), disagreement, no_majority, no_answer. Empty while discovery is off. docs/runbooks.md, NodeaddrExternalIPDiscoveryFailing.", x: 12, y: 60, w: 12, h: 8, unit: "short", targets: []target{
+		{"sum by (family, result) (increase(nodeaddr_discovery_rounds_total{$sel}[$__rate_interval]))", "{{family}} {{result}}", false},
+	}},
+	{kind: "timeseries", title: "STUN probes by server", description: "STUN Binding requests by server and result (success, timeout, error).", x: 0, y: 68, w: 8, h: 8, unit: "short", targets: []target{
+		{"sum by (server, result) (increase(nodeaddr_discovery_probes_total{$sel}[$__rate_interval]))", "{{server}} {{result}}", false},
+	}},
+	{kind: "timeseries", title: "STUN probe latency", description: "From a STUN Binding request to its response, or to the probe's timeout.", x: 8, y: 68, w: 8, h: 8, unit: "s", targets: []target{
+		{"histogram_quantile(0.5, sum by (le) (rate(nodeaddr_discovery_probe_duration_seconds_bucket{$sel}[$__rate_interval])))", "p50", false},
+		{"histogram_quantile(0.99, sum by (le) (rate(nodeaddr_discovery_probe_duration_seconds_bucket{$sel}[$__rate_interval])))", "p99", false},
+	}},
+	{kind: "timeseries", title: "Age of the last agreed external address", description: "Time since a discovery round last agreed, by node and family: the discovered ExternalIP is withdrawn once it passes --external-ip-discovery-stale-after (default 1 hour).", x: 16, y: 68, w: 8, h: 8, unit: "s", targets: []target{
+		{"time() - max by (node, family) (nodeaddr_discovery_last_success_timestamp_seconds{$sel})", "{{node}} {{family}}", false},
+	}},
+	{kind: "timeseries", title: "Kubelet serving CSRs: approved and left pending", description: "The approver's decisions (kubelet-serving-csr component; job JOB-approver): CSRs approved, and CSRs left pending by the rule they break (reason). Empty without the approver. docs/runbooks.md, NodeaddrKubeletServingCSRPending.", x: 0, y: 76, w: 12, h: 8, unit: "short", targets: []target{
+		{"sum(increase(nodeaddr_csr_approved_total{$asel}[$__rate_interval]))", "approved", false},
+		{"sum by (reason) (increase(nodeaddr_csr_pending_total{$asel}[$__rate_interval])) > 0", "pending {{reason}}", false},
+	}},
+	{kind: "timeseries", title: "CSR approval latency", description: "From a kubelet serving CSR's creation to its approval (whole seconds).", x: 12, y: 76, w: 6, h: 8, unit: "s", targets: []target{
+		{"histogram_quantile(0.5, sum by (le) (rate(nodeaddr_csr_approval_seconds_bucket{$asel}[$__rate_interval])))", "p50", false},
+		{"histogram_quantile(0.99, sum by (le) (rate(nodeaddr_csr_approval_seconds_bucket{$asel}[$__rate_interval])))", "p99", false},
+	}},
+	{kind: "stat", title: "Approver", description: "Approver replicas up, and those holding the leader Lease (1 decides; 0 leaders: no CSR is approved).", x: 18, y: 76, w: 6, h: 8, unit: "", targets: []target{
+		{"sum(up{$asel})", "replicas up", false},
+		{"sum(nodeaddr_approver_leader{$asel})", "leaders", false},
+	}},
 }
 
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
@@ -120,7 +156,7 @@ func queries(p panel) []cog.Builder[variants.Dataquery] {
 		q := prometheus.NewDataqueryBuilder().
 			RefId(string(rune('A' + i))).
 			Datasource(datasource).
-			Expr(strings.ReplaceAll(t.expr, "$sel", selector)).
+			Expr(strings.NewReplacer("$sel", selector, "$asel", approverSelector).Replace(t.expr)).
 			LegendFormat(t.legend)
 		if t.instant {
 			q = q.Instant().Format(prometheus.PromQueryFormatTable)
@@ -163,9 +199,9 @@ func option(text, value string) dashboard.VariableOption {
 	return dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &text}, Value: dashboard.StringOrArrayOfString{String: &value}}
 }
 
-// labelValues is a query variable over nodeaddr_build_info (every agent exposes it once).
-func labelValues(name, label, selector string) *dashboard.QueryVariableBuilder {
-	def := fmt.Sprintf("label_values(nodeaddr_build_info%s, %s)", selector, name)
+// labelValues is a query variable: the values of label name on the series of series.
+func labelValues(name, label, series string) *dashboard.QueryVariableBuilder {
+	def := fmt.Sprintf("label_values(%s, %s)", series, name)
 	return dashboard.NewQueryVariableBuilder(name).Label(label).Datasource(datasource).
 		Query(dashboard.StringOrMap{Map: map[string]any{"query": def, "refId": name}}).
 		Definition(def).Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
@@ -174,17 +210,19 @@ func labelValues(name, label, selector string) *dashboard.QueryVariableBuilder {
 func generate() ([]byte, error) {
 	b := dashboard.NewDashboardBuilder("nodeaddr").
 		Uid("nodeaddr").
-		Description("nodeaddr agents: Node addresses, reaction latency, kernel events, writes, conflicts, resubscriptions, overwrites, memory, API requests. Generated by test/tools/monitoring (make generate).").
+		Description("nodeaddr agents: Node addresses, reaction latency, kernel events, writes, conflicts, resubscriptions, overwrites, memory, API requests, metrics auth, external-address discovery (STUN) and the kubelet serving CSR approver. Generated by test/tools/monitoring (make generate).").
 		Tags([]string{"nodeaddr", "kubernetes"}).
 		Timezone("browser").
 		Editable().
 		Refresh("30s").
 		Time("now-6h", "now").
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
-		WithVariable(labelValues("cluster", "Cluster", "").IncludeAll(true).AllValue(".*").Multi(true).
+		// cluster and job from nodeaddr_build_info (every agent and approver exposes it once); node
+		// from up, which stays while an agent is down, so that a down node can be selected.
+		WithVariable(labelValues("cluster", "Cluster", "nodeaddr_build_info").IncludeAll(true).AllValue(".*").Multi(true).
 			Current(option("All", "$__all"))).
-		WithVariable(labelValues("job", "Job", `{cluster=~"$cluster"}`).Current(option("nodeaddr", "nodeaddr"))).
-		WithVariable(labelValues("node", "Node", `{cluster=~"$cluster", job=~"$job"}`).IncludeAll(true).AllValue(".*").Multi(true).
+		WithVariable(labelValues("job", "Job", `nodeaddr_build_info{cluster=~"$cluster"}`).Current(option("nodeaddr", "nodeaddr"))).
+		WithVariable(labelValues("node", "Node", `up{cluster=~"$cluster", job=~"$job"}`).IncludeAll(true).AllValue(".*").Multi(true).
 			Current(option("All", "$__all")))
 	for _, p := range panels {
 		b = b.WithPanel(build(p))
@@ -211,7 +249,8 @@ func chartRules(prometheusRule []byte) ([]byte, error) {
 		return nil, fmt.Errorf("no top-level spec: in the PrometheusRule")
 	}
 	out := []byte("# Generated by test/tools/monitoring (make generate) from the groups in\n" +
-		"# deploy/monitoring/prometheusrule.yaml; edit that file. The template sets the job.\n")
+		"# deploy/monitoring/prometheusrule.yaml; edit that file. The template sets the job and the\n" +
+		"# runbook URLs' ref (from the chart's version).\n")
 	for _, line := range strings.SplitAfter(string(spec), "\n") {
 		if line == "" {
 			continue
@@ -225,9 +264,28 @@ func chartRules(prometheusRule []byte) ([]byte, error) {
 	return out, nil
 }
 
+// runbookURLRE matches the part of an alert's runbook_url that names the git ref.
+var runbookURLRE = regexp.MustCompile(`(https://github\.com/nodeaddr/nodeaddr/blob/)[^/\s]+(/docs/runbooks\.md#)`)
+
+// runbookRef is the git ref the runbook URLs of version name: the release's tag vX.Y.Z, or main for
+// a development version (-dev), which has no tag. The chart's template computes the same from its
+// version (templates/prometheusrule.yaml).
+func runbookRef(version string) string {
+	if strings.HasSuffix(version, "-dev") {
+		return "main"
+	}
+	return "v" + version
+}
+
 // files returns every generated file by path relative to the repository, with its content.
+// deploy/monitoring/prometheusrule.yaml is its own input: only the ref of its runbook URLs is
+// rewritten, from VERSION.
 func files(repo string) (map[string][]byte, error) {
 	dash, err := generate()
+	if err != nil {
+		return nil, err
+	}
+	version, err := os.ReadFile(filepath.Join(repo, "VERSION"))
 	if err != nil {
 		return nil, err
 	}
@@ -235,12 +293,17 @@ func files(repo string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !runbookURLRE.Match(pr) {
+		return nil, fmt.Errorf("deploy/monitoring/prometheusrule.yaml: no runbook_url matches %s", runbookURLRE)
+	}
+	pr = runbookURLRE.ReplaceAll(pr, []byte("${1}"+runbookRef(strings.TrimSpace(string(version)))+"${2}"))
 	rules, err := chartRules(pr)
 	if err != nil {
 		return nil, err
 	}
 	return map[string][]byte{
 		"deploy/monitoring/dashboard.json":                      dash,
+		"deploy/monitoring/prometheusrule.yaml":                 pr,
 		"deploy/helm/nodeaddr/files/dashboard.json":             dash,
 		"deploy/helm/nodeaddr/files/prometheusrule-groups.yaml": rules,
 	}, nil

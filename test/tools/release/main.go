@@ -12,6 +12,8 @@
 //  5. dist/: the release notes (CHANGELOG.md's section), the SBOM, the kubectl-nodeaddr binaries and
 //     their SHA-256 sums, for the GitHub release.
 //
+// With -image-only (`make image`) it does step 1 alone, unsigned, and prints how to install the image.
+//
 // Registry credentials come from the Docker config (`docker login`, or DOCKER_CONFIG), which Helm
 // reads too (HELM_REGISTRY_CONFIG, unless already set). TLS roots are the system's (SSL_CERT_FILE).
 package main
@@ -52,6 +54,8 @@ func main() {
 	flag.StringVar(&c.trustedRoot, "trusted-root", "", "cosign's --trusted-root (what verifies those services' answers); empty: the public instance's, from TUF")
 	flag.StringVar(&c.helm, "helm", "helm", "the helm binary")
 	flag.StringVar(&c.cyclonedx, "cyclonedx-gomod", "cyclonedx-gomod", "the cyclonedx-gomod binary")
+	imageOnly := flag.Bool("image-only", false, "`make image`: push only the image index (no SBOM, signature, chart or release files), "+
+		"write DIST/image and DIST/kustomize/, and print the digest and the lines that install it")
 	flag.Parse()
 	c.arches = strings.Split(arches, ",")
 	secs, err := strconv.ParseInt(created, 10, 64)
@@ -64,6 +68,12 @@ func main() {
 	}
 	if strings.Contains(c.registry, "://") || strings.HasSuffix(c.registry, "/") {
 		fail(fmt.Errorf("REGISTRY %q: want HOST[:PORT]/PATH, without a scheme or a trailing slash", c.registry))
+	}
+	if *imageOnly {
+		if err := publishImage(context.Background(), c, os.Stdout); err != nil {
+			fail(err)
+		}
+		return
 	}
 	if err := release(context.Background(), c); err != nil {
 		fail(err)

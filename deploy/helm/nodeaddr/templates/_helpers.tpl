@@ -94,9 +94,58 @@ checks of types and ranges are in values.schema.json).
 {{- end }}
 
 {{/* The image reference: REPOSITORY:TAG, or REPOSITORY:TAG@DIGEST with image.digest (pinned: the
-container runtime pulls by digest, the tag only names it). */}}
+container runtime pulls by digest, the tag only names it). The chart of a development version
+(-dev, from a checkout of main) refuses to render the default image, which is never published
+(every pod would sit in ImagePullBackOff): `make image` pushes one and prints the values. */}}
 {{- define "nodeaddr.image" -}}
+{{- if and (eq .Values.image.repository "ghcr.io/nodeaddr/nodeaddr") (not .Values.image.tag) (not .Values.image.digest) (hasSuffix "-dev" .Chart.AppVersion) }}
+{{- fail (printf "no image chosen: the default %s:%s is a development version, never published. Build and push yours with `make image REGISTRY=HOST/PATH` and install with the --set image.repository=... --set image.digest=... it prints (or set image.tag to a tag you pushed)" .Values.image.repository .Chart.AppVersion) }}
+{{- end }}
 {{- $ref := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- with .Values.image.digest }}{{ $ref = printf "%s@%s" $ref . }}{{ end -}}
 {{- $ref -}}
 {{- end -}}
+
+{{/* "true" when the monitoring objects are rendered: monitoring.enabled, or a kube-prometheus-stack
+release named (monitoring.kubePrometheusStack.release). */}}
+{{- define "nodeaddr.monitoring" -}}
+{{- if or .Values.monitoring.enabled .Values.monitoring.kubePrometheusStack.release }}true{{ end }}
+{{- end }}
+
+{{/* The `release` label kube-prometheus-stack's Prometheus selects ServiceMonitors and
+PrometheusRules by (serviceMonitorSelector and ruleSelector: matchLabels release: <release name>). */}}
+{{- define "nodeaddr.kubePrometheusStackLabels" -}}
+{{- with .Values.monitoring.kubePrometheusStack.release }}release: {{ . | quote }}{{ end }}
+{{- end }}
+
+{{/* The username of kube-prometheus-stack's Prometheus ServiceAccount, named as that chart names
+it: "<fullname>-prometheus", where fullname is its fullnameOverride, else the release name when it
+contains "kube-prometheus-stack", else RELEASE-kube-prometheus-stack, cut to 26 characters and a
+trailing "-" (so release "prometheus" gives prometheus-kube-prometheus-prometheus). Empty without a
+release. */}}
+{{- define "nodeaddr.kubePrometheusStackScraper" -}}
+{{- $s := .Values.monitoring.kubePrometheusStack }}
+{{- if $s.release }}
+{{- $full := "" }}
+{{- if $s.fullnameOverride }}
+{{- $full = $s.fullnameOverride | trunc 26 | trimSuffix "-" }}
+{{- else if contains "kube-prometheus-stack" $s.release }}
+{{- $full = $s.release | trunc 26 | trimSuffix "-" }}
+{{- else }}
+{{- $full = printf "%s-kube-prometheus-stack" $s.release | trunc 26 | trimSuffix "-" }}
+{{- end }}
+{{- printf "system:serviceaccount:%s:%s-prometheus" $s.namespace $full }}
+{{- end }}
+{{- end }}
+
+{{/* The usernames allowed to scrape /metrics, comma-separated: the list `scrapers`
+(config.metricsAllowedScrapers) and the kube-prometheus-stack Prometheus of
+monitoring.kubePrometheusStack (once). Empty: a SubjectAccessReview decides. Called with
+(dict "root" $ "scrapers" LIST). */}}
+{{- define "nodeaddr.allowedScrapers" -}}
+{{- $l := .scrapers | default list }}
+{{- with include "nodeaddr.kubePrometheusStackScraper" .root }}
+{{- $l = append $l . }}
+{{- end }}
+{{- join "," ($l | uniq) }}
+{{- end }}

@@ -1,0 +1,872 @@
+package main
+
+// The facts the documentation states that drift with the code, checked against the code itself:
+// every flag and its default in docs/configuration.md against the flag sets, the alerts against the
+// rule files and the runbooks, the metric list in docs/metrics.md against the golden scrape and the
+// metric definitions, the Helm values the docs name against the chart's values.yaml, every relative
+// link and #anchor of the Markdown files (and the docs/FILE.md, "Heading" references of the
+// manifests and the code), and the length of the pages. Files only: no build, no cluster, fast.
+//
+// Each check is a function of the text, so TestDocsFactsCheckersFail can show that it fails on a
+// broken fact.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// docsRepo is the repository root, from this package's directory.
+const docsRepo = "../.."
+
+func docRead(t *testing.T, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(docsRepo, filepath.FromSlash(rel)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// ---- flags ----
+
+// docSection returns the text of the "## heading" section of a Markdown page, up to the next "## ".
+func docSection(page, heading string) string {
+	_, s, ok := strings.Cut(page, "\n## "+heading+"\n")
+	if !ok {
+		return ""
+	}
+	s, _, _ = strings.Cut(s, "\n## ")
+	return s
+}
+
+var docCodeSpanRE = regexp.MustCompile("`([^`]+)`")
+
+// docFlagRow is one row of a flags table: its long names, its shorthands and a default per name.
+type docFlagRow struct {
+	line     string
+	names    []string
+	shorts   []string
+	defaults []string
+}
+
+// docFlagRows parses the rows of a flags table ("| `--flag` / `--other` | default | meaning |").
+func docFlagRows(section string) []docFlagRow {
+	var rows []docFlagRow
+	for _, l := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(l, "| `-") {
+			continue
+		}
+		cells := docCells(l)
+		if len(cells) < 3 {
+			continue
+		}
+		r := docFlagRow{line: l}
+		for _, m := range docCodeSpanRE.FindAllStringSubmatch(cells[0], -1) {
+			switch c := m[1]; {
+			case strings.HasPrefix(c, "--"):
+				r.names = append(r.names, strings.TrimPrefix(c, "--"))
+			case len(c) == 2 && c[0] == '-':
+				r.shorts = append(r.shorts, c[1:])
+			}
+		}
+		r.defaults = []string{strings.TrimSpace(cells[1])}
+		if parts := strings.Split(cells[1], " / "); len(r.names) > 1 && len(parts) == len(r.names) {
+			r.defaults = parts
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// docCells splits a table row into its trimmed cells; a '|' inside a code span is text.
+func docCells(row string) []string {
+	var cells []string
+	var cell strings.Builder
+	inCode := false
+	for _, r := range strings.TrimSpace(row) {
+		switch {
+		case r == '`':
+			inCode = !inCode
+		case r == '|' && !inCode:
+			cells = append(cells, strings.TrimSpace(cell.String()))
+			cell.Reset()
+			continue
+		}
+		cell.WriteRune(r)
+	}
+	cells = append(cells, strings.TrimSpace(cell.String()))
+	// The row's leading and trailing '|' leave an empty first and last cell.
+	if len(cells) >= 2 {
+		cells = cells[1 : len(cells)-1]
+	}
+	return cells
+}
+
+// docFlag is what a flag set says of one flag.
+type docFlag struct {
+	name, short, def, usage string
+	hidden                  bool
+}
+
+func docFlagsOf(fs *pflag.FlagSet) map[string]docFlag {
+	m := map[string]docFlag{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		m[f.Name] = docFlag{f.Name, f.Shorthand, f.DefValue, f.Usage, f.Hidden || f.Deprecated != ""}
+	})
+	return m
+}
+
+// docUsageLineRE is a line of pflag's FlagUsages: "  -o, --output string   text (default "x")".
+var docUsageLineRE = regexp.MustCompile(`^\s+(?:-([A-Za-z0-9]), )?--([a-z0-9-]+)\b(.*)$`)
+
+// docFlagsOfUsage reads the flags from pflag's usage text (for the approver, whose flag set is local).
+func docFlagsOfUsage(usage string) map[string]docFlag {
+	m := map[string]docFlag{}
+	for _, l := range strings.Split(usage, "\n") {
+		g := docUsageLineRE.FindStringSubmatch(l)
+		if g == nil {
+			continue
+		}
+		f := docFlag{name: g[2], short: g[1], usage: g[3], hidden: g[2] == "help"}
+		if i := strings.LastIndex(g[3], "(default "); i >= 0 && strings.HasSuffix(g[3], ")") {
+			f.def = strings.TrimSuffix(g[3][i+len("(default "):], ")")
+			if u, err := strconv.Unquote(f.def); err == nil {
+				f.def = u
+			}
+		}
+		m[f.name] = f
+	}
+	return m
+}
+
+// docDefaultMatches reports whether a flags table's default cell states the flag's default.
+func docDefaultMatches(cell string, f docFlag) bool {
+	cell = strings.TrimSpace(cell)
+	zero := f.def == "" || f.def == "false" || f.def == "0" || f.def == "0s" || f.def == "[]"
+	if cell == "" {
+		return zero
+	}
+	first := cell
+	if m := docCodeSpanRE.FindStringSubmatch(cell); m != nil && strings.HasPrefix(cell, "`") {
+		first = m[1]
+	} else if w := strings.Fields(cell); len(w) > 0 {
+		first = strings.Trim(w[0], ",;")
+	}
+	switch {
+	case strings.HasPrefix(first, "$"): // an environment variable the flag's help names
+		v := strings.TrimRight(strings.TrimPrefix(first, "$"), ",")
+		return (f.def == "" || f.def == "[]") && strings.Contains(f.usage, v)
+	case first == "empty" || first == "none":
+		return f.def == "" || f.def == "[]"
+	case first == f.def:
+		return true
+	}
+	if a, err := time.ParseDuration(first); err == nil {
+		if b, err := time.ParseDuration(f.def); err == nil {
+			return a == b
+		}
+	}
+	if a, err := strconv.ParseFloat(first, 64); err == nil {
+		if b, err := strconv.ParseFloat(f.def, 64); err == nil {
+			return a == b
+		}
+	}
+	// A flag whose empty value means a default its help spells out (the targets).
+	return f.def == "" && strings.Contains(f.usage, first)
+}
+
+// checkFlagTable compares a flags table with a flag set: every documented flag exists with the
+// documented shorthand and default, and every flag --help shows is documented.
+func checkFlagTable(table string, flags map[string]docFlag) []string {
+	var errs []string
+	documented := map[string]bool{}
+	rows := docFlagRows(table)
+	if len(rows) < 5 {
+		return []string{fmt.Sprintf("only %d flag rows found: is the table still there?", len(rows))}
+	}
+	for _, r := range rows {
+		for i, name := range r.names {
+			documented[name] = true
+			f, ok := flags[name]
+			if !ok {
+				errs = append(errs, fmt.Sprintf("--%s: documented, but no such flag", name))
+				continue
+			}
+			def := r.defaults[0]
+			if len(r.defaults) == len(r.names) {
+				def = r.defaults[i]
+			}
+			if !docDefaultMatches(def, f) {
+				errs = append(errs, fmt.Sprintf("--%s: documented default %q, the flag's is %q", name, def, f.def))
+			}
+		}
+		for _, s := range r.shorts {
+			if !slices.ContainsFunc(r.names, func(n string) bool { return flags[n].short == s }) {
+				errs = append(errs, fmt.Sprintf("-%s: documented as the shorthand of %v, which has none", s, r.names))
+			}
+		}
+		for _, n := range r.names {
+			if f := flags[n]; f.short != "" && !slices.Contains(r.shorts, f.short) {
+				errs = append(errs, fmt.Sprintf("--%s: its shorthand -%s is not documented", n, f.short))
+			}
+		}
+	}
+	for name, f := range flags {
+		if !f.hidden && !documented[name] {
+			errs = append(errs, fmt.Sprintf("--%s: in --help, not in the table", name))
+		}
+	}
+	slices.Sort(errs)
+	return errs
+}
+
+// docShortFlagsRE finds configuration.md's sentence naming the flags that have a one-letter form.
+var docShortFlagsRE = regexp.MustCompile(`\(only ([^)]*?) ha(?:ve|s) one\)`)
+
+// checkShortFlagsSentence compares that sentence with the shorthands of the flag set (and pflag's -h).
+func checkShortFlagsSentence(page string, flags map[string]docFlag) []string {
+	m := docShortFlagsRE.FindStringSubmatch(strings.Join(strings.Fields(page), " "))
+	if m == nil {
+		return []string{"configuration.md: no sentence \"(only `-h` ... have one)\" naming the one-letter flags"}
+	}
+	var said []string
+	for _, c := range docCodeSpanRE.FindAllStringSubmatch(m[1], -1) {
+		said = append(said, strings.TrimLeft(strings.SplitN(c[1], "=", 2)[0], "-"))
+	}
+	want := []string{"h"}
+	for _, f := range flags {
+		if f.short != "" && !f.hidden {
+			want = append(want, f.short)
+		}
+	}
+	slices.Sort(said)
+	slices.Sort(want)
+	if !slices.Equal(said, want) {
+		return []string{fmt.Sprintf("configuration.md says only %v have a one-letter form; the flags have %v", said, want)}
+	}
+	return nil
+}
+
+func TestDocsFlagsTable(t *testing.T) {
+	page := docRead(t, "docs/configuration.md")
+	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, envFlags{}).all())
+	for _, e := range checkFlagTable(docSection(page, "Flags"), agent) {
+		t.Errorf("docs/configuration.md, \"Flags\": %s", e)
+	}
+	for _, e := range checkShortFlagsSentence(docSection(page, "Flags"), agent) {
+		t.Error(e)
+	}
+	var usage bytes.Buffer
+	if _, err := parseApproverFlags([]string{"--help"}, func(string) string { return "" }, &usage); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("nodeaddr approver --help: %v", err)
+	}
+	approver := docFlagsOfUsage(usage.String())
+	if len(approver) < 5 {
+		t.Fatalf("only %d flags read from nodeaddr approver --help:\n%s", len(approver), usage.String())
+	}
+	for _, e := range checkFlagTable(docSection(page, "The approver: `nodeaddr approver`"), approver) {
+		t.Errorf("docs/configuration.md, \"The approver\": %s", e)
+	}
+}
+
+// ---- alerts ----
+
+var (
+	docAlertRE       = regexp.MustCompile(`(?m)^\s*-\s*alert:\s*(\S+)\s*$`)
+	docRunbookRE     = regexp.MustCompile(`(?m)^## (Nodeaddr[A-Za-z0-9]+)\s*$`)
+	docAlertCountRE  = regexp.MustCompile(`(?i)\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen) (?:alerts|alert rules|runbooks)\b`)
+	docNumberWords   = []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen"}
+	docTaintOverRE   = regexp.MustCompile(`>\s*(\d+)\s*\)`)
+	docForMinutesRE  = regexp.MustCompile(`(?m)^\s*for:\s*(\d+)m\s*$`)
+	docTaintAlertKey = "NodeaddrUninitializedTaintStuck"
+)
+
+func docAlerts(rules string) []string {
+	var names []string
+	for _, m := range docAlertRE.FindAllStringSubmatch(rules, -1) {
+		names = append(names, m[1])
+	}
+	slices.Sort(names)
+	return names
+}
+
+// checkAlerts: the chart's rules are the kustomize rules, every alert has a runbook heading and
+// every runbook heading an alert, and a number of alerts a page states is the count of the rules.
+func checkAlerts(rules, chartRules, runbooks string, pages map[string]string) []string {
+	var errs []string
+	names := docAlerts(rules)
+	if len(names) == 0 {
+		return []string{"deploy/monitoring/prometheusrule.yaml: no alert found"}
+	}
+	if chart := docAlerts(chartRules); !slices.Equal(chart, names) {
+		errs = append(errs, fmt.Sprintf("the chart's rules name %v, deploy/monitoring's %v", chart, names))
+	}
+	var headings []string
+	for _, m := range docRunbookRE.FindAllStringSubmatch(runbooks, -1) {
+		headings = append(headings, m[1])
+	}
+	slices.Sort(headings)
+	for _, n := range names {
+		if !slices.Contains(headings, n) {
+			errs = append(errs, fmt.Sprintf("alert %s: no \"## %s\" runbook in docs/runbooks.md", n, n))
+		}
+	}
+	for _, h := range headings {
+		if !slices.Contains(names, h) {
+			errs = append(errs, fmt.Sprintf("docs/runbooks.md: runbook %s for an alert the rules do not have", h))
+		}
+	}
+	for _, file := range slices.Sorted(maps.Keys(pages)) {
+		text := strings.Join(strings.Fields(pages[file]), " ")
+		for _, m := range docAlertCountRE.FindAllStringSubmatch(text, -1) {
+			if n := slices.Index(docNumberWords, strings.ToLower(m[1])); n != len(names) {
+				errs = append(errs, fmt.Sprintf("%s: %q, but the rules have %d alerts", file, m[0], len(names)))
+			}
+		}
+	}
+	return errs
+}
+
+// checkTaintAlertTiming: troubleshooting.md says when the taint alert fires, which is its rule's
+// uptime condition plus its `for`.
+func checkTaintAlertTiming(rules, troubleshooting string) ([]string, bool) {
+	_, block, ok := strings.Cut(rules, "alert: "+docTaintAlertKey)
+	if !ok {
+		return nil, false
+	}
+	if i := strings.Index(block, "- alert:"); i >= 0 {
+		block = block[:i]
+	}
+	over, forMin := docTaintOverRE.FindStringSubmatch(block), docForMinutesRE.FindStringSubmatch(block)
+	if over == nil || forMin == nil {
+		return nil, false
+	}
+	s, _ := strconv.Atoi(over[1])
+	f, _ := strconv.Atoi(forMin[1])
+	want := fmt.Sprintf("%d minutes after the agent started", s/60+f)
+	if !strings.Contains(strings.Join(strings.Fields(troubleshooting), " "), want) {
+		return []string{fmt.Sprintf("docs/troubleshooting.md does not say the %s alert fires %q (%d s of uptime, then for: %dm)", docTaintAlertKey, want, s, f)}, true
+	}
+	return nil, true
+}
+
+// docPages are the operator-facing pages whose statements are checked: README.md and docs/*.md.
+func docPages(t *testing.T) map[string]string {
+	t.Helper()
+	pages := map[string]string{"README.md": docRead(t, "README.md")}
+	files, err := filepath.Glob(filepath.Join(docsRepo, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		pages["docs/"+filepath.Base(f)] = docRead(t, "docs/"+filepath.Base(f))
+	}
+	return pages
+}
+
+func TestDocsAlerts(t *testing.T) {
+	rules := docRead(t, "deploy/monitoring/prometheusrule.yaml")
+	for _, e := range checkAlerts(rules, docRead(t, "deploy/helm/nodeaddr/files/prometheusrule-groups.yaml"),
+		docRead(t, "docs/runbooks.md"), docPages(t)) {
+		t.Error(e)
+	}
+	errs, checked := checkTaintAlertTiming(rules, docRead(t, "docs/troubleshooting.md"))
+	if !checked {
+		t.Logf("%s: no uptime threshold and `for` in minutes found in its rule; its timing is not checked", docTaintAlertKey)
+	}
+	for _, e := range errs {
+		t.Error(e)
+	}
+}
+
+// ---- metrics ----
+
+var (
+	docMetricRE     = regexp.MustCompile(`\b((?:nodeaddr|rest_client)_[a-z0-9_]*[a-z0-9])\b`)
+	docTypeRE       = regexp.MustCompile(`(?m)^# TYPE ((?:nodeaddr|rest_client)_[a-z0-9_]+) `)
+	docDefinedRE    = regexp.MustCompile(`Name:\s*"(nodeaddr_[a-z0-9_]+)"`)
+	docSeriesSuffix = []string{"_bucket", "_sum", "_count"}
+)
+
+// checkMetrics: the page names every family of the golden scrapes and every metric the code
+// defines, and names no metric that neither has.
+func checkMetrics(page string, golden []string, defined []string) []string {
+	var errs []string
+	named := map[string]bool{}
+	for _, m := range docMetricRE.FindAllStringSubmatch(page, -1) {
+		named[m[1]] = true
+	}
+	known := map[string]bool{}
+	for _, n := range append(slices.Clone(golden), defined...) {
+		known[n] = true
+	}
+	for _, n := range golden {
+		if !named[n] {
+			errs = append(errs, fmt.Sprintf("%s: in the golden /metrics, not in docs/metrics.md", n))
+		}
+	}
+	for _, n := range defined {
+		if !named[n] {
+			errs = append(errs, fmt.Sprintf("%s: defined in the code, not in docs/metrics.md", n))
+		}
+	}
+	for n := range named {
+		base := n
+		for _, s := range docSeriesSuffix {
+			if b, ok := strings.CutSuffix(n, s); ok && known[b] {
+				base = b
+			}
+		}
+		if !known[base] {
+			errs = append(errs, fmt.Sprintf("%s: named in docs/metrics.md, but no such metric", n))
+		}
+	}
+	slices.Sort(errs)
+	return errs
+}
+
+func TestDocsMetrics(t *testing.T) {
+	var golden []string
+	for _, f := range []string{"test/deploy/testdata/metrics.golden", "test/deploy/testdata/metrics-approval.golden"} {
+		for _, m := range docTypeRE.FindAllStringSubmatch(docRead(t, f), -1) {
+			golden = append(golden, m[1])
+		}
+	}
+	if len(golden) < 10 {
+		t.Fatalf("only %d metric families in the golden files", len(golden))
+	}
+	var defined []string
+	err := filepath.WalkDir(docsRepo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "test" || d.Name() == ".git" || strings.HasPrefix(d.Name(), ".")) && p != docsRepo {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range docDefinedRE.FindAllStringSubmatch(string(b), -1) {
+			if !slices.Contains(defined, m[1]) {
+				defined = append(defined, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range checkMetrics(docRead(t, "docs/metrics.md"), golden, defined) {
+		t.Error(e)
+	}
+}
+
+// ---- Helm values ----
+
+var (
+	docSetRE      = regexp.MustCompile(`--set(?:-string)?[ =]'?([A-Za-z][A-Za-z0-9_.]*)(?:\[\d+\])?=`)
+	docValuePathR = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*(?:\.(?:[A-Za-z][A-Za-z0-9]*|\*))+$`)
+	docNotValue   = []string{"yaml", "yml", "json", "md", "go", "txt", "tpl", "io", "com", "k8s", "sh", "crt", "key"}
+)
+
+// docValuePaths returns the chart values a page names: `a.b.c` code spans whose first part is a
+// top-level value (a relative `.x` after one in the same line is its sibling), and --set keys.
+func docValuePaths(page string, top map[string]any) []string {
+	var paths []string
+	for _, l := range strings.Split(page, "\n") {
+		for _, m := range docSetRE.FindAllStringSubmatch(l, -1) {
+			paths = append(paths, m[1])
+		}
+		last := ""
+		for _, m := range docCodeSpanRE.FindAllStringSubmatch(l, -1) {
+			c := strings.TrimSpace(m[1])
+			c, _, _ = strings.Cut(c, "=")
+			if strings.HasPrefix(c, ".") && last != "" {
+				c = last[:strings.LastIndex(last, ".")] + c
+			}
+			if !docValuePathR.MatchString(c) {
+				continue
+			}
+			parts := strings.Split(c, ".")
+			if _, ok := top[parts[0]]; !ok || slices.ContainsFunc(parts[1:], func(p string) bool { return slices.Contains(docNotValue, p) }) {
+				continue
+			}
+			last = c
+			paths = append(paths, c)
+		}
+	}
+	return paths
+}
+
+// docValueExists walks values.yaml along path; a map left empty in values.yaml (labels,
+// annotations) or a leaf reached early (a list, an object passed through) takes any key below it.
+func docValueExists(values map[string]any, path string) bool {
+	var cur any = values
+	for _, p := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok || p == "*" {
+			return true
+		}
+		next, ok := m[p]
+		if !ok {
+			return len(m) == 0
+		}
+		cur = next
+	}
+	return true
+}
+
+func checkHelmValues(pages map[string]string, values map[string]any) ([]string, int) {
+	var errs []string
+	n := 0
+	for file, page := range pages {
+		for _, p := range docValuePaths(page, values) {
+			n++
+			if !docValueExists(values, p) {
+				errs = append(errs, fmt.Sprintf("%s: names the Helm value %s, which deploy/helm/nodeaddr/values.yaml does not have", file, p))
+			}
+		}
+	}
+	slices.Sort(errs)
+	return slices.Compact(errs), n
+}
+
+func TestDocsHelmValues(t *testing.T) {
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(docRead(t, "deploy/helm/nodeaddr/values.yaml")), &values); err != nil {
+		t.Fatal(err)
+	}
+	errs, n := checkHelmValues(docPages(t), values)
+	if n < 30 {
+		t.Errorf("only %d Helm values found in the docs: is the parser broken?", n)
+	}
+	for _, e := range errs {
+		t.Error(e)
+	}
+}
+
+// ---- links and page length ----
+
+var (
+	docFenceRE       = regexp.MustCompile("^\\s*(```|~~~)")
+	docSpanRE        = regexp.MustCompile("``[^`]+``|`[^`]+`")
+	docLinkRE        = regexp.MustCompile(`\]\(([^()\s]+)(?:\s+"[^"]*")?\)`)
+	docHeadingRE     = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	docHeadingLinkRE = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	// docQuotedRefRE is a reference outside Markdown: docs/FILE.md, optionally with "Heading".
+	docQuotedRefRE = regexp.MustCompile(`docs/([a-z0-9/_-]+\.md)(?:,?\s+"([^"]+)")?`)
+	// docFragmentMark makes a page's links relative to docs/: a part of BENCHMARKS.md.
+	docFragmentMark = "<!-- A part of docs/BENCHMARKS.md"
+)
+
+func docProse(text string) []string {
+	var out []string
+	in := false
+	for _, l := range strings.Split(text, "\n") {
+		if docFenceRE.MatchString(l) {
+			in = !in
+			continue
+		}
+		if !in {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// docSlug is the anchor GitHub gives a heading's text.
+func docSlug(text string) string {
+	text = docHeadingLinkRE.ReplaceAllString(text, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(text) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func docAnchors(text string) []string {
+	seen := map[string]int{}
+	var anchors []string
+	for _, l := range docProse(text) {
+		m := docHeadingRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		a := docSlug(m[1])
+		if k := seen[a]; k > 0 {
+			anchors = append(anchors, a+"-"+strconv.Itoa(k))
+		} else {
+			anchors = append(anchors, a)
+		}
+		seen[a]++
+	}
+	return anchors
+}
+
+// docFS is the repository's files as the link checker sees them: a path relative to the root → text
+// (Markdown only) or "" (any other file or a directory).
+type docFS map[string]string
+
+func (d docFS) exists(p string) bool { _, ok := d[p]; return ok }
+
+// brokenDocLinks returns every broken relative link of the Markdown file rel, and how many it checked.
+func brokenDocLinks(files docFS, rel string) ([]string, int) {
+	text := files[rel]
+	dir := filepath.ToSlash(filepath.Dir(rel))
+	if strings.HasPrefix(text, docFragmentMark) {
+		dir = "docs"
+	}
+	var broken []string
+	n := 0
+	for _, l := range docProse(text) {
+		l = docSpanRE.ReplaceAllString(l, "`code`")
+		for _, m := range docLinkRE.FindAllStringSubmatch(l, -1) {
+			target := m[1]
+			if strings.Contains(target, ":") && !strings.HasPrefix(target, "#") {
+				continue
+			}
+			n++
+			file, anchor, _ := strings.Cut(target, "#")
+			resolved := rel
+			if file != "" {
+				resolved = filepath.ToSlash(filepath.Clean(filepath.Join(dir, file)))
+				if !files.exists(resolved) {
+					broken = append(broken, fmt.Sprintf("%s: %s: no such file", rel, target))
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(resolved, ".md") && !slices.Contains(docAnchors(files[resolved]), anchor) {
+				broken = append(broken, fmt.Sprintf("%s: %s: no heading with that anchor", rel, target))
+			}
+		}
+	}
+	return broken, n
+}
+
+// brokenQuotedRefs checks the docs/FILE.md, "Heading" references of a non-Markdown file (comments
+// wrapped over several lines are joined first).
+func brokenQuotedRefs(files docFS, rel, text string) []string {
+	joined := regexp.MustCompile(`\s*\n\s*(?:#|//)?\s*`).ReplaceAllString(text, " ")
+	var broken []string
+	for _, m := range docQuotedRefRE.FindAllStringSubmatch(joined, -1) {
+		doc := "docs/" + m[1]
+		if !files.exists(doc) {
+			broken = append(broken, fmt.Sprintf("%s: %s: no such file", rel, doc))
+			continue
+		}
+		if m[2] != "" && !slices.Contains(docAnchors(files[doc]), docSlug(m[2])) {
+			broken = append(broken, fmt.Sprintf("%s: %s, %q: no such heading", rel, doc, m[2]))
+		}
+	}
+	return broken
+}
+
+// docMaxLines is the longest a page of docs/ may be; docLongPages are the exceptions, each with why.
+const docMaxLines = 300
+
+var docLongPages = map[string]string{
+	"docs/plugin.md":   "the plugin's page, being rewritten with the plugin's exit codes and output formats; to be split next",
+	"docs/runbooks.md": "one runbook per alert, grown with the alerts' rework; to be split next",
+}
+
+func loadDocFS(t *testing.T) docFS {
+	t.Helper()
+	files := docFS{}
+	err := filepath.WalkDir(docsRepo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(docsRepo, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() && rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "test/.cache" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		files[rel] = ""
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files[rel] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestDocsLinksAndLength(t *testing.T) {
+	files := loadDocFS(t)
+	var pages []string
+	for rel := range files {
+		if rel == "README.md" || rel == "CONTRIBUTING.md" || rel == "SECURITY.md" || rel == "deploy/helm/nodeaddr/README.md" ||
+			(strings.HasPrefix(rel, "docs/") && strings.HasSuffix(rel, ".md")) {
+			pages = append(pages, rel)
+		}
+	}
+	slices.Sort(pages)
+	links := 0
+	for _, rel := range pages {
+		broken, n := brokenDocLinks(files, rel)
+		links += n
+		for _, b := range broken {
+			t.Error(b)
+		}
+		if strings.HasPrefix(rel, "docs/") {
+			if lines := strings.Count(files[rel], "\n"); lines > docMaxLines && docLongPages[rel] == "" {
+				t.Errorf("%s: %d lines, over %d: split it by subject", rel, lines, docMaxLines)
+			}
+		}
+	}
+	if links < 200 {
+		t.Errorf("only %d relative links checked: is the parser broken?", links)
+	}
+	// References to the docs from the manifests, the chart, the main module's code and the Makefile.
+	refs := 0
+	for rel := range files {
+		code := strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") && !strings.HasPrefix(rel, "test/")
+		if !(strings.HasPrefix(rel, "deploy/") || code || rel == "Makefile") ||
+			strings.HasSuffix(rel, ".md") || strings.HasSuffix(rel, ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(docsRepo, rel))
+		if err != nil {
+			continue // a directory
+		}
+		refs += len(docQuotedRefRE.FindAllString(string(b), -1))
+		for _, e := range brokenQuotedRefs(files, rel, string(b)) {
+			t.Error(e)
+		}
+	}
+	if refs < 20 {
+		t.Errorf("only %d docs/ references found in deploy/, the Go code and the Makefile: is the parser broken?", refs)
+	}
+}
+
+// docIssueRE is a citation of this project's issue tracker ("issue 31", "issues 17 and 24"): the
+// docs state what is true, not where it was asked for; CHANGELOG.md may cite them.
+var docIssueRE = regexp.MustCompile(`\b[Ii]ssues? #?[0-9]+\b`)
+
+func checkNoIssueNumbers(rel, text string) []string {
+	var errs []string
+	for i, l := range strings.Split(text, "\n") {
+		if m := docIssueRE.FindString(l); m != "" {
+			errs = append(errs, fmt.Sprintf("%s:%d: cites %q", rel, i+1, m))
+		}
+	}
+	return errs
+}
+
+func TestDocsCiteNoIssueNumbers(t *testing.T) {
+	files := loadDocFS(t)
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		if rel == "README.md" || (strings.HasPrefix(rel, "docs/") && strings.HasSuffix(rel, ".md")) {
+			for _, e := range checkNoIssueNumbers(rel, files[rel]) {
+				t.Error(e)
+			}
+		}
+	}
+}
+
+// ---- the checkers fail on a broken fact ----
+
+// Each checker, given today's facts with one of them broken, reports it: so a docs test that
+// passes means the facts agree.
+func TestDocsFactsCheckersFail(t *testing.T) {
+	page := docRead(t, "docs/configuration.md")
+	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, envFlags{}).all())
+	flags := docSection(page, "Flags")
+	for name, broken := range map[string]string{
+		"a default":      strings.Replace(flags, "| `--debounce` | `10ms` |", "| `--debounce` | `25ms` |", 1),
+		"a missing flag": strings.Replace(flags, "| `--removal-grace` |", "| `--removal-grace-gone` |", 1),
+		"a shorthand":    strings.Replace(flags, "| `--output`, `-o` |", "| `--output` |", 1),
+	} {
+		if broken == flags {
+			t.Fatalf("%s: the fixture no longer matches docs/configuration.md", name)
+		}
+		if len(checkFlagTable(broken, agent)) == 0 {
+			t.Errorf("checkFlagTable accepted a table with %s broken", name)
+		}
+	}
+	if len(checkShortFlagsSentence("(only `-h` and `-v=N` have one)", agent)) == 0 {
+		t.Error("checkShortFlagsSentence accepted a sentence that leaves out -o")
+	}
+
+	rules := docRead(t, "deploy/monitoring/prometheusrule.yaml")
+	chart := docRead(t, "deploy/helm/nodeaddr/files/prometheusrule-groups.yaml")
+	runbooks := docRead(t, "docs/runbooks.md")
+	names := docAlerts(rules)
+	added := rules + "\n        - alert: NodeaddrSomethingNew\n"
+	if len(checkAlerts(added, chart, runbooks, nil)) == 0 {
+		t.Error("checkAlerts accepted an alert without a runbook (and missing from the chart)")
+	}
+	wrong := docNumberWords[(len(names)+1)%len(docNumberWords)]
+	if len(checkAlerts(rules, chart, runbooks, map[string]string{"x.md": "the PrometheusRule with " + wrong + " alerts"})) == 0 {
+		t.Errorf("checkAlerts accepted %q for %d alerts", wrong+" alerts", len(names))
+	}
+	if errs, ok := checkTaintAlertTiming(rules, "fires 10 minutes after the agent started"); ok && len(errs) == 0 {
+		t.Error("checkTaintAlertTiming accepted the wrong number of minutes")
+	}
+
+	golden := []string{"nodeaddr_a_total", "nodeaddr_b_seconds"}
+	if len(checkMetrics("`nodeaddr_a_total`", golden, nil)) == 0 {
+		t.Error("checkMetrics accepted a page without nodeaddr_b_seconds")
+	}
+	if len(checkMetrics("`nodeaddr_a_total`, `nodeaddr_b_seconds_bucket`", golden, []string{"nodeaddr_discovery_x"})) == 0 {
+		t.Error("checkMetrics accepted a page without a metric the code defines")
+	}
+	if len(checkMetrics("`nodeaddr_a_total`, `nodeaddr_b_seconds`, `nodeaddr_gone_total`", golden, nil)) == 0 {
+		t.Error("checkMetrics accepted a metric that does not exist")
+	}
+
+	values := map[string]any{"image": map[string]any{"repository": "r", "tag": ""}, "monitoring": map[string]any{"labels": map[string]any{}}}
+	if errs, _ := checkHelmValues(map[string]string{"x.md": "`image.digest` and `--set image.tag=T`"}, values); len(errs) != 1 {
+		t.Errorf("checkHelmValues: %v, want image.digest reported alone", errs)
+	}
+	if errs, n := checkHelmValues(map[string]string{"x.md": "`image.repository` / `.tag`, `monitoring.labels.team`, `config.yaml`"}, values); len(errs) != 0 || n != 3 {
+		t.Errorf("checkHelmValues: %v (%d values), want 3 values found and none reported", errs, n)
+	}
+
+	if len(checkNoIssueNumbers("x.md", "as issue 31 asked (finding 6)")) != 1 {
+		t.Error("checkNoIssueNumbers accepted \"issue 31\"")
+	}
+
+	files := docFS{"docs": "", "docs/a.md": "# A\n\n## The `--x` flag\n\n```\n## not a heading\n```\n",
+		"docs/b.md":          "[ok](a.md#the---x-flag) [bad](a.md#not-a-heading) [gone](c.md) [self](#b) [web](https://example.invalid/c.md)\n\n# B\n",
+		"docs/bench/part.md": docFragmentMark + " -->\n[ok](a.md) [bad](bench/a.md)\n"}
+	if broken, n := brokenDocLinks(files, "docs/b.md"); len(broken) != 2 || n != 4 {
+		t.Errorf("brokenDocLinks: %v of %d links, want the missing anchor and file of 4", broken, n)
+	}
+	if broken, _ := brokenDocLinks(files, "docs/bench/part.md"); len(broken) != 1 {
+		t.Errorf("brokenDocLinks of a part of BENCHMARKS.md: %v, want bench/a.md alone", broken)
+	}
+	if broken := brokenQuotedRefs(files, "x.yaml", "# see docs/a.md, \"The\n# `--x` flag\" and docs/a.md, \"Gone\" and docs/gone.md"); len(broken) != 2 {
+		t.Errorf("brokenQuotedRefs: %v, want the missing heading and file", broken)
+	}
+}
