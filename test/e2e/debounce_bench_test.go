@@ -156,6 +156,37 @@ func debounceScenarios(dnsmasq, dhclient, keepalived string) []debounceScenario 
 				return renumbered(e, ipN(11+k)), time.Now()
 			}
 		},
+	}, {
+		// TestRARenumberingMakeBeforeBreak's renumbering, one prefix further each run: radvd
+		// announces the next prefix beside the current one, then deprecates the current one
+		// (preferred lifetime 0: the Node moves, measured from the kernel's address event), then
+		// withdraws it (its address expires within 20 s, deprecated, unpublished).
+		key: "ra", name: "IPv6 renumbering by router advertisement, make-before-break (radvd, SLAAC)", settle: 2 * time.Second, monitor: true,
+		setup: func(e *env) func(int) (string, time.Time) {
+			pfx := func(n int) harness.Prefix6 {
+				return harness.Prefix6{Prefix: fmt.Sprintf("2001:db8:%x::/64", n), Preferred: 15, Valid: 20}
+			}
+			slaac := func(n int) string { return fmt.Sprintf("2001:db8:%x::ff:fe00:10", n) }
+			e.raNode(harness.Host6{AddrGenMode: 0})
+			r := harness.StartRadvd(e.t, e.router, "r-eth0", harness.RA{Prefixes: []harness.Prefix6{pfx(1)}})
+			e.usable6(slaac(1))
+			e.start(v6Args...)
+			e.waitAddresses(e.internal6(slaac(1)))
+			return func(k int) (string, time.Time) {
+				cur, next := pfx(1+k), pfx(2+k)
+				r.Announce(harness.RA{Prefixes: []harness.Prefix6{cur, next}})
+				e.usable6(slaac(2 + k))
+				cur.Preferred = 0
+				r.Announce(harness.RA{Prefixes: []harness.Prefix6{cur, next}})
+				harness.WaitAddr6(e.t, e.ns, "eth0", "deprecated "+slaac(1+k), func(a harness.Addr6) bool {
+					return a.Local == slaac(1+k) && a.Deprecated
+				})
+				final := format(e.internal6(slaac(2 + k)))
+				cur.Valid = 0
+				r.Announce(harness.RA{Prefixes: []harness.Prefix6{cur, next}})
+				return final, time.Time{}
+			}
+		},
 	}}
 }
 
@@ -438,7 +469,8 @@ func settingWanted(i int) bool {
 
 // TestDebounceTable writes the table (markdown) to stdout and to $NODEADDR_BENCH_OUT when set.
 // NODEADDR_DEBOUNCE_RUNS sets the runs per cell (default 10); NODEADDR_DEBOUNCE_ONLY, a
-// comma-separated list of scenario keys (dhcp, vrrp, carrier, storm, flood, mbb, bbm), selects rows.
+// comma-separated list of scenario keys (dhcp, vrrp, carrier, failover-flap, storm, flood, mbb, bbm,
+// ra), selects rows.
 func TestDebounceTable(t *testing.T) {
 	harness.RequireE2E(t)
 	runs := 10
@@ -448,11 +480,12 @@ func TestDebounceTable(t *testing.T) {
 	// The tools first: a missing one skips the table before a control plane starts.
 	scenarios := debounceScenarios(harness.Tool(t, "dnsmasq", "dnsmasq-base"),
 		harness.Tool(t, "dhclient", "isc-dhcp-client"), harness.Tool(t, "keepalived", "keepalived"))
+	harness.Tool(t, "radvd", "radvd") // the ra row's router (harness.StartRadvd)
 	if only := os.Getenv("NODEADDR_DEBOUNCE_ONLY"); only != "" {
 		keys := strings.Split(only, ",")
 		scenarios = slices.DeleteFunc(scenarios, func(s debounceScenario) bool { return !slices.Contains(keys, s.key) })
 		if len(scenarios) != len(keys) {
-			t.Fatalf("NODEADDR_DEBOUNCE_ONLY=%s: unknown scenario (dhcp, vrrp, carrier, storm, flood, mbb, bbm)", only)
+			t.Fatalf("NODEADDR_DEBOUNCE_ONLY=%s: unknown scenario (dhcp, vrrp, carrier, failover-flap, storm, flood, mbb, bbm, ra)", only)
 		}
 	}
 	commit, _ := exec.Command("git", "-C", harness.RepoDir(), "rev-parse", "--short", "HEAD").Output()

@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -495,4 +499,177 @@ func (m *addrMonitor) wait(s string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A dual-stack node on one link: its IPv4 address from a DHCP server (dnsmasq, dhclient with
+// dhcpScript), its IPv6 address by SLAAC from a router (radvd). The DHCP lease changes while the
+// router renumbers (make-before-break), either inside the renumbering (between the new prefix's
+// announcement and the old one's deprecation) or at the same moment as the deprecation. Every list
+// the Node shows keeps the primary family first (IPv4 on a Node that had none, IPv6 on a Node whose
+// kubelet set an IPv6 node IP), both families always present, and the agent writes once per
+// settled state: once per change of its desired addresses, the renumbering's end (the old prefix
+// withdrawn) none.
+func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
+	dnsmasq := harness.Tool(t, "dnsmasq", "dnsmasq-base")
+	dhclient := harness.Tool(t, "dhclient", "isc-dhcp-client")
+	const (
+		old4, new4     = "192.0.2.50", "192.0.2.60"
+		oldPfx, newPfx = "2001:db8:1::/64", "2001:db8:2::/64"
+		old6, new6     = "2001:db8:1::ff:fe00:10", "2001:db8:2::ff:fe00:10"
+	)
+	for _, tc := range []struct {
+		name     string
+		primary6 bool // the Node is registered with the IPv6 InternalIP (a kubelet's --node-ip)
+		atOnce   bool // the lease changes as the old prefix is deprecated, not before
+	}{
+		{"IPv4 primary, renewal inside the renumbering", false, false},
+		{"IPv4 primary, renewal and deprecation at once", false, true},
+		{"IPv6 primary, renewal inside the renumbering", true, false},
+		{"IPv6 primary, renewal and deprecation at once", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, "dual6")
+			// list is the Node's expected list with these addresses, the primary family first.
+			list := func(ip4, ip6 string) string {
+				if tc.primary6 {
+					return format([]corev1.NodeAddress{addr(in, ip6), addr(in, ip4), addr(hn, e.node)})
+				}
+				return format([]corev1.NodeAddress{addr(in, ip4), addr(in, ip6), addr(hn, e.node)})
+			}
+			registered := []corev1.NodeAddress{addr(hn, e.node)}
+			if tc.primary6 {
+				registered = append([]corev1.NodeAddress{addr(in, old6)}, registered...)
+			}
+			e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: registered})
+			harness.LinkHost6(e.ns, "eth0", nodeMAC, e.router, "r-eth0", harness.Host6{AddrGenMode: 0})
+			e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
+			d := &dhcp{e: e, dir: harness.AgentDir(t), mac: nodeMAC, dnsmasq: dnsmasq, dhclient: dhclient}
+			d.script = filepath.Join(d.dir, "dhclient-script")
+			if err := os.WriteFile(d.script, []byte(dhcpScript), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			d.srv = d.serve(old4)
+			d.cl = d.client()
+			// The old prefix is valid for 20 s at a time, so that once withdrawn its address expires soon.
+			oldP := harness.Prefix6{Prefix: oldPfx, Preferred: 15, Valid: 20}
+			fresh := harness.Prefix6{Prefix: newPfx, Preferred: 1800, Valid: 3600}
+			r := harness.StartRadvd(t, e.router, "r-eth0", harness.RA{Prefixes: []harness.Prefix6{oldP}})
+			e.usable6(old6)
+			// Both families before the agent starts: its first write has both.
+			e.waitSource4(old4)
+			lists := watchLists(t, e.cp, e.node)
+			a := e.start("--internal-ip-target=8.8.8.8,"+target6, "--external-ip-target=none", "--resync-interval=1s")
+			e.waitList(list(old4, old6))
+			e.wantWrites(1, "both families at once")
+
+			// Make: the new prefix beside the old. The InternalIP stays (both are preferred).
+			r.Announce(harness.RA{Prefixes: []harness.Prefix6{oldP, fresh}})
+			e.usable6(new6)
+			settled(t, a, time.Now())
+			e.waitList(list(old4, old6))
+			e.wantWrites(1, "a second preferred prefix moves nothing")
+
+			oldP.Preferred = 0
+			if tc.atOnce {
+				d.renew(new4)
+				r.Announce(harness.RA{Prefixes: []harness.Prefix6{oldP, fresh}})
+			} else {
+				d.renew(new4)
+				e.waitList(list(new4, old6))
+				e.wantWrites(2, "the new lease")
+				r.Announce(harness.RA{Prefixes: []harness.Prefix6{oldP, fresh}})
+			}
+			e.waitList(list(new4, new6))
+			settled(t, a, time.Now())
+
+			// Break: the old prefix withdrawn, its address gone when its valid lifetime ends.
+			oldP.Valid = 0
+			r.Announce(harness.RA{Prefixes: []harness.Prefix6{oldP, fresh}})
+			e.waitGone6(old6)
+			settled(t, a, time.Now())
+			e.waitList(list(new4, new6))
+
+			// Every list the Node showed, in order: the registered one, then only lists of both
+			// families with the primary first, each a step of one family or both, ending on the new
+			// addresses. One write for each.
+			seen := lists.distinct()
+			t.Logf("the Node's lists: %q", seen)
+			want := [][]string{
+				{format(registered), list(old4, old6), list(new4, old6), list(new4, new6)},
+				{format(registered), list(old4, old6), list(old4, new6), list(new4, new6)},
+				{format(registered), list(old4, old6), list(new4, new6)},
+			}
+			if !tc.atOnce {
+				want = want[:1]
+			}
+			if !slices.ContainsFunc(want, func(w []string) bool { return slices.Equal(w, seen) }) {
+				t.Fatalf("the Node went through %q, want one of %q", seen, want)
+			}
+			e.wantWrites(len(seen)-1, "one write per settled state")
+			if c := changes(a); c != len(seen)-1 {
+				t.Fatalf("desired addresses changed %d times, written %d times", c, len(seen)-1)
+			}
+		})
+	}
+}
+
+// waitSource4 waits until the node's route toward 8.8.8.8 has the source ip (the DHCP lease bound
+// and its default route added).
+func (e *env) waitSource4(ip string) {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := exec.Command("ip", "-n", e.ns.Name, "-4", "route", "get", "8.8.8.8").Output()
+		if strings.Contains(string(out), " src "+ip+" ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no route toward 8.8.8.8 from %s after 1m: %q", ip, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitList waits until the Node's address list, formatted, is want.
+func (e *env) waitList(want string) {
+	e.t.Helper()
+	e.cp.WaitNode(e.t, e.node, 60*time.Second, "addresses "+want, func(n *corev1.Node) bool {
+		return format(n.Status.Addresses) == want
+	})
+}
+
+// nodeLists records, through a watch, every address list one Node showed.
+type nodeLists struct {
+	mu    sync.Mutex
+	lists []string
+}
+
+func watchLists(t *testing.T, cp *harness.ControlPlane, node string) *nodeLists {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := cp.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &nodeLists{}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok {
+				l.mu.Lock()
+				l.lists = append(l.lists, format(n.Status.Addresses))
+				l.mu.Unlock()
+			}
+		}
+	}()
+	return l
+}
+
+// distinct is the lists seen, repeats of one list collapsed.
+func (l *nodeLists) distinct() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Compact(slices.Clone(l.lists))
 }

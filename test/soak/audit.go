@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -155,29 +156,41 @@ func (s *soak) checkAddressWrite(t time.Time, node *corev1.Node) {
 			}
 		}
 	}
-	if len(addrsOf(node, corev1.NodeInternalIP)) > 0 {
-		return
-	}
-	// An empty InternalIP list is right only when nothing usable has resolved for a whole grace: a
-	// usable route source that stayed for longer than the debounce's longest delay within the last
-	// grace means the agent must have seen it (a blip it coalesced away does not count).
+	// A family without an InternalIP is right only when nothing usable of that family has resolved
+	// for a whole grace: a usable route candidate that stayed for longer than the debounce's
+	// longest delay within the last grace means the agent must have seen it (a blip it coalesced
+	// away does not count).
 	recent := s.timeline.between(t.Add(-grace+time.Second), t.Add(-500*time.Millisecond))
-	if ip, at, ok := stableSource(recent, 1200*time.Millisecond); ok {
-		s.rec.violate(2, "the agent published an empty InternalIP list at +%s although the host had %s as a usable route source %s before",
-			s.rec.since(t), ip, t.Sub(at).Round(10*time.Millisecond))
+	for _, f := range []struct {
+		name string
+		v6   bool
+		src  func(sample) string
+	}{{"IPv4", false, sample.internal4}, {"IPv6", true, sample.internal6}} {
+		if slices.ContainsFunc(addrsOf(node, corev1.NodeInternalIP), func(ip string) bool { return isV6(ip) == f.v6 }) {
+			continue
+		}
+		if ip, at, ok := stableSource(recent, 1200*time.Millisecond, f.src); ok {
+			s.rec.violate(2, "the agent published no %s InternalIP at +%s although the host had %s as a usable route source %s before",
+				f.name, s.rec.since(t), ip, t.Sub(at).Round(10*time.Millisecond))
+		}
 	}
 }
 
-// stableSource finds a usable internal route source that the samples show unchanged for at least
-// d, and when it was last seen.
-func stableSource(ks []sample, d time.Duration) (string, time.Time, bool) {
+func isV6(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.Is6() && !a.Is4In6()
+}
+
+// stableSource finds a usable route candidate (src of each sample) that the samples show
+// unchanged for at least d, and when it was last seen.
+func stableSource(ks []sample, d time.Duration, src func(sample) string) (string, time.Time, bool) {
 	for i := 0; i < len(ks); i++ {
-		ip := ks[i].Internal
+		ip := src(ks[i])
 		if ip == "" || !ks[i].isUsable(ip) {
 			continue
 		}
 		j := i
-		for j+1 < len(ks) && ks[j+1].Internal == ip && ks[j+1].isUsable(ip) {
+		for j+1 < len(ks) && src(ks[j+1]) == ip && ks[j+1].isUsable(ip) {
 			j++
 		}
 		if ks[j].At.Sub(ks[i].At) >= d {

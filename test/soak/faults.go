@@ -42,6 +42,10 @@ var faults = []fault{
 	{"writer-burst", "writer", 2, writerBurst},
 	{"kubelet-reverter", "reverter", 2, reverter},
 	{"node-recreate", "node", 1, recreate},
+	{"ra-renumber-make-before-break", "ra", 5, raRenumberMBB},
+	{"ra-flash-renumbering", "ra", 4, raFlash},
+	{"ipv6-privacy-rotation", "tempaddr", 4, privacyRotation},
+	{"dhcpv6-lease-change", "dhcp6", 3, dhcp6Lease},
 }
 
 func dur(r *rand.Rand, lo, hi time.Duration) time.Duration {
@@ -64,7 +68,7 @@ func (s *soak) freeHost(r *rand.Rand, u uplink) string {
 // primary returns one global primary address of u's link ("" when it has none).
 func (s *soak) primary(u uplink) string {
 	for _, a := range readKernel(s.w.ns.Name).Addrs {
-		if a.Dev == u.dev && a.Scope == "global" && !a.Secondary {
+		if a.Dev == u.dev && a.Family == "inet" && a.Scope == "global" && !a.Secondary {
 			return a.Local
 		}
 	}

@@ -3,6 +3,7 @@ package soak
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
@@ -14,11 +15,18 @@ import (
 // restates the flags' policy as simply as it can (docs/configuration.md, "Selection policy"):
 //
 //   - a candidate is the source address of the kernel's route toward the type's target;
-//   - it must be a global-scope IPv4 address on a non-excluded interface that is not secondary,
-//     deprecated (or preferred lifetime 0), tentative, optimistic or DAD-failed;
-//   - InternalIP is sticky: the Node's current InternalIP stays while the host still has it as
-//     an address the policy accepts, so either it or the route source is right;
-//   - an ExternalIP equal to an InternalIP of the Node is dropped (--external-ip-equal-internal=drop).
+//   - it must be a global-scope address on a non-excluded interface that is not deprecated (or
+//     preferred lifetime 0), tentative, optimistic or DAD-failed, nor an IPv4 secondary or an IPv6
+//     temporary (privacy) address;
+//   - an IPv6 route source that is a temporary address stands for the stable address of its prefix
+//     (same interface, prefix and length; the mngtmpaddr one first), which is then the candidate;
+//   - InternalIP is never an address of eth4 (--internal-ip-exclude-interfaces, dhcp6.go);
+//   - InternalIP is managed per family (IPv4 toward internalTarget, IPv6 toward target6) and
+//     sticky: the Node's current InternalIP of a family stays while the host still has it as an
+//     address the policy accepts, so either it or the route source is right;
+//   - ExternalIP follows the route toward externalTarget and externalTarget6 (the same temporary
+//     rule); an ExternalIP equal to an InternalIP of the Node is dropped
+//     (--external-ip-equal-internal=drop).
 
 // kaddr is one address as `ip -j addr` reports it.
 type kaddr struct {
@@ -32,15 +40,36 @@ type kaddr struct {
 	Tentative  bool   `json:"tentative"`
 	Optimistic bool   `json:"optimistic"`
 	DADFailed  bool   `json:"dadfailed"`
+	Temporary  bool   `json:"temporary"`  // IPv6 privacy address (the flag IPv4 calls secondary)
+	MngTmpAddr bool   `json:"mngtmpaddr"` // the stable address temporary ones are made from
 	Preferred  *int64 `json:"preferred_life_time"`
 	Dev        string `json:"-"`
 }
 
 // usable restates the policy for one address.
 func (a kaddr) usable() bool {
-	return a.Family == "inet" && a.Scope == "global" && !a.Secondary && !a.Deprecated && !a.Tentative &&
-		!a.Optimistic && !a.DADFailed && (a.Preferred == nil || *a.Preferred != 0) && a.Dev != "lo" &&
-		(a.Label == "" || a.Label == a.Dev) && a.Prefixlen < 32
+	ok := a.Scope == "global" && !a.Deprecated && !a.Tentative && !a.Optimistic && !a.DADFailed &&
+		(a.Preferred == nil || *a.Preferred != 0) && a.Dev != "lo"
+	switch a.Family {
+	case "inet":
+		return ok && !a.Secondary && (a.Label == "" || a.Label == a.Dev) && a.Prefixlen < 32
+	case "inet6":
+		return ok && !a.Temporary
+	}
+	return false
+}
+
+// prefix is the address's network ("" when it does not parse).
+func (a kaddr) prefix() string {
+	ip, err := netip.ParseAddr(a.Local)
+	if err != nil {
+		return ""
+	}
+	p, err := ip.Prefix(a.Prefixlen)
+	if err != nil {
+		return ""
+	}
+	return p.String()
 }
 
 // sample is the kernel's state at one moment.
@@ -49,7 +78,11 @@ type sample struct {
 	Addrs    []kaddr
 	Internal string // route source toward internalTarget ("" without a route)
 	External string
-	Err      error
+	// Internal6 is the route source toward target6 as the kernel picks it ("" without a route):
+	// with privacy extensions, a temporary address (source6 maps it to its stable address).
+	Internal6 string
+	External6 string // the route source toward externalTarget6, as the kernel picks it
+	Err       error
 }
 
 // usableSet returns the usable addresses.
@@ -65,15 +98,72 @@ func (s sample) usableSet() []string {
 
 func (s sample) isUsable(ip string) bool { return slices.Contains(s.usableSet(), ip) }
 
+func (s sample) find(ip string) (kaddr, bool) {
+	i := slices.IndexFunc(s.Addrs, func(a kaddr) bool { return a.Local == ip })
+	if i < 0 {
+		return kaddr{}, false
+	}
+	return s.Addrs[i], true
+}
+
+// source6 is the IPv6 InternalIP candidate from the route: the route source itself, or, when that
+// is a temporary address, the usable stable address of its prefix on its interface (the
+// mngtmpaddr one first, else the first in kernel order); the temporary address itself (which is
+// not usable) when there is none.
+func (s sample) source6() string { return s.stableFor(s.Internal6) }
+
+// stableFor is source6's rule for any route source ip.
+func (s sample) stableFor(ip string) string {
+	src, ok := s.find(ip)
+	if !ok || src.Family != "inet6" || !src.Temporary {
+		return ip
+	}
+	pfx := src.prefix()
+	var found []kaddr
+	for _, a := range s.Addrs {
+		if a.Family == "inet6" && a.Dev == src.Dev && a.Prefixlen == src.Prefixlen && a.prefix() == pfx && a.usable() {
+			found = append(found, a)
+		}
+	}
+	if i := slices.IndexFunc(found, func(a kaddr) bool { return a.MngTmpAddr }); i >= 0 {
+		return found[i].Local
+	}
+	if len(found) > 0 {
+		return found[0].Local
+	}
+	return ip
+}
+
+// internal4 and internal6 are the route's InternalIP candidate of each family ("" for a source on
+// an excluded interface).
+func (s sample) internal4() string { return s.internalOnly(s.Internal) }
+func (s sample) internal6() string { return s.internalOnly(s.source6()) }
+
+func (s sample) internalOnly(ip string) string {
+	if a, ok := s.find(ip); ok && a.Dev == dhcp6Dev {
+		return ""
+	}
+	return ip
+}
+
 func (s sample) String() string {
 	var b strings.Builder
 	for _, a := range s.Addrs {
-		if a.Family != "inet" || a.Scope != "global" {
+		if a.Scope != "global" || (a.Family != "inet" && a.Family != "inet6") {
 			continue
 		}
 		fmt.Fprintf(&b, "%s/%d@%s", a.Local, a.Prefixlen, a.Dev)
 		if a.Secondary {
 			b.WriteString("(sec)")
+		}
+		if a.Temporary {
+			b.WriteString("(temp)")
+		}
+		if a.Tentative || a.Optimistic {
+			b.WriteString("(tent)")
+		}
+		if a.DADFailed {
+			b.WriteString("(dadfailed)")
 		}
 		if a.Deprecated || (a.Preferred != nil && *a.Preferred == 0) {
 			b.WriteString("(depr)")
@@ -81,6 +171,9 @@ func (s sample) String() string {
 		b.WriteString(" ")
 	}
 	fmt.Fprintf(&b, "route[int]=%s route[ext]=%s", orNone(s.Internal), orNone(s.External))
+	if s.Internal6 != "" || s.External6 != "" {
+		fmt.Fprintf(&b, " route[int6]=%s route[ext6]=%s", orNone(s.Internal6), orNone(s.External6))
+	}
 	return b.String()
 }
 
@@ -93,30 +186,44 @@ func orNone(s string) string {
 
 // expectation is the oracle's verdict for one kernel sample and the Node's current addresses.
 type expectation struct {
-	Internal []string // acceptable InternalIPs (empty: the Node must have none)
-	External string   // the ExternalIP ("" : none)
+	Internal  []string // acceptable IPv4 InternalIPs (empty: the Node must have none)
+	Internal6 []string // acceptable IPv6 InternalIPs (empty: the Node must have none)
+	External  string   // the IPv4 ExternalIP ("" : none)
+	External6 string   // the IPv6 ExternalIP ("" : none)
 }
 
 // expect computes what the Node must show given the kernel sample s and the Node's current
-// InternalIP (for stickiness).
-func expect(s sample, nodeInternal string) expectation {
+// InternalIP of each family (for stickiness; "" when it has none).
+func expect(s sample, nodeInternal, nodeInternal6 string) expectation {
 	var e expectation
-	if s.Internal != "" && s.isUsable(s.Internal) {
-		e.Internal = append(e.Internal, s.Internal)
-	}
-	if nodeInternal != "" && nodeInternal != s.Internal && s.isUsable(nodeInternal) {
-		e.Internal = append(e.Internal, nodeInternal)
-	}
+	e.Internal = sticky(s, s.internal4(), nodeInternal)
+	e.Internal6 = sticky(s, s.internal6(), nodeInternal6)
 	if s.External != "" && s.isUsable(s.External) {
 		e.External = s.External
+	}
+	if ext6 := s.stableFor(s.External6); ext6 != "" && s.isUsable(ext6) {
+		e.External6 = ext6
 	}
 	return e
 }
 
-// readKernel samples the namespace's addresses and the two route lookups.
+// sticky is one family's acceptable InternalIPs: the route's candidate src when usable, and the
+// Node's current address cur while usable.
+func sticky(s sample, src, cur string) []string {
+	var out []string
+	if src != "" && s.isUsable(src) {
+		out = append(out, src)
+	}
+	if cur != "" && cur != src && s.isUsable(cur) && s.internalOnly(cur) != "" {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// readKernel samples the namespace's addresses (both families) and the three route lookups.
 func readKernel(ns string) sample {
 	s := sample{At: time.Now()}
-	out, err := exec.Command("ip", "-n", ns, "-j", "-4", "addr", "show").Output()
+	out, err := exec.Command("ip", "-n", ns, "-j", "addr", "show").Output()
 	if err != nil {
 		s.Err = fmt.Errorf("ip addr: %v", err)
 		return s
@@ -137,6 +244,8 @@ func readKernel(ns string) sample {
 	}
 	s.Internal = routeSource(ns, internalTarget)
 	s.External = routeSource(ns, externalTarget)
+	s.Internal6 = routeSource(ns, target6)
+	s.External6 = routeSource(ns, externalTarget6)
 	return s
 }
 

@@ -31,7 +31,7 @@ func TestExpect(t *testing.T) {
 		{"node address gone", sample{Addrs: []kaddr{primary}, Internal: "192.0.2.10"}, "192.0.2.99", []string{"192.0.2.10"}, ""},
 	}
 	for _, c := range cases {
-		e := expect(c.s, c.node)
+		e := expect(c.s, c.node, "")
 		if !slices.Equal(e.Internal, c.wantInternal) || e.External != c.wantExternal {
 			t.Errorf("%s: expect = %+v, want internal %v external %q", c.name, e, c.wantInternal, c.wantExternal)
 		}
@@ -45,10 +45,72 @@ func TestStableSource(t *testing.T) {
 	at := func(ms int, src string) sample {
 		return sample{At: t0.Add(time.Duration(ms) * time.Millisecond), Addrs: []kaddr{a}, Internal: src}
 	}
-	if _, _, ok := stableSource([]sample{at(0, "192.0.2.10"), at(300, ""), at(600, "192.0.2.10")}, time.Second); ok {
+	if _, _, ok := stableSource([]sample{at(0, "192.0.2.10"), at(300, ""), at(600, "192.0.2.10")}, time.Second, sample.internal4); ok {
 		t.Error("blips counted as a stable source")
 	}
-	if ip, _, ok := stableSource([]sample{at(0, ""), at(100, "192.0.2.10"), at(1500, "192.0.2.10")}, time.Second); !ok || ip != "192.0.2.10" {
+	if ip, _, ok := stableSource([]sample{at(0, ""), at(100, "192.0.2.10"), at(1500, "192.0.2.10")}, time.Second, sample.internal4); !ok || ip != "192.0.2.10" {
 		t.Error("a source present for 1.4 s not found")
+	}
+}
+
+// The IPv6 half of the oracle: a temporary route source stands for the stable address of its
+// prefix on its interface (the mngtmpaddr one); temporary, tentative and deprecated addresses are
+// never right; the Node's current IPv6 InternalIP stays while usable (both prefixes preferred).
+func TestExpect6(t *testing.T) {
+	a6 := func(ip string, f func(*kaddr)) kaddr {
+		a := kaddr{Family: "inet6", Local: ip, Prefixlen: 64, Scope: "global", Dev: "eth3"}
+		if f != nil {
+			f(&a)
+		}
+		return a
+	}
+	stable := a6("2001:db8:1::ff:fe00:33", func(a *kaddr) { a.MngTmpAddr = true })
+	temp := a6("2001:db8:1::8a3f:1", func(a *kaddr) { a.Temporary = true })
+	stable2 := a6("2001:db8:2::ff:fe00:33", func(a *kaddr) { a.MngTmpAddr = true })
+	temp2 := a6("2001:db8:2::77:1", func(a *kaddr) { a.Temporary = true })
+	tent2 := stable2
+	tent2.Tentative = true
+	depr := stable
+	depr.Deprecated, depr.Preferred = true, lft(0)
+	deprTemp := temp
+	deprTemp.Deprecated = true
+	other := a6("2001:db8:1::99", func(a *kaddr) { a.Dev = "eth5" })
+	cases := []struct {
+		name string
+		s    sample
+		node string
+		want []string
+	}{
+		{"temporary source stands for the stable address", sample{Addrs: []kaddr{stable, temp}, Internal6: temp.Local}, "", []string{stable.Local}},
+		{"stable source", sample{Addrs: []kaddr{stable}, Internal6: stable.Local}, "", []string{stable.Local}},
+		{"temporary without a stable address", sample{Addrs: []kaddr{temp}, Internal6: temp.Local}, "", nil},
+		{"a stable address on another interface does not count", sample{Addrs: []kaddr{temp, other}, Internal6: temp.Local}, "", nil},
+		{"both prefixes preferred: the Node's stays", sample{Addrs: []kaddr{stable, temp, stable2, temp2}, Internal6: temp2.Local}, stable.Local, []string{stable2.Local, stable.Local}},
+		{"old prefix deprecated", sample{Addrs: []kaddr{depr, deprTemp, stable2, temp2}, Internal6: temp2.Local}, stable.Local, []string{stable2.Local}},
+		{"new address tentative", sample{Addrs: []kaddr{tent2}, Internal6: tent2.Local}, stable.Local, nil},
+		{"published temporary is wrong", sample{Addrs: []kaddr{stable, temp}, Internal6: temp.Local}, temp.Local, []string{stable.Local}},
+	}
+	for _, c := range cases {
+		e := expect(c.s, "", c.node)
+		if !slices.Equal(e.Internal6, c.want) || len(e.Internal) != 0 {
+			t.Errorf("%s: expect = %+v, want IPv6 %v", c.name, e, c.want)
+		}
+	}
+
+	// The DHCPv6 uplink's lease is the IPv6 ExternalIP, never the InternalIP, even as the route's
+	// source toward target6 (eth3 without a usable address); without a usable lease the ExternalIP
+	// follows the route to eth3 (dropped by the caller when equal to the InternalIP).
+	lease := a6("2001:db8:ff00::42", func(a *kaddr) { a.Dev, a.Prefixlen = dhcp6Dev, 128 })
+	e := expect(sample{Addrs: []kaddr{stable, temp, lease}, Internal6: temp.Local, External6: lease.Local}, "", "")
+	if !slices.Equal(e.Internal6, []string{stable.Local}) || e.External6 != lease.Local {
+		t.Errorf("lease as ExternalIP: expect = %+v", e)
+	}
+	e = expect(sample{Addrs: []kaddr{tent2, lease}, Internal6: lease.Local, External6: lease.Local}, "", lease.Local)
+	if len(e.Internal6) != 0 || e.External6 != lease.Local {
+		t.Errorf("lease as the only source: expect = %+v, want no IPv6 InternalIP", e)
+	}
+	e = expect(sample{Addrs: []kaddr{stable, temp}, Internal6: temp.Local, External6: temp.Local}, "", stable.Local)
+	if e.External6 != stable.Local {
+		t.Errorf("no lease: expect = %+v, want the ExternalIP candidate %s", e, stable.Local)
 	}
 }

@@ -37,7 +37,13 @@ type soak struct {
 	audit    *auditTail
 	usage    []usage
 	dhcp     *dhcp  // the DHCP uplink (TestSoak's only)
+	ra       *ra6   // the IPv6 uplink's router (TestSoak's only)
+	dhcp6    *dhcp6 // the DHCPv6 uplink (TestSoak's only)
 	nft      string // the nft command (TestSoak's only)
+
+	// added counts the uplinks added after the agent started (the IPv6 ones each change the
+	// Node): the start's quiet period allows their writes as faults' (invariant 5).
+	added int
 
 	mu      sync.Mutex
 	reverts int
@@ -62,7 +68,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 // run runs cycles of overlapping faults until d has passed, each followed by a quiet period in which
 // every invariant is checked.
 func (s *soak) run(d time.Duration) {
-	s.settle("start", time.Now(), 0)
+	s.settle("start", time.Now(), s.added)
 	// The last cycle's faults and quiet period take up to about 30 s: no cycle starts after that
 	// margin, so that a run takes about d in all.
 	end := s.rec.start.Add(d - min(30*time.Second, d/4))
@@ -134,7 +140,7 @@ func (s *soak) heal() {
 		k := readKernel(s.w.ns.Name)
 		var mine []kaddr
 		for _, a := range k.Addrs {
-			if a.Dev == u.dev && a.Scope == "global" {
+			if a.Dev == u.dev && a.Family == "inet" && a.Scope == "global" {
 				mine = append(mine, a)
 			}
 		}
@@ -248,24 +254,46 @@ func (s *soak) checkStill(what string) {
 func (s *soak) mismatch(k sample, n *corev1.Node) string {
 	internal := addrsOf(n, corev1.NodeInternalIP)
 	external := addrsOf(n, corev1.NodeExternalIP)
-	cur := ""
-	if len(internal) > 0 {
-		cur = internal[0]
+	var internal4, internal6 []string
+	for _, ip := range internal {
+		if isV6(ip) {
+			internal6 = append(internal6, ip)
+		} else {
+			internal4 = append(internal4, ip)
+		}
 	}
-	e := expect(k, cur)
+	first := func(l []string) string {
+		if len(l) == 0 {
+			return ""
+		}
+		return l[0]
+	}
+	e := expect(k, first(internal4), first(internal6))
 	var bad []string
-	switch {
-	case len(e.Internal) == 0 && len(internal) > 0:
-		bad = append(bad, fmt.Sprintf("InternalIP %v, want none", internal))
-	case len(e.Internal) > 0 && (len(internal) != 1 || !slices.Contains(e.Internal, internal[0])):
-		bad = append(bad, fmt.Sprintf("InternalIP %v, want one of %v", internal, e.Internal))
+	for _, f := range []struct {
+		name      string
+		got, want []string
+	}{{"IPv4", internal4, e.Internal}, {"IPv6", internal6, e.Internal6}} {
+		switch {
+		case len(f.want) == 0 && len(f.got) > 0:
+			bad = append(bad, fmt.Sprintf("%s InternalIP %v, want none", f.name, f.got))
+		case len(f.want) > 0 && (len(f.got) != 1 || !slices.Contains(f.want, f.got[0])):
+			bad = append(bad, fmt.Sprintf("%s InternalIP %v, want one of %v", f.name, f.got, f.want))
+		}
 	}
-	wantExt := []string{}
-	if e.External != "" && !slices.Contains(internal, e.External) {
-		wantExt = []string{e.External}
-	}
-	if !slices.Equal(external, wantExt) && !(len(external) == 0 && len(wantExt) == 0) {
-		bad = append(bad, fmt.Sprintf("ExternalIP %v, want %v", external, wantExt))
+	for _, f := range []struct {
+		name string
+		v6   bool
+		want string
+	}{{"IPv4", false, e.External}, {"IPv6", true, e.External6}} {
+		got := slices.DeleteFunc(slices.Clone(external), func(ip string) bool { return isV6(ip) != f.v6 })
+		var want []string
+		if f.want != "" && !slices.Contains(internal, f.want) {
+			want = []string{f.want}
+		}
+		if !slices.Equal(got, want) {
+			bad = append(bad, fmt.Sprintf("%s ExternalIP %v, want %v", f.name, got, want))
+		}
 	}
 	if slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key) {
 		bad = append(bad, "uninitialized taint still present")

@@ -56,6 +56,8 @@ func TestSoak(t *testing.T) {
 	s := newSoak(t, seed)
 	s.startNft()
 	s.startDHCP()
+	s.startRA()
+	s.startDHCP6()
 	s.run(d)
 	sum := s.rec.summary()
 	t.Log("\n" + sum)

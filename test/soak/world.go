@@ -43,12 +43,17 @@ var uplinks = []uplink{
 	{dev: "eth1", prefix: "198.51.100.", gw: "198.51.100.1", metric: 200},
 }
 
-// agentArgs are the agent's flags: IPv4 only, both types managed, and short overwrite back-offs so
-// that a reverter's burst is followed by convergence within the check's bound.
+// agentArgs are the agent's flags: both types in both families (TestSoak's node is dual-stack, with
+// the SLAAC uplink of ra6.go and the DHCPv6 uplink of dhcp6.go; without them the IPv6 targets have
+// no route), and short overwrite back-offs so that a reverter's burst is followed by convergence
+// within the check's bound.
 var agentArgs = []string{
 	"--node-name=" + nodeName,
-	"--internal-ip-target=" + internalTarget,
-	"--external-ip-target=" + externalTarget,
+	"--internal-ip-target=" + internalTarget + "," + target6,
+	"--external-ip-target=" + externalTarget + "," + externalTarget6,
+	// The DHCPv6 uplink is for the ExternalIP: when eth3 has no usable address the kernel's source
+	// toward target6 is eth4's lease, which must not become the InternalIP.
+	"--internal-ip-exclude-interfaces=" + dhcp6Dev,
 	"--netlink-receive-buffer=65536",
 	"--overwrite-backoff=2s",
 	"--overwrite-backoff-max=8s",
