@@ -222,7 +222,7 @@ soak: e2e-bins
 	  | grep -E '^(soak: |--- |ok |FAIL|PASS$$)|VIOLATION of'
 
 ## bench-debounce: the debounce table: the agent at fixed debounces (100ms, 25ms, 10ms) and at the
-## default on the e2e scenarios (DHCP, VRRP, flap storms, route flood, renumbering), 10 runs each:
+## default on the e2e scenarios (DHCP, VRRP, flap storms, route flood, renumbering, RA renumbering), 10 runs each:
 ## writes, intermediate states published, reaction p50/p99; writes $(NODEADDR_CACHE_DIR)/debounce.md
 ## (about 30 min; NODEADDR_DEBOUNCE_SETTINGS and NODEADDR_DEBOUNCE_ONLY select columns and rows).
 ## docs/bench/debounce.md, summed up in docs/bench/results.md, is a run of it with its conclusion
