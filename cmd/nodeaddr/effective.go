@@ -11,8 +11,7 @@ import (
 
 // effective is the configuration in force for one address type and family, as the flags, their
 // defaults and their cross-rules left it: startup logs one INFO line per effective value, so an
-// operator reads what nodeaddr will do for, say, IPv6 ExternalIP without re-deriving the defaults
-// (issue 29, "visible state").
+// operator reads what nodeaddr will do for, say, IPv6 ExternalIP without re-deriving the defaults.
 type effective struct {
 	Type   resolver.AddressType
 	Family resolver.Family
