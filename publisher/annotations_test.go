@@ -162,7 +162,7 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "annotations/success", "taint/success"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "annotations/success", "taint/success"}))
 	got := f.get(t).Annotations
 	want := map[string]string{"other.io/x": "1", "nodeaddr.io/external-ipv4": "203.0.113.7", "k3s.io/external-ip": "203.0.113.7"}
 	if !maps.Equal(got, want) {
@@ -211,8 +211,8 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("annotations %v, want %v", got, want)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "annotations/success", "taint/success",
-		"annotations/success", "annotations/conflict", "annotations/success"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "annotations/success", "taint/success",
+		"annotations/success", "annotations/conflict", "annotations/success"}))
 }
 
 // The approval record lists every managed type's IPs, in status order.

@@ -29,8 +29,7 @@ func (p *Publisher) onNode(o any) {
 
 // reportOverwrite logs, counts and records another writer's change of our addresses.
 func (p *Publisher) reportOverwrite(ow *overwrite) {
-	p.obs.OnOverwrite()
-	p.obs.OnOverwriteBackoff(ow.delay)
+	p.cfg.Metrics.overwritten(ow.delay)
 	p.log.Warn("another writer changed the managed addresses", "reason", "overwritten",
 		"writer", ow.writer, "ours", fmt.Sprint(ow.ours), "theirs", fmt.Sprint(ow.theirs), "rewrite_in", ow.delay)
 	p.cfg.Recorder.Eventf(ow.node, corev1.EventTypeWarning, ReasonAddressesOverwritten,

@@ -51,7 +51,9 @@ func TestReconcileProvidedNodeIPOnHost(t *testing.T) {
 	// The addresses already were right: only the taint is written.
 	assertEqual(t, "patches", f.patches(), []string{taintPatchAction([]corev1.Taint{uninitTaint}, []corev1.Taint{})})
 	assertEqual(t, "events", f.events(), []string{taintRemovedEvent})
-	assertEqual(t, "provided node IP missing", f.obs.nodeIP, []bool{false})
+	if got := f.obs.nodeIPMissing(); got != 0 {
+		t.Errorf("nodeaddr_provided_node_ip_missing = %v, want 0", got)
+	}
 }
 
 // The kubelet's node IP is not on the host: the resolved addresses are written, the taint stays,
@@ -76,7 +78,9 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 	if n := f.get(t); !hasUninitialized(n) || n.Annotations["example.com/other"] != "x" {
 		t.Fatalf("node %+v: want the taint and the other annotation kept", n)
 	}
-	assertEqual(t, "provided node IP missing", f.obs.nodeIP, []bool{true, true, true})
+	if got := f.obs.nodeIPMissing(); got != 1 {
+		t.Errorf("nodeaddr_provided_node_ip_missing = %v, want 1", got)
+	}
 
 	// The address appears on the host: the resolver makes it the InternalIP, and the taint goes.
 	f.observe(f.get(t))
@@ -107,7 +111,9 @@ func TestReconcileProvidedNodeIPInvalid(t *testing.T) {
 	if len(ev) != 3 || !strings.HasPrefix(ev[1], "Warning "+ReasonProvidedNodeIPInvalid+" Ignoring annotation") || ev[2] != taintRemovedEvent {
 		t.Fatalf("events %q, want AddressesUpdated, one ProvidedNodeIPInvalid warning, TaintRemoved", ev)
 	}
-	assertEqual(t, "provided node IP missing", f.obs.nodeIP, []bool{false, false})
+	if got := f.obs.nodeIPMissing(); got != 0 {
+		t.Errorf("nodeaddr_provided_node_ip_missing = %v, want 0", got)
+	}
 }
 
 // What the resolver takes from the Node: its pod CIDRs, its addresses of the managed types, the

@@ -36,17 +36,6 @@ func WriteKinds() []string { return []string{KindAddresses, KindAnnotations, Kin
 // WriteResults lists every write result, for metrics to create each series up front.
 func WriteResults() []string { return []string{ResultSuccess, ResultConflict, ResultError} }
 
-// Observer receives what metrics need.
-type Observer interface {
-	OnWrite(kind, result string)
-	OnReaction(d time.Duration)
-	OnOverwrite()
-	// OnOverwriteBackoff reports the current delay before rewriting reverted addresses (0: none).
-	OnOverwriteBackoff(d time.Duration)
-	// OnProvidedNodeIP reports whether the kubelet's provided node IP is missing from the host.
-	OnProvidedNodeIP(missing bool)
-}
-
 // Config configures a Publisher.
 type Config struct {
 	NodeName string
@@ -67,7 +56,8 @@ type Config struct {
 	FieldManager string
 	Recorder     record.EventRecorder
 	Logger       *slog.Logger
-	Observer     Observer
+	// Metrics, if set, counts writes and overwrites (NewMetrics).
+	Metrics *Metrics
 	// MinBackoff and MaxBackoff shape the retries of failed writes (retrySchedule): the first comes
 	// after MinBackoff to 2·MinBackoff, the gaps double, and once they reach MaxBackoff (default
 	// 20 s) the agent retries every MaxBackoff on a phase of its own. Conflicts retry after
@@ -86,7 +76,6 @@ type Config struct {
 type Publisher struct {
 	cfg   Config
 	log   *slog.Logger
-	obs   Observer
 	nodes *nodeCache
 	queue *queue
 	// retry schedules the attempts after failed reconciles, the worker's and --run-once's.
@@ -105,17 +94,12 @@ type Publisher struct {
 // New returns a publisher. Nothing happens until Run or Reconcile.
 func New(cfg Config) *Publisher {
 	cfg = withDefaults(cfg)
-	obs := cfg.Observer
-	if obs == nil {
-		obs = nopObserver{}
-	}
 	if cfg.Node == nil { // no Node yet: Publish and Reconcile wait for one
 		cfg.Node = NewNodeView(cache.NewStore(cache.MetaNamespaceKeyFunc), cfg.NodeName)
 	}
 	return &Publisher{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.NodeName),
-		obs:     obs,
 		nodes:   &nodeCache{view: cfg.Node},
 		queue:   newQueue(),
 		retry:   newRetrySchedule(cfg.MinBackoff, cfg.MaxBackoff),
@@ -154,14 +138,6 @@ func withDefaults(cfg Config) Config {
 	}
 	return cfg
 }
-
-type nopObserver struct{}
-
-func (nopObserver) OnWrite(string, string)           {}
-func (nopObserver) OnReaction(time.Duration)         {}
-func (nopObserver) OnOverwrite()                     {}
-func (nopObserver) OnOverwriteBackoff(time.Duration) {}
-func (nopObserver) OnProvidedNodeIP(bool)            {}
 
 // Publish sets the desired state (latest wins) and enqueues the Node. It never blocks. s is what
 // the Node's managed types must hold (the resolver's pipeline decided it): the publisher merges it

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,6 +16,8 @@ import (
 
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,57 +145,64 @@ func newClient(nodes ...*corev1.Node) *fake.Clientset {
 	return client
 }
 
-// recObserver records what the publisher reports to metrics.
-type recObserver struct {
-	mu         sync.Mutex
-	writes     []string // kind/result
-	reactions  int
-	overwrites int
-	backoffs   []time.Duration
-	nodeIP     []bool // OnProvidedNodeIP: missing
+// recorded reads what the publisher counted from its metrics, on a registry of their own.
+type recorded struct {
+	reg *prometheus.Registry
+	m   *Metrics
 }
 
-func (o *recObserver) OnProvidedNodeIP(missing bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.nodeIP = append(o.nodeIP, missing)
+func newRecorded() recorded {
+	reg := prometheus.NewRegistry()
+	return recorded{reg: reg, m: NewMetrics(reg)}
 }
 
-func (o *recObserver) OnWrite(kind, result string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.writes = append(o.writes, kind+"/"+result)
+// Writes lists the writes counted so far as kind/result, each as many times as it was counted, in
+// WriteKinds' then WriteResults' order (counted puts an expected list in that order).
+func (r recorded) Writes() []string {
+	var out []string
+	for _, k := range WriteKinds() {
+		for _, res := range WriteResults() {
+			for range int(testutil.ToFloat64(r.m.writes.WithLabelValues(k, res))) {
+				out = append(out, k+"/"+res)
+			}
+		}
+	}
+	return out
 }
 
-func (o *recObserver) OnReaction(time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.reactions++
+// counted puts writes (kind/result) in the order Writes lists them: counters keep no order.
+func counted(writes []string) []string {
+	var out []string
+	for _, k := range WriteKinds() {
+		for _, res := range WriteResults() {
+			for _, w := range writes {
+				if w == k+"/"+res {
+					out = append(out, w)
+				}
+			}
+		}
+	}
+	return out
 }
 
-func (o *recObserver) OnOverwrite() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.overwrites++
+func (r recorded) Overwrites() int { return int(testutil.ToFloat64(r.m.overwrites)) }
+
+// reactions is the number of reaction latencies observed.
+func (r recorded) reactions() int {
+	mfs, err := r.reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "nodeaddr_reaction_seconds" {
+			return int(mf.GetMetric()[0].GetHistogram().GetSampleCount())
+		}
+	}
+	return 0
 }
 
-func (o *recObserver) OnOverwriteBackoff(d time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.backoffs = append(o.backoffs, d)
-}
-
-func (o *recObserver) Writes() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.writes)
-}
-
-func (o *recObserver) Overwrites() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.overwrites
-}
+// nodeIPMissing is the provided-node-ip gauge: 1 while the address is missing from the host.
+func (r recorded) nodeIPMissing() float64 { return testutil.ToFloat64(r.m.nodeIPMissing) }
 
 // fakeNodes is the fake clientset's Node client. Like the fake clientset itself, it tells the
 // reflector that it cannot serve streaming lists (WatchList), so the informer lists then watches.
@@ -206,7 +214,7 @@ type fixture struct {
 	client *fake.Clientset
 	inf    cache.SharedIndexInformer // the Node informer, as the agent builds it
 	p      *Publisher
-	obs    *recObserver
+	obs    recorded
 	rec    *record.FakeRecorder
 }
 
@@ -220,10 +228,10 @@ func newFixture(t *testing.T, node *corev1.Node, tweak ...func(*Config)) *fixtur
 	} else {
 		client = newClient()
 	}
-	f := &fixture{client: client, obs: &recObserver{}, rec: record.NewFakeRecorder(100)}
+	f := &fixture{client: client, obs: newRecorded(), rec: record.NewFakeRecorder(100)}
 	cfg := Config{
 		NodeName: nodeName, Nodes: fakeNodes{client.CoreV1().Nodes()}, Managed: manageExternal, RemoveTaint: true,
-		Rate: rate.Inf, Burst: 1, Recorder: f.rec, Observer: f.obs,
+		Rate: rate.Inf, Burst: 1, Recorder: f.rec, Metrics: f.obs.m,
 		MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond, FailuresBeforeWarning: 3,
 	}
 	for _, fn := range tweak {
@@ -363,7 +371,7 @@ func TestReconcileNoChangeWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertEqual(t, "patches", f.patches(), nil)
-	assertEqual(t, "writes", f.obs.Writes(), nil)
+	assertEqual(t, "writes", f.obs.Writes(), counted(nil))
 	assertEqual(t, "events", f.events(), nil)
 	if !f.p.Ready() {
 		t.Error("not ready after a reconcile with nothing to do")
@@ -387,7 +395,7 @@ func TestReconcileNoChangeStillRemovesTaint(t *testing.T) {
 	assertEqual(t, "patches", f.patches(), []string{
 		taintPatchAction([]corev1.Taint{notReadyTaint, uninitTaint}, []corev1.Taint{notReadyTaint}),
 	})
-	assertEqual(t, "writes", f.obs.Writes(), []string{"taint/success"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"taint/success"}))
 	assertEqual(t, "events", f.events(), []string{taintRemovedEvent})
 	if got := f.get(t); !slices.Equal(got.Status.Addresses, addrs) || len(got.Spec.Taints) != 1 || got.Spec.Taints[0].Key != notReadyTaint.Key {
 		t.Errorf("node after reconcile: addresses %v taints %v", got.Status.Addresses, got.Spec.Taints)
@@ -408,7 +416,7 @@ func TestReconcileChangeWritesAddressesThenTaint(t *testing.T) {
 		addressesPatchAction(kubeletAddrs(), merged),
 		taintPatchAction([]corev1.Taint{notReadyTaint, uninitTaint}, []corev1.Taint{notReadyTaint}),
 	})
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "taint/success"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "taint/success"}))
 	assertEqual(t, "events", f.events(), []string{
 		"Normal AddressesUpdated Addresses changed from [] to [{ExternalIP 203.0.113.7} {ExternalIP 2001:db8::7}]",
 		taintRemovedEvent,
@@ -424,8 +432,8 @@ func TestReconcileChangeWritesAddressesThenTaint(t *testing.T) {
 	if !f.p.Ready() {
 		t.Error("not ready")
 	}
-	if f.obs.reactions != 1 {
-		t.Errorf("%d reaction observations, want 1", f.obs.reactions)
+	if n := f.obs.reactions(); n != 1 {
+		t.Errorf("%d reaction observations, want 1", n)
 	}
 
 	// The informer lags: it still delivers the Node as it was before our writes. One change is one
@@ -467,7 +475,7 @@ func TestReconcileConflictRereadsAndRetries(t *testing.T) {
 	if !errors.Is(err, errConflict) {
 		t.Fatalf("reconcile = %v, want errConflict", err)
 	}
-	assertEqual(t, "writes after the conflict", f.obs.Writes(), []string{"addresses/conflict"})
+	assertEqual(t, "writes after the conflict", f.obs.Writes(), counted([]string{"addresses/conflict"}))
 	if got := f.count("get"); got != 1 {
 		t.Errorf("%d GETs after a conflict, want 1 re-read", got)
 	}
@@ -479,7 +487,7 @@ func TestReconcileConflictRereadsAndRetries(t *testing.T) {
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/conflict", "addresses/success", "taint/success"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/conflict", "addresses/success", "taint/success"}))
 	if got := len(f.patches()); got != 3 {
 		t.Errorf("%d patches, want 3 (conflicted, addresses, taint)", got)
 	}
@@ -505,7 +513,7 @@ func TestReconcileFailedTestIsAConflict(t *testing.T) {
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/conflict", "addresses/success"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/conflict", "addresses/success"}))
 	assertEqual(t, "stored addresses", f.get(t).Status.Addresses, []corev1.NodeAddress{
 		internal("10.0.0.1"), internal("fd00::1"), external("203.0.113.7"), hostname(nodeName), internalDNS("node-a.internal"),
 	})
@@ -542,9 +550,9 @@ func TestReconcileErrorsTurnReadinessOffAndWarnOnce(t *testing.T) {
 		}
 		assertEqual(t, fmt.Sprintf("events after attempt %d", i+1), f.events(), wantEvents)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{
 		"addresses/success", "addresses/error", "addresses/error", "addresses/error", "addresses/error",
-	})
+	}))
 
 	failing.Store(false)
 	if err := f.p.reconcile(t.Context()); err != nil || !f.p.Ready() {
@@ -623,7 +631,7 @@ func TestReconcileNodeGoneDuringWrite(t *testing.T) {
 	if f.p.Ready() {
 		t.Error("ready although nothing was written")
 	}
-	assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/error"})
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/error"}))
 	assertEqual(t, "events", f.events(), nil)
 
 	// Once the informer reports the deletion there is nothing to do.
@@ -899,7 +907,7 @@ func TestRun(t *testing.T) {
 		if got := len(f.patches()); got != 4 {
 			t.Errorf("%d patches after a new state, want 4", got)
 		}
-		assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "taint/success", "addresses/success", "addresses/success"})
+		assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "taint/success", "addresses/success", "addresses/success"}))
 
 		cancel()
 		if err := <-done; err != nil {
@@ -925,9 +933,9 @@ func TestRunRetriesFailures(t *testing.T) {
 		f.p.Publish(externalState("203.0.113.7"), time.Now())
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		assertEqual(t, "writes", f.obs.Writes(), []string{
+		assertEqual(t, "writes", f.obs.Writes(), counted([]string{
 			"addresses/error", "addresses/error", "addresses/error", "addresses/error", "addresses/success", "taint/success",
-		})
+		}))
 		if !f.p.Ready() {
 			t.Error("not ready after recovery")
 		}
@@ -958,7 +966,7 @@ func TestRunNodeCreatedLater(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		assertEqual(t, "writes", f.obs.Writes(), []string{"addresses/success", "taint/success"})
+		assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "taint/success"}))
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run = %v, want nil after cancel", err)

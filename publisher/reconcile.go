@@ -39,7 +39,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		}
 		next = merge(node.Status.Addresses, desired.Managed, desired.Addresses)
 		if addressesChanged(node, next) {
-			if err := p.writeAddresses(ctx, node, next, since); err != nil {
+			if err := p.writeAddresses(ctx, node, next, since, desired.Explanation); err != nil {
 				return err
 			}
 			if node, _, _ = p.snapshot(); node == nil {
@@ -110,7 +110,7 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 // reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
 // metric) and says so when it is solved. Called by the worker only.
 func (p *Publisher) reportNodeIP(node *corev1.Node, r resolver.NodeIPOutcome) {
-	p.obs.OnProvidedNodeIP(len(r.Missing) > 0)
+	p.cfg.Metrics.providedNodeIP(len(r.Missing) > 0)
 	var key string
 	switch {
 	case r.Err != nil:

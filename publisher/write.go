@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 // patch sends one preconditioned patch of the given kind (addresses, annotations, taint) and makes
@@ -22,13 +24,15 @@ func (p *Publisher) patch(ctx context.Context, kind string, node *corev1.Node, p
 	if err != nil {
 		return nil, p.failed(ctx, kind, node, err)
 	}
-	p.obs.OnWrite(kind, ResultSuccess)
+	p.cfg.Metrics.write(kind, ResultSuccess)
 	p.health.succeeded()
 	p.nodes.received(res)
 	return res, nil
 }
 
-func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time) error {
+// writeAddresses writes next; the AddressesUpdated Event it records carries why, the explanation
+// of the desired state (addressesUpdatedMessage).
+func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time, why []resolver.Explained) error {
 	pt, data, err := addressesPatch(node, next)
 	if err != nil {
 		return err
@@ -54,11 +58,11 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	}
 	p.mu.Unlock()
 	if !since.IsZero() {
-		p.obs.OnReaction(time.Since(since))
+		p.cfg.Metrics.reacted(time.Since(since))
 	}
 	p.log.Info("addresses updated", "reason", "desired-changed", "old", fmt.Sprint(old), "new", fmt.Sprint(now),
 		"resourceVersion", res.ResourceVersion)
-	p.cfg.Recorder.Eventf(res, corev1.EventTypeNormal, ReasonAddressesUpdated, "Addresses changed from %v to %v", old, now)
+	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonAddressesUpdated, addressesUpdatedMessage(old, now, why))
 	return nil
 }
 
@@ -85,14 +89,14 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 // to the taint nor report the Node ready, and --run-once waits for the Node.
 func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, err error) error {
 	if isConflict(err) {
-		p.obs.OnWrite(kind, ResultConflict)
+		p.cfg.Metrics.write(kind, ResultConflict)
 		p.log.Info("write conflicted, re-reading the node", "kind", kind, "reason", "conflict", "err", err)
 		if fresh, gerr := p.cfg.Nodes.Get(ctx, node.Name, metav1.GetOptions{}); gerr == nil {
 			p.nodes.received(fresh)
 		}
 		return fmt.Errorf("write %s: %w: %w", kind, errConflict, err)
 	}
-	p.obs.OnWrite(kind, ResultError)
+	p.cfg.Metrics.write(kind, ResultError)
 	if apierrors.IsNotFound(err) {
 		p.log.Warn("node disappeared during the write", "kind", kind)
 		return fmt.Errorf("write %s: %w", kind, err)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+
+	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
 
 // errNoRoute is a target the kernel has no route to (for explanations; Skip keeps "no route").
@@ -30,7 +32,11 @@ type Explained struct {
 
 // recorder collects the selection's explanation while selectAddresses runs; the stages after it
 // change and add lines.
-type recorder struct{ lines []Explained }
+type recorder struct {
+	lines []Explained
+	// dadFailed are the candidates refused because duplicate address detection failed (State.DADFailed).
+	dadFailed []Address
+}
 
 func from(tgt Target, link string) string {
 	if tgt.IP.IsValid() {
@@ -44,6 +50,9 @@ func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
 	f := FamilyOf(tgt.IP)
 	if !tgt.IP.IsValid() {
 		f = FamilyOf(src)
+	}
+	if errors.Is(err, errDADFailed) && src.IsValid() && !slices.ContainsFunc(r.dadFailed, func(a Address) bool { return a.IP == src }) {
+		r.dadFailed = append(r.dadFailed, Address{Type: tgt.Type, IP: src, Interface: link})
 	}
 	reason := "rejected: " + err.Error()
 	if errors.Is(err, errNoRoute) || errors.Is(err, errNotLocal) {
@@ -96,16 +105,22 @@ func prevIs(prev State, t AddressType, f Family, ip netip.Addr) bool {
 	return ok && old.IP == ip
 }
 
-// String is the line --explain prints.
-func (e Explained) String() string {
-	s := fmt.Sprintf("%-10s %s", e.Type, e.Family)
-	if e.Address != "" {
-		s += " " + e.Address
+// String is the line --explain prints (explanation.Line's String: the Event carries the same).
+func (e Explained) String() string { return e.Line().String() }
+
+// Line is e in the portable form the AddressesUpdated Event carries and kubectl nodeaddr reads.
+func (e Explained) Line() explanation.Line {
+	return explanation.Line{Type: string(e.Type), Family: e.Family, Address: e.Address, From: e.From,
+		Chosen: e.Chosen, Reason: e.Reason}
+}
+
+// Lines converts an explanation to its portable form.
+func Lines(es []Explained) []explanation.Line {
+	out := make([]explanation.Line, len(es))
+	for i, e := range es {
+		out[i] = e.Line()
 	}
-	if e.From != "" {
-		s += " (" + e.From + ")"
-	}
-	return s + ": " + e.Reason
+	return out
 }
 
 // logExplanation writes the explanation at debug level, one record per line with stable keys.

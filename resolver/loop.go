@@ -48,12 +48,6 @@ const (
 	ResultError   = "error"
 )
 
-// Observer receives counts for metrics.
-type Observer interface {
-	OnResolution(result string)
-	OnResync(at time.Time)
-}
-
 // LoopConfig configures Loop.
 type LoopConfig struct {
 	Kernel Kernel
@@ -82,7 +76,8 @@ type LoopConfig struct {
 	// sources after each resolution, its addresses replace them, and its C resolves again.
 	Discovery Discovery
 	Logger    *slog.Logger
-	Observer  Observer
+	// Metrics, if set, counts resolutions and resyncs (NewMetrics).
+	Metrics *Metrics
 }
 
 // Loop runs the address pipeline (pipeline.go) after each debounced burst of changes, after each
@@ -183,9 +178,7 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-discovered:
 			r.resolve("external-address-discovered")
 		case now := <-resync:
-			if o := l.cfg.Observer; o != nil {
-				o.OnResync(now)
-			}
+			l.cfg.Metrics.resync(now)
 			r.resolve("resync")
 		case <-r.wake.C:
 			r.due(time.Now())
@@ -194,8 +187,4 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 }
 
-func (l *Loop) observe(result string) {
-	if o := l.cfg.Observer; o != nil {
-		o.OnResolution(result)
-	}
-}
+func (l *Loop) observe(result string) { l.cfg.Metrics.resolution(result) }

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeTrigger is a one-slot signal like watcher.Signal.
@@ -88,23 +91,15 @@ func (s *recordingSink) times() []time.Duration {
 	return out
 }
 
-type recordingObserver struct {
-	start   time.Time
-	mu      sync.Mutex
-	results []string
-	resyncs []time.Duration
-}
+// resolutions are the loop's counts of successful and failed resolutions.
+type resolutions struct{ success, failed int }
 
-func (o *recordingObserver) OnResolution(result string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.results = append(o.results, result)
-}
-
-func (o *recordingObserver) OnResync(at time.Time) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.resyncs = append(o.resyncs, at.Sub(o.start))
+// resolutions reads the loop's counters.
+func (lt *loopTest) resolutions() resolutions {
+	return resolutions{
+		success: int(testutil.ToFloat64(lt.metrics.resolutions.WithLabelValues(ResultSuccess))),
+		failed:  int(testutil.ToFloat64(lt.metrics.resolutions.WithLabelValues(ResultError))),
+	}
 }
 
 // loopTest runs a Loop in the current synctest bubble.
@@ -113,7 +108,7 @@ type loopTest struct {
 	kernel  *fakeKernel
 	trigger *fakeTrigger
 	sink    *recordingSink
-	obs     *recordingObserver
+	metrics *Metrics
 	start   time.Time
 	stop    func()
 	loop    *Loop
@@ -138,7 +133,7 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 	}
 	lt := &loopTest{t: t, kernel: k, trigger: newFakeTrigger(), start: time.Now()}
 	lt.sink = &recordingSink{start: lt.start}
-	lt.obs = &recordingObserver{start: lt.start}
+	lt.metrics = NewMetrics(prometheus.NewRegistry())
 	cfg.Kernel = lt.kernel
 	if cfg.Policy.Managed == nil {
 		cfg.Policy.Managed = []AddressType{ExternalIP}
@@ -146,7 +141,7 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 	if cfg.Policy.Targets == nil {
 		cfg.Policy.Targets = []Target{{ExternalIP, target4}}
 	}
-	cfg.Observer = lt.obs
+	cfg.Metrics = lt.metrics
 	l := NewLoop(cfg, lt.trigger, lt.sink)
 	lt.loop = l
 	ctx, cancel := context.WithCancel(t.Context())
@@ -327,13 +322,12 @@ func TestLoopResync(t *testing.T) {
 				t.Errorf("publication at %v: %v since %v, want %v without since", p.at, p.state, p.since, extOnly)
 			}
 		}
-		lt.obs.mu.Lock()
-		defer lt.obs.mu.Unlock()
-		if want := wantAt[1:]; !slices.Equal(lt.obs.resyncs, want) {
-			t.Errorf("OnResync at %v, want %v", lt.obs.resyncs, want)
+		last := lt.start.Add(wantAt[len(wantAt)-1])
+		if got, want := testutil.ToFloat64(lt.metrics.lastResync), float64(last.UnixNano())/1e9; got != want {
+			t.Errorf("last resync at %v, want %v", got, want)
 		}
-		if want := []string{"success", "success", "success", "success"}; !slices.Equal(lt.obs.results, want) {
-			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		if got, want := lt.resolutions(), (resolutions{success: 4}); got != want {
+			t.Errorf("resolutions = %+v, want %+v", got, want)
 		}
 	})
 }
@@ -356,8 +350,8 @@ func TestLoopRetriesAfterError(t *testing.T) {
 		if got := lt.sink.all(); len(got) != 1 || got[0].at != want.at || got[0].since != want.since || !got[0].state.Equal(want.state) {
 			t.Errorf("publications = %v, want [%v]", got, want)
 		}
-		if want := []string{"error", "error", "success"}; !slices.Equal(lt.obs.results, want) {
-			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		if got, want := lt.resolutions(), (resolutions{success: 1, failed: 2}); got != want {
+			t.Errorf("resolutions = %+v, want %+v", got, want)
 		}
 	})
 }
@@ -377,8 +371,8 @@ func TestLoopRetryAloneRecovers(t *testing.T) {
 		if got, want := lt.sink.times(), []time.Duration{3 * time.Second}; !slices.Equal(got, want) {
 			t.Errorf("published at %v, want %v", got, want)
 		}
-		if want := []string{"error", "error", "error", "success"}; !slices.Equal(lt.obs.results, want) {
-			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		if got, want := lt.resolutions(), (resolutions{success: 1, failed: 3}); got != want {
+			t.Errorf("resolutions = %+v, want %+v", got, want)
 		}
 	})
 }
@@ -409,9 +403,8 @@ func TestLoopErrorWhileHolding(t *testing.T) {
 
 		// Resolutions: start, the removal (held), then failures at the expiry (1m5.1s) and every
 		// 2s after it until the error clears at 1m11s, then success at the retry at 1m11.1s.
-		want := []string{"success", "success", "error", "error", "error", "success"}
-		if !slices.Equal(lt.obs.results, want) {
-			t.Errorf("OnResolution = %v, want %v", lt.obs.results, want)
+		if got, want := lt.resolutions(), (resolutions{success: 3, failed: 3}); got != want {
+			t.Errorf("resolutions = %+v, want %+v", got, want)
 		}
 		empty := State{Managed: []AddressType{ExternalIP}}
 		got := lt.sink.all()

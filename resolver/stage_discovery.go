@@ -32,7 +32,7 @@ func WithDiscovery(d Discovery, s State) State {
 	}
 	// First: a synchronous Discovery (--run-once) probes here, so Mapped below has its answers.
 	d.Update(sources)
-	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses)), Local: s.Local}
+	out := State{Managed: s.Managed, Addresses: make([]Address, 0, len(s.Addresses)), Local: s.Local, DADFailed: s.DADFailed}
 	w := s.why()
 	for _, a := range s.Addresses {
 		f := FamilyOf(a.IP)

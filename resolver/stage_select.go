@@ -50,7 +50,7 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 	rec := &recorder{}
 	var skips []Skip
 	st.Addresses, skips = selectAddresses(p, sources, addrs, prev, rec)
-	st.Explanation = rec.lines
+	st.Explanation, st.DADFailed = rec.lines, rec.dadFailed
 	if p.ReportLocal {
 		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {

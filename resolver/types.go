@@ -83,6 +83,12 @@ type State struct {
 	// Explanation says why each address was chosen or dropped, one line per candidate, as the
 	// stages that decided wrote it (--explain). Equal ignores it.
 	Explanation []Explained
+	// DADFailed lists the addresses the selection would have considered (a route source, an
+	// address of an interface a type enumerates) but refused because the kernel flags them
+	// dadfailed: duplicate address detection found another host on the link holding them. Each is
+	// of the type that considered it first, with its interface. The agent warns about each once
+	// (a DuplicateAddress Event). Equal ignores it.
+	DADFailed []Address
 }
 
 // Normalize sorts the addresses by type (in Managed order) then family (IPv4 first), so two states

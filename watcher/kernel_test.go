@@ -9,9 +9,11 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nodeaddr/nodeaddr/internal/netnstest"
 )
@@ -23,28 +25,23 @@ func TestMain(m *testing.M) { os.Exit(netnstest.Main(m)) }
 // wait bounds every wait for the kernel: a failure bound, never an expected duration.
 const wait = 20 * time.Second
 
-type recordingObserver struct {
-	mu           sync.Mutex
-	events       []string
-	resubscribed []string
-}
+// counts reads the watcher's metrics from a registry of their own.
+type counts struct{ m *Metrics }
 
-func (o *recordingObserver) OnNetlinkEvent(kind string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.events = append(o.events, kind)
-}
+func newCounts() counts { return counts{NewMetrics(prometheus.NewRegistry())} }
 
-func (o *recordingObserver) OnResubscribe(sub string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.resubscribed = append(o.resubscribed, sub)
-}
-
-func (o *recordingObserver) snapshot() (events, resubscribed []string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return slices.Clone(o.events), slices.Clone(o.resubscribed)
+// snapshot lists the events and the resubscriptions counted so far, each kind as many times as it
+// was counted, in Kinds' order.
+func (c counts) snapshot() (events, resubscribed []string) {
+	for _, k := range Kinds() {
+		for range int(testutil.ToFloat64(c.m.events.WithLabelValues(k))) {
+			events = append(events, k)
+		}
+		for range int(testutil.ToFloat64(c.m.resubscriptions.WithLabelValues(k))) {
+			resubscribed = append(resubscribed, k)
+		}
+	}
+	return events, resubscribed
 }
 
 // eventually polls cond until it holds, failing t after the wait bound.
@@ -87,7 +84,7 @@ type watcherTest struct {
 	t      *testing.T
 	w      *Watcher
 	sig    *Signal
-	obs    *recordingObserver
+	obs    counts
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -95,8 +92,8 @@ type watcherTest struct {
 // startWatcher runs a Watcher until the test ends and waits until it is subscribed.
 func startWatcher(t *testing.T, cfg Config) *watcherTest {
 	t.Helper()
-	wt := &watcherTest{t: t, sig: NewSignal(), obs: &recordingObserver{}, done: make(chan struct{})}
-	cfg.Observer = wt.obs
+	wt := &watcherTest{t: t, sig: NewSignal(), obs: newCounts(), done: make(chan struct{})}
+	cfg.Metrics = wt.obs.m
 	wt.w = New(cfg, wt.sig)
 	ctx, cancel := context.WithCancel(context.Background())
 	wt.cancel = cancel
@@ -220,8 +217,8 @@ func TestKernelRuleRaisesSignal(t *testing.T) {
 		events, _ := wt.obs.snapshot()
 		return len(events) == 4
 	})
-	if events, _ := wt.obs.snapshot(); !slices.Equal(events, []string{KindRule, KindRoute, KindRule, KindRule}) {
-		t.Errorf("events = %v, want rule, route (table 100, learnt from the rule), rule (IPv6), rule (deleted)", events)
+	if events, _ := wt.obs.snapshot(); !slices.Equal(events, []string{KindRoute, KindRule, KindRule, KindRule}) {
+		t.Errorf("events = %v, want three rules (added, IPv6, deleted) and the route in table 100, learnt from the rule", events)
 	}
 }
 

@@ -96,7 +96,7 @@ func overflow(f *fakeSubscriber, kind string) {
 type fakeTest struct {
 	w    *Watcher
 	sig  *Signal
-	obs  *recordingObserver
+	obs  counts
 	subs *fakeSubscriber
 	stop func()
 }
@@ -104,8 +104,8 @@ type fakeTest struct {
 // startFake runs a Watcher over a fake subscriber inside the synctest bubble and waits until it is
 // subscribed.
 func startFake(t *testing.T) *fakeTest {
-	ft := &fakeTest{sig: NewSignal(), obs: &recordingObserver{}, subs: newFakeSubscriber()}
-	ft.w = newWatcher(Config{Observer: ft.obs}, ft.sig, ft.subs)
+	ft := &fakeTest{sig: NewSignal(), obs: newCounts(), subs: newFakeSubscriber()}
+	ft.w = newWatcher(Config{Metrics: ft.obs.m}, ft.sig, ft.subs)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { defer close(done); ft.w.Run(ctx) }()
@@ -188,9 +188,9 @@ func TestSubscribeFailureRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		subs := newFakeSubscriber()
 		subs.fail[KindRoute] = 3
-		obs := &recordingObserver{}
+		obs := newCounts()
 		sig := NewSignal()
-		w := newWatcher(Config{Observer: obs}, sig, subs)
+		w := newWatcher(Config{Metrics: obs.m}, sig, subs)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
 		go func() { defer close(done); w.Run(ctx) }()
@@ -257,7 +257,7 @@ func TestRuleEventsRaiseSignalAndWatchTheirTable(t *testing.T) {
 		if !ft.signalled() {
 			t.Error("ip rule del raised no signal")
 		}
-		if events, _ := ft.obs.snapshot(); !slices.Equal(events, []string{KindRule, KindRoute, KindRule}) {
+		if events, _ := ft.obs.snapshot(); !slices.Equal(events, []string{KindRoute, KindRule, KindRule}) {
 			t.Errorf("events %v", events)
 		}
 	})

@@ -13,13 +13,6 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// Observer receives counts for metrics. Implementations must be cheap: OnNetlinkEvent runs in the
-// receive loop.
-type Observer interface {
-	OnNetlinkEvent(kind string)
-	OnResubscribe(subscription string)
-}
-
 // Config configures a Watcher.
 type Config struct {
 	// ReceiveBufferSize is the requested socket receive buffer in bytes (capped by
@@ -29,7 +22,8 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the delay between resubscription attempts.
 	MinBackoff, MaxBackoff time.Duration
 	Logger                 *slog.Logger
-	Observer               Observer
+	// Metrics, if set, counts events and resubscriptions (NewMetrics).
+	Metrics *Metrics
 }
 
 // Watcher owns the four netlink subscriptions and raises Signal when a relevant message arrives or
@@ -38,7 +32,6 @@ type Watcher struct {
 	cfg    Config
 	signal *Signal
 	log    *slog.Logger
-	obs    Observer
 	subs   subscriber
 	// active counts the subscriptions currently delivering messages; healthy when all are.
 	active atomic.Int32
@@ -62,17 +55,8 @@ func newWatcher(cfg Config, sig *Signal, subs subscriber) *Watcher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	obs := cfg.Observer
-	if obs == nil {
-		obs = nopObserver{}
-	}
-	return &Watcher{cfg: cfg, signal: sig, log: cfg.Logger, obs: obs, subs: subs}
+	return &Watcher{cfg: cfg, signal: sig, log: cfg.Logger, subs: subs}
 }
-
-type nopObserver struct{}
-
-func (nopObserver) OnNetlinkEvent(string) {}
-func (nopObserver) OnResubscribe(string)  {}
 
 const subscriptions = 4
 
@@ -179,7 +163,7 @@ func run[T any](ctx context.Context, w *Watcher, kind string,
 		}
 		w.active.Add(1)
 		if !first {
-			w.obs.OnResubscribe(kind)
+			w.cfg.Metrics.resubscribed(kind)
 			log.Info("netlink resubscribed, forcing a resync", "reason", "resubscribed")
 			w.signal.Raise(time.Now())
 		}
@@ -225,7 +209,7 @@ func receive[T any](ctx context.Context, ch chan T, w *Watcher, kind string, ign
 			if ignore(u) {
 				continue
 			}
-			w.obs.OnNetlinkEvent(kind)
+			w.cfg.Metrics.netlinkEvent(kind)
 			raise(time.Now())
 		}
 	}

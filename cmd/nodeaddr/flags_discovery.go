@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
@@ -48,23 +47,18 @@ func (d *discoveryOptions) validate() error {
 // enabled reports whether discovery is configured.
 func (d *discoveryOptions) enabled() bool { return len(d.servers) > 0 }
 
-// config is the discoverer's configuration (its Prober, Logger and observers are the caller's).
+// config is the discoverer's configuration (its Prober, Logger and Metrics are the caller's).
 func (d *discoveryOptions) config() discovery.Config {
 	return discovery.Config{Servers: d.servers, Interval: d.interval, StaleAfter: d.staleAfter}
 }
 
-// agentConfig is the agent's discovery (agent.Config.Discovery), nil when off; its probe series
-// exist from the start.
-func (d *discoveryOptions) agentConfig(log *slog.Logger, m *metrics.Metrics) *discovery.Config {
+// agentConfig is the agent's discovery (agent.Config.Discovery), nil when off; New creates the
+// probe series of its servers on m.
+func (d *discoveryOptions) agentConfig(log *slog.Logger, m *discovery.Metrics) *discovery.Config {
 	if !d.enabled() {
 		return nil
 	}
 	cfg := d.config()
-	cfg.Logger, cfg.Observer = log, m
-	servers := make([]string, len(d.servers))
-	for i, s := range d.servers {
-		servers[i] = s.String()
-	}
-	m.OnDiscoveryServers(servers)
+	cfg.Logger, cfg.Metrics = log, m
 	return &cfg
 }

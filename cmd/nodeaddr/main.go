@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
@@ -106,18 +108,19 @@ func (a *command) run(ctx context.Context) error {
 		a.addServiceNetwork(ctx, client)
 	}
 	m := metrics.New(version, revision)
-	cfg := a.config(m)
+	cfg := a.config(m.Registry)
 	a.warnCIDRMisses(cfg.Loop.Kernel)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
-		b := record.NewBroadcaster(record.WithContext(ctx))
+		b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
 		b.StartRecordingToSink(client.EventSink())
 		defer b.Shutdown()
 		cfg.Publisher.Nodes = client
 		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})
 	}
+	watcherMetrics := watcher.NewMetrics(m.Registry)
 	if !o.runOnce {
-		cfg.Watcher = &watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Observer: m}
+		cfg.Watcher = &watcher.Config{ReceiveBufferSize: o.netlinkRcvBuf, Logger: a.log, Metrics: watcherMetrics}
 	}
 	ag, err := agent.New(cfg)
 	if err != nil {
@@ -190,8 +193,9 @@ func (a *command) serve(ctx context.Context, ag *agent.Agent, m *metrics.Metrics
 	return errors.Join(agentErr, serveErr)
 }
 
-// config is the agent's assembly from the flags; the caller adds the clients.
-func (a *command) config(m *metrics.Metrics) agent.Config {
+// config is the agent's assembly from the flags; the caller adds the clients. Each stage registers
+// its metrics on reg, discovery's even when it is off (its rounds exist at 0 for the alert).
+func (a *command) config(reg prometheus.Registerer) agent.Config {
 	o := a.opts
 	policy := o.policy()
 	// The provided-node-ip check needs the host's addresses; only InternalIP honours it.
@@ -201,18 +205,18 @@ func (a *command) config(m *metrics.Metrics) agent.Config {
 		Publisher: publisher.Config{
 			RemoveTaint: o.removeTaint,
 			Annotations: o.annotations, Rate: rate.Limit(o.publishRate), Burst: o.publishBurst,
-			Logger: a.log, Observer: m,
+			Logger: a.log, Metrics: publisher.NewMetrics(reg),
 			OverwriteBackoff: o.overwriteBackoff, OverwriteBackoffMax: o.overwriteMax,
 		},
 		Loop: resolver.LoopConfig{
 			Kernel: resolver.Netlink{}, Policy: policy,
 			Debounce: o.debounce, LinkDebounce: o.linkDebounce, MaxDelay: o.debounceMaxDelay, RemovalGrace: o.removalGrace,
-			ResyncInterval: o.resyncInterval, Logger: a.log, Observer: m,
+			ResyncInterval: o.resyncInterval, Logger: a.log, Metrics: resolver.NewMetrics(reg),
 		},
 		AllowPodCIDRs: !o.defaultExclusions,
 		DryRun:        a.stdout,
 		Explain:       o.explain, ExplainJSON: o.output == "json",
-		Discovery: o.discovery.agentConfig(a.log, m),
+		Discovery: o.discovery.agentConfig(a.log, discovery.NewMetrics(reg)),
 	}
 }
 

@@ -4,7 +4,8 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/nodeaddr/nodeaddr/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -22,7 +23,7 @@ func TestConfigFromFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := (&command{opts: o, log: slog.New(slog.DiscardHandler)}).config(metrics.New("test", "test"))
+		cfg := (&command{opts: o, log: slog.New(slog.DiscardHandler)}).config(prometheus.NewRegistry())
 		if cfg.AllowPodCIDRs != tc.allowPodCIDRs {
 			t.Errorf("%v: AllowPodCIDRs = %v, want %v", tc.args, cfg.AllowPodCIDRs, tc.allowPodCIDRs)
 		}

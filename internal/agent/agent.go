@@ -62,8 +62,9 @@ type Agent struct {
 	watcher  *watcher.Watcher          // nil without Config.Watcher
 	discover *discovery.Discoverer     // nil without Config.Discovery
 	loop     *resolver.Loop
-	api      *apiState   // the Node informer's list/watch failures; nil in a dry run
-	explain  *explainLog // logs each change's explanation; nil in a dry run
+	api      *apiState    // the Node informer's list/watch failures; nil in a dry run
+	explain  *explainLog  // logs each change's explanation; nil in a dry run
+	dad      *dadWarnings // warns about addresses whose DAD failed; nil in a dry run
 }
 
 // New assembles an agent: it builds the Node informer and registers its handler, so every reader
@@ -83,7 +84,8 @@ func New(cfg Config) (*Agent, error) {
 		pc.NodeName, pc.Node = cfg.NodeName, a.node
 		a.pub = publisher.New(pc)
 		a.explain = &explainLog{nodeName: cfg.NodeName, log: a.api.log}
-		sink = explainedSink{Sink: a.pub, x: a.explain}
+		a.dad = &dadWarnings{nodeName: cfg.NodeName, rec: cfg.Publisher.Recorder, node: a.node, log: a.api.log}
+		sink = explainedSink{Sink: a.pub, x: a.explain, dad: a.dad}
 		a.cfg.Loop.Node = a.resolverInput
 	} else {
 		a.printer = &printer{w: cfg.DryRun, annotations: cfg.Publisher.Annotations,

@@ -14,8 +14,9 @@ import (
 // resolver's stages wrote (State.Explanation, what --dry-run --explain prints): one INFO record
 // (identity.ExplainMessage) whose attribute identity.ExplainKey is the JSON array of its lines. One
 // record per change, at the rate of the "desired addresses changed" record, so it is in the log at
-// the default level, where kubectl nodeaddr explain reads it (pods/log, the operator's rights): the
-// agent needs no new right and the Node carries no explanation.
+// the default level. The contract with kubectl nodeaddr explain is the AddressesUpdated Event,
+// whose message carries the same explanation (publisher, resolver/explanation); the plugin reads
+// this record only when no such Event exists (Events expire after the API server's --event-ttl).
 type explainLog struct {
 	nodeName string
 	log      *slog.Logger
@@ -39,13 +40,16 @@ func (x *explainLog) observe(s resolver.State) {
 	x.log.Info(identity.ExplainMessage, "node", x.nodeName, "state", s.String(), identity.ExplainKey, string(b))
 }
 
-// explainedSink is the agent's sink with each change explained in the log first.
+// explainedSink is the agent's sink with each change explained in the log first, and each
+// address refused for a failed DAD warned about.
 type explainedSink struct {
 	resolver.Sink
-	x *explainLog
+	x   *explainLog
+	dad *dadWarnings
 }
 
 func (s explainedSink) Publish(st resolver.State, since time.Time) {
 	s.x.observe(st)
+	s.dad.observe(st)
 	s.Sink.Publish(st, since)
 }

@@ -76,6 +76,7 @@ func (a *Agent) once(ctx context.Context) (resolver.State, error) {
 		return resolver.State{}, resolveError{err}
 	}
 	a.explain.observe(st)
+	a.dad.observe(st)
 	a.pub.Publish(st, time.Time{})
 	return st, a.pub.Reconcile(ctx)
 }

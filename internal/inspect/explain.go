@@ -4,55 +4,92 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
 
 // `kubectl nodeaddr explain` shows why a Node has its addresses without widening anyone's rights or
-// growing the Node: the agent logs the explanation `--dry-run --explain` prints on each change of
-// the addresses it publishes (one record, identity.ExplainMessage), and the plugin reads the newest
-// such record from the agent pod's log (pods/log, with the operator's credentials).
+// growing the Node: the agent's AddressesUpdated Event about the Node carries the explanation of
+// each change it writes (resolver/explanation, the text form both sides share), and the plugin
+// reads the newest such Event (events, with the operator's credentials). Events expire (the API
+// server's --event-ttl, 1h by default); without one, the plugin falls back to the agent pod's log,
+// where the agent logs the same explanation on each change (one record, identity.ExplainMessage).
 
-// ExplainLine is one line of an explanation, with the JSON names of the agent's (resolver.Explained,
-// which this package cannot import: it builds on Linux only).
-type ExplainLine struct {
-	Type    string `json:"type"`
-	Family  string `json:"family"`
-	Address string `json:"address,omitempty"`
-	From    string `json:"from,omitempty"`
-	Chosen  bool   `json:"chosen"`
-	Reason  string `json:"reason"`
-}
-
-// String is the line as `nodeaddr --dry-run --explain` prints it (resolver.Explained.String; a test
-// of the agent checks they agree).
-func (e ExplainLine) String() string {
-	s := fmt.Sprintf("%-10s %s", e.Type, e.Family)
-	if e.Address != "" {
-		s += " " + e.Address
-	}
-	if e.From != "" {
-		s += " (" + e.From + ")"
-	}
-	return s + ": " + e.Reason
-}
-
-// Explanation is the newest explanation an agent logged: when, the addresses it explains, and its
-// lines. Node and Pod are filled in by the caller.
+// Explanation is the newest explanation of a Node's addresses: where it was read (an Event, or the
+// log of an agent pod), when, the addresses it explains, and its lines. Node is filled in by the
+// caller, and Pod when it comes from a log.
 type Explanation struct {
-	Node  string        `json:"node"`
-	Pod   string        `json:"pod"`
-	Time  string        `json:"time"`
-	State string        `json:"state"`
-	Lines []ExplainLine `json:"lines"`
+	Node string `json:"node"`
+	// Event is the namespace/name of the AddressesUpdated Event it was read from.
+	Event string `json:"event,omitempty"`
+	// Pod is the namespace/name of the agent pod whose log it was read from (no Event).
+	Pod  string `json:"pod,omitempty"`
+	Time string `json:"time"`
+	// State is the addresses explained: as the Event's change names them ([{InternalIP 192.0.2.2}]),
+	// or as the log's record does ([InternalIP=192.0.2.2]).
+	State string `json:"state"`
+	// Change is the Event's first line, "Addresses changed from ... to ...".
+	Change string             `json:"change,omitempty"`
+	Lines  []explanation.Line `json:"lines"`
+	// More counts the lines the Event had no room for (nodeaddr --dry-run --explain prints them all).
+	More int `json:"more,omitempty"`
 }
 
-// LastExplanation finds the newest explanation record in an agent's log, in either log format
+// LastExplanationEvent reads the explanation from the newest of events that is an AddressesUpdated
+// Event of nodeaddr's about node (a Node of another UID, deleted and created again, does not count).
+// ok is false when there is none, or when the newest carries no explanation (an agent older than
+// the format): the caller then reads the agent's log.
+func LastExplanationEvent(node *corev1.Node, events []corev1.Event) (e Explanation, ok bool, err error) {
+	var newest *corev1.Event
+	for i := range events {
+		ev := &events[i]
+		io := ev.InvolvedObject
+		if ev.Reason != explanation.EventReason || ev.Source.Component != identity.EventComponent || io.Kind != "Node" ||
+			io.Name != node.Name || io.UID != "" && node.UID != "" && io.UID != node.UID {
+			continue
+		}
+		if newest == nil || newer(ev, newest) {
+			newest = ev
+		}
+	}
+	if newest == nil {
+		return Explanation{}, false, nil
+	}
+	m, err := explanation.Parse(newest.Message)
+	if errors.Is(err, explanation.ErrNoLines) {
+		return Explanation{}, false, nil
+	}
+	name := newest.Namespace + "/" + newest.Name
+	if err != nil {
+		return Explanation{}, false, fmt.Errorf("event %s: %w", name, err)
+	}
+	e = Explanation{Event: name, Time: eventTime(newest).UTC().Format(time.RFC3339), Change: m.Header, Lines: m.Lines, More: m.More}
+	if i := strings.LastIndex(m.Header, " to ["); i >= 0 {
+		e.State = m.Header[i+len(" to "):]
+	}
+	return e, true, nil
+}
+
+// newer orders Events by eventTime (agent.go), then by name: client-go names an Event after the Node and its
+// creation time in hexadecimal nanoseconds, which tells apart two Events of the same second.
+func newer(a, b *corev1.Event) bool {
+	ta, tb := eventTime(a), eventTime(b)
+	if !ta.Equal(&tb) {
+		return tb.Before(&ta)
+	}
+	return a.Name > b.Name
+}
+
+// LastExplanation finds the newest explanation record in an agent's log (the fallback without an
+// Event), in either log format
 // (--log-format text or json). ok is false when the log has none.
 func LastExplanation(log []byte) (e Explanation, ok bool, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(log))
@@ -66,7 +103,7 @@ func LastExplanation(log []byte) (e Explanation, ok bool, err error) {
 		if !found {
 			continue
 		}
-		var lines []ExplainLine
+		var lines []explanation.Line
 		if err := json.Unmarshal([]byte(rec[identity.ExplainKey]), &lines); err != nil {
 			return Explanation{}, false, fmt.Errorf("explanation logged at %s: %w", rec["time"], err)
 		}

@@ -13,7 +13,8 @@ const EventComponent = "nodeaddr"
 // ExplainMessage is the message of the agent's log record that explains each change of the
 // addresses it publishes; ExplainKey is the record's attribute holding the explanation, a JSON
 // array of the lines `nodeaddr --dry-run --explain -o json` prints. kubectl nodeaddr explain reads
-// the latest such record from the agent pod's log.
+// the latest such record from the agent pod's log when no AddressesUpdated Event carries the
+// explanation (resolver/explanation): Events expire, after the API server's --event-ttl.
 const (
 	ExplainMessage = "addresses explained"
 	ExplainKey     = "explain"

@@ -37,14 +37,6 @@ const (
 // ProbeResults lists every probe result, for metrics to create each series up front.
 func ProbeResults() []string { return []string{ProbeSuccess, ProbeTimeout, ProbeError} }
 
-// Observer receives discovery's figures for metrics.
-type Observer interface {
-	// OnProbe counts one Binding request: result ProbeSuccess, ProbeTimeout or ProbeError, after d.
-	OnProbe(server, result string, d time.Duration)
-	// OnRound counts one round of probes for family f and its outcome.
-	OnRound(f resolver.Family, o Outcome, at time.Time)
-}
-
 // Config configures a Discoverer.
 type Config struct {
 	Servers []Server
@@ -60,7 +52,8 @@ type Config struct {
 	FirstRetry time.Duration
 	Prober     Prober // nil: STUN{}
 	Logger     *slog.Logger
-	Observer   Observer
+	// Metrics, if set, counts probes and rounds (NewMetrics); New creates its servers' series.
+	Metrics *Metrics
 	// OnDisagreement, if set, is called from Run when the servers' answers for a family start to
 	// disagree (once until a round agrees again), for a Warning event.
 	OnDisagreement func(f resolver.Family, reason string)
@@ -109,6 +102,7 @@ func New(cfg Config) *Discoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Metrics.servers(cfg.Servers)
 	d := &Discoverer{cfg: cfg, kick: make(chan struct{}, 1), changed: make(chan struct{}, 1),
 		sources: map[resolver.Family]netip.Addr{}, answers: map[resolver.Family]answer{},
 		uncovered: map[resolver.Family]bool{}, fams: map[resolver.Family]*family{}}

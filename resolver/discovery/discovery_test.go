@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -57,22 +60,9 @@ func (n *fakeNAT) count() int {
 }
 
 type recorder struct {
+	metrics  *Metrics
 	mu       sync.Mutex
-	probes   map[string]int
-	outcomes []Outcome
 	warnings []string
-}
-
-func (r *recorder) OnProbe(server, result string, _ time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.probes[server+" "+result]++
-}
-
-func (r *recorder) OnRound(_ resolver.Family, o Outcome, _ time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.outcomes = append(r.outcomes, o)
 }
 
 func (r *recorder) warn(f resolver.Family, reason string) {
@@ -81,16 +71,26 @@ func (r *recorder) warn(f resolver.Family, reason string) {
 	r.warnings = append(r.warnings, f.String()+": "+reason)
 }
 
+// snapshot returns the outcomes of the rounds counted so far (each as many times as it was
+// counted) and the warnings.
 func (r *recorder) snapshot() ([]Outcome, []string) {
+	var outcomes []Outcome
+	for _, f := range families {
+		for _, o := range Outcomes() {
+			for range int(testutil.ToFloat64(r.metrics.rounds.WithLabelValues(f.String(), string(o)))) {
+				outcomes = append(outcomes, o)
+			}
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.outcomes), slices.Clone(r.warnings)
+	return outcomes, slices.Clone(r.warnings)
 }
 
 func start(t *testing.T, cfg Config) (*Discoverer, *fakeNAT, *recorder) {
 	t.Helper()
-	nat, rec := &fakeNAT{}, &recorder{probes: map[string]int{}}
-	cfg.Prober, cfg.Observer, cfg.OnDisagreement = nat, rec, rec.warn
+	nat, rec := &fakeNAT{}, &recorder{metrics: NewMetrics(prometheus.NewRegistry())}
+	cfg.Prober, cfg.Metrics, cfg.OnDisagreement = nat, rec.metrics, rec.warn
 	if cfg.Servers == nil {
 		cfg.Servers = []Server{{"192.0.2.1", 3478}, {"192.0.2.2", 3478}}
 	}
@@ -169,10 +169,7 @@ func TestDiscovererKeepsTheAnswerThroughAnOutage(t *testing.T) {
 	if got, ok := d.Mapped(resolver.IPv4); !ok || got != netip.MustParseAddr("203.0.113.10") {
 		t.Errorf("during the outage: Mapped = %v %v, want the last good answer", got, ok)
 	}
-	rec.mu.Lock()
-	timeouts := rec.probes["192.0.2.1:3478 timeout"]
-	rec.mu.Unlock()
-	if timeouts == 0 {
+	if testutil.ToFloat64(rec.metrics.probes.WithLabelValues("192.0.2.1:3478", ProbeTimeout)) == 0 {
 		t.Error("no probe counted as a timeout")
 	}
 }

@@ -35,9 +35,7 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	if len(replies) == 0 {
 		v = Verdict{Outcome: NoAnswer, Reason: "no server has an address of this family now"}
 	}
-	if d.cfg.Observer != nil {
-		d.cfg.Observer.OnRound(f, v.Outcome, now)
-	}
+	d.cfg.Metrics.round(f, v.Outcome, now)
 	if v.Outcome == Agreed {
 		return d.agreed(f, src, v.Addr, fs, now, len(replies)) || covChanged
 	}
@@ -138,8 +136,8 @@ func (d *Discoverer) probe(ctx context.Context, f resolver.Family, src netip.Add
 	case err != nil:
 		result = ProbeError
 	}
-	if d.cfg.Observer != nil && ctx.Err() == nil {
-		d.cfg.Observer.OnProbe(s.String(), result, took)
+	if ctx.Err() == nil {
+		d.cfg.Metrics.probe(s.String(), result, took)
 	}
 	if err != nil {
 		d.cfg.Logger.Debug("STUN probe failed", "server", s.String(), "family", f, "source", src, "err", err)

@@ -21,6 +21,7 @@ import (
 
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -283,7 +284,7 @@ type fleetAgent struct {
 	agent  *agent.Agent
 	kernel *oneAddressKernel
 	sig    *watcher.Signal
-	obs    *writeCounter
+	obs    writeCounts
 	events record.EventBroadcaster
 }
 
@@ -385,7 +386,7 @@ func newAgentWith(ctx context.Context, host, node, token string, approvalRecord 
 	}
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(kc.EventSink())
-	a := &fleetAgent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: &writeCounter{}, events: b}
+	a := &fleetAgent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: writeCounts{prometheus.NewRegistry()}, events: b}
 	rec := b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: "nodeaddr", Host: node})
 	var annotations []publisher.AnnotationSpec
 	if approvalRecord {
@@ -395,7 +396,7 @@ func newAgentWith(ctx context.Context, host, node, token string, approvalRecord 
 		NodeName: node,
 		Publisher: publisher.Config{
 			Nodes: kc, RemoveTaint: true, Annotations: annotations,
-			Rate: publishRate, Burst: publishBurst, Observer: a.obs, Recorder: rec,
+			Rate: publishRate, Burst: publishBurst, Metrics: publisher.NewMetrics(a.obs.reg), Recorder: rec,
 		},
 		Loop: resolver.LoopConfig{
 			Kernel: a.kernel,
@@ -426,30 +427,45 @@ func (c counters) String() string {
 func sumCounters(agents []*fleetAgent) counters {
 	var c counters
 	for _, a := range agents {
-		c.conflicts += a.obs.conflicts.Load()
-		c.errors += a.obs.errors.Load()
-		c.overwrites += a.obs.overwrites.Load()
+		ac := a.obs.counters()
+		c.conflicts += ac.conflicts
+		c.errors += ac.errors
+		c.overwrites += ac.overwrites
 	}
 	return c
 }
 
-// writeCounter is a publisher.Observer counting write outcomes.
-type writeCounter struct {
-	conflicts, errors, overwrites atomic.Int64
-}
+// writeCounts reads an agent's write outcomes from its publisher's metrics, registered on a
+// registry of the agent's own.
+type writeCounts struct{ reg *prometheus.Registry }
 
-func (w *writeCounter) OnWrite(_, result string) {
-	switch result {
-	case publisher.ResultConflict:
-		w.conflicts.Add(1)
-	case publisher.ResultError:
-		w.errors.Add(1)
+func (w writeCounts) counters() counters {
+	mfs, err := w.reg.Gather()
+	if err != nil {
+		panic(fmt.Sprintf("gather an agent's metrics: %v", err)) // counters only: cannot fail
 	}
+	var c counters
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := int64(m.GetCounter().GetValue())
+			switch mf.GetName() {
+			case "nodeaddr_overwrites_total":
+				c.overwrites += v
+			case "nodeaddr_node_writes_total":
+				for _, l := range m.GetLabel() {
+					switch {
+					case l.GetName() != "result":
+					case l.GetValue() == publisher.ResultConflict:
+						c.conflicts += v
+					case l.GetValue() == publisher.ResultError:
+						c.errors += v
+					}
+				}
+			}
+		}
+	}
+	return c
 }
-func (w *writeCounter) OnReaction(time.Duration)         {}
-func (w *writeCounter) OnOverwrite()                     { w.overwrites.Add(1) }
-func (w *writeCounter) OnOverwriteBackoff(time.Duration) {}
-func (w *writeCounter) OnProvidedNodeIP(bool)            {}
 
 // tracker records, from one watch on all Nodes, when each Node first shows the ExternalIP it should.
 type tracker struct {

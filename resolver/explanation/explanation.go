@@ -1,0 +1,246 @@
+// Package explanation is the text form of an address explanation (why each candidate address was
+// chosen or dropped), the one contract between the agent, which records it in the message of the
+// AddressesUpdated Event of each change it writes, and kubectl nodeaddr explain, which reads that
+// Event back. Format and Parse live together here so they cannot drift apart; the package imports
+// nothing of nodeaddr and builds on every platform (the plugin is released for darwin too, the
+// resolver is Linux-only).
+//
+// The message (docs/plugin.md, "kubectl nodeaddr explain"):
+//
+//	Addresses changed from [] to [{InternalIP 192.0.2.2}]
+//	+ InternalIP IPv4 192.0.2.2 (route to 192.0.2.1): chosen
+//	- InternalIP IPv6: no target of this family: not published; ...
+//	(2 more lines: --explain)
+//
+// The first line is the change (the header, free text without a newline). Each line after it is
+// one Line: "+ " for a line whose address was chosen, "- " for any other, then Line.String() — the
+// line `nodeaddr --dry-run --explain` prints — with any newline in it replaced by a space. Lines
+// keep their order. When the whole does not fit the limit, every chosen line is kept first, then
+// the others in order as room allows, and a last line "(N more lines: --explain)" counts those left
+// out. The Event recorder's aggregation prefix "(combined from similar events): " is ignored.
+package explanation
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// EventReason is the reason of the Event whose message is an explanation: publisher's
+// ReasonAddressesUpdated, which the agent records on each change of the addresses it writes.
+const EventReason = "AddressesUpdated"
+
+// Line is one line of an explanation: a candidate address of a type and family (or none, for a
+// type and family without candidates), where it came from, and the rule that chose or dropped it.
+// The resolver's Explained converts to it; the JSON names are those of `--explain -o json`.
+type Line struct {
+	Type    string `json:"type"`
+	Family  string `json:"family"`
+	Address string `json:"address,omitempty"`
+	From    string `json:"from,omitempty"`
+	Chosen  bool   `json:"chosen"`
+	Reason  string `json:"reason"`
+}
+
+// typeWidth is the width the address type is padded to, so the families line up.
+const typeWidth = 10
+
+// String is the line `nodeaddr --dry-run --explain` prints.
+func (e Line) String() string {
+	s := fmt.Sprintf("%-*s %s", typeWidth, e.Type, e.Family)
+	if e.Address != "" {
+		s += " " + e.Address
+	}
+	if e.From != "" {
+		s += " (" + e.From + ")"
+	}
+	return s + ": " + e.Reason
+}
+
+// Message is an explanation as an Event carries it: the change it explains, the lines that fit,
+// and how many were left out.
+type Message struct {
+	Header string
+	Lines  []Line
+	More   int
+}
+
+const (
+	chosenMark  = "+ "
+	droppedMark = "- "
+	// AggregatePrefix is what client-go's Event recorder puts before the message of an Event that
+	// stands for several similar ones.
+	AggregatePrefix = "(combined from similar events): "
+)
+
+func moreLine(n int) string { return "(" + strconv.Itoa(n) + " more lines: --explain)" }
+
+func text(e Line) string {
+	mark := droppedMark
+	if e.Chosen {
+		mark = chosenMark
+	}
+	return mark + strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(e.String())
+}
+
+// Format writes header and lines as one message of at most limit bytes (see the package comment).
+// header should fit in a line of its own; a header too long for the limit is cut on a UTF-8
+// boundary.
+func Format(header string, lines []Line, limit int) string {
+	header = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(header)
+	texts := make([]string, len(lines))
+	size := len(header)
+	for i, l := range lines {
+		texts[i] = text(l)
+		size += 1 + len(texts[i])
+	}
+	if size <= limit {
+		return strings.Join(append([]string{header}, texts...), "\n")
+	}
+	// Room for the count of lines left out, at its longest.
+	room := limit - 1 - len(moreLine(len(lines)))
+	if len(header) > room {
+		header = cut(header, room)
+	}
+	size = len(header)
+	keep := make([]bool, len(lines))
+	full := false
+	add := func(chosen bool) {
+		for i, l := range lines {
+			if full || l.Chosen != chosen {
+				continue
+			}
+			if size+1+len(texts[i]) > room {
+				full = true
+				return
+			}
+			keep[i], size = true, size+1+len(texts[i])
+		}
+	}
+	add(true)
+	add(false)
+	out := []string{header}
+	for i, k := range keep {
+		if k {
+			out = append(out, texts[i])
+		}
+	}
+	return strings.Join(append(out, moreLine(len(lines)-len(out)+1)), "\n")
+}
+
+// cut returns the longest prefix of s of at most n bytes that ends on a UTF-8 boundary.
+func cut(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// ErrNoLines is returned by Parse for a message without explanation lines: an Event of an agent
+// older than this format, whose message is the change alone.
+var ErrNoLines = errors.New("the message carries no explanation")
+
+// Parse reads a message Format wrote. It returns ErrNoLines for a message that is a header alone.
+func Parse(msg string) (Message, error) {
+	msg = strings.TrimPrefix(msg, AggregatePrefix)
+	rows := strings.Split(msg, "\n")
+	m := Message{Header: rows[0]}
+	rows = rows[1:]
+	if n := len(rows); n > 0 && strings.HasPrefix(rows[n-1], "(") {
+		var more int
+		if _, err := fmt.Sscanf(rows[n-1], "(%d more lines: --explain)", &more); err != nil || moreLine(more) != rows[n-1] {
+			return Message{}, fmt.Errorf("line %d: %q is not a count of lines left out", n+1, rows[n-1])
+		}
+		m.More, rows = more, rows[:n-1]
+	}
+	for i, r := range rows {
+		l, err := parseLine(r)
+		if err != nil {
+			return Message{}, fmt.Errorf("line %d: %w", i+2, err)
+		}
+		m.Lines = append(m.Lines, l)
+	}
+	if len(m.Lines) == 0 && m.More == 0 {
+		return Message{}, ErrNoLines
+	}
+	return m, nil
+}
+
+// parseLine reads a mark and a Line.String(): TYPE FAMILY[ ADDRESS][ (FROM)]: REASON, where the
+// family may be empty, the address is an IP address (IPv6 ones contain colons, never spaces) and the
+// reason is the rest.
+func parseLine(r string) (Line, error) {
+	var l Line
+	switch {
+	case strings.HasPrefix(r, chosenMark):
+		l.Chosen = true
+	case strings.HasPrefix(r, droppedMark):
+	default:
+		return Line{}, fmt.Errorf("%q starts with neither %q nor %q", r, chosenMark, droppedMark)
+	}
+	s := r[len(chosenMark):]
+	bad := func(what string) (Line, error) { return Line{}, fmt.Errorf("%q: %s", r, what) }
+	typ, rest, ok := strings.Cut(s, " ")
+	if !ok || typ == "" {
+		return bad("no address type")
+	}
+	l.Type = typ
+	if pad := typeWidth - len(typ); pad > 0 {
+		if len(rest) < pad || strings.TrimLeft(rest[:pad], " ") != "" {
+			return bad("the address type is not padded")
+		}
+		rest = rest[pad:]
+	}
+	end := strings.IndexAny(rest, " :")
+	if end < 0 {
+		return bad("no reason")
+	}
+	l.Family, rest = rest[:end], rest[end:]
+	if reason, ok := strings.CutPrefix(rest, ": "); ok {
+		l.Reason = reason
+		return checked(l, r)
+	}
+	rest = rest[1:] // the space after the family
+	if !strings.HasPrefix(rest, "(") {
+		// An address, then ": reason" or " (from): reason". An IPv6 address may end in a colon, so
+		// the token before the first space decides: "ADDR:" when it is an address and a colon.
+		tok, after, _ := strings.Cut(rest, " ")
+		if a, ok := strings.CutSuffix(tok, ":"); ok && validIP(a) && (!validIP(tok) || !strings.HasPrefix(after, "(")) {
+			l.Address, l.Reason = a, after
+			return checked(l, r)
+		}
+		if !validIP(tok) {
+			return bad("no address where one is expected")
+		}
+		l.Address, rest = tok, after
+		if !strings.HasPrefix(rest, "(") {
+			return bad("no source or reason after the address")
+		}
+	}
+	from, reason, ok := strings.Cut(rest[1:], "): ")
+	if !ok {
+		return bad("the source is not closed")
+	}
+	l.From, l.Reason = from, reason
+	return checked(l, r)
+}
+
+func validIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
+
+// checked returns l when it prints as the row it was read from, else an error: Parse accepts only
+// what Format writes.
+func checked(l Line, row string) (Line, error) {
+	if text(l) != row {
+		return Line{}, fmt.Errorf("%q: not a line of an explanation (reads back as %q)", row, text(l))
+	}
+	return l, nil
+}

@@ -1,0 +1,42 @@
+package watcher
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the watcher's collectors, registered by NewMetrics on the registerer it is given. A
+// nil *Metrics records nothing. They are cheap: netlinkEvent runs in the receive loop.
+type Metrics struct {
+	events, resubscriptions *prometheus.CounterVec
+}
+
+// NewMetrics registers the watcher's metrics on reg, each kind's series at 0 (rates and alerts need
+// a 0).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_netlink_events_total",
+			Help: "Kernel netlink notifications that could change the node addresses, by kind (address, route, link, rule).",
+		}, []string{"kind"}),
+		resubscriptions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeaddr_netlink_resubscriptions_total",
+			Help: "Netlink subscriptions re-established after an error such as ENOBUFS (each forces a resync).",
+		}, []string{"subscription"}),
+	}
+	reg.MustRegister(m.events, m.resubscriptions)
+	for _, k := range Kinds() {
+		m.events.WithLabelValues(k)
+		m.resubscriptions.WithLabelValues(k)
+	}
+	return m
+}
+
+func (m *Metrics) netlinkEvent(kind string) {
+	if m != nil {
+		m.events.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *Metrics) resubscribed(subscription string) {
+	if m != nil {
+		m.resubscriptions.WithLabelValues(subscription).Inc()
+	}
+}
