@@ -128,7 +128,7 @@ func newRoot(o *options) *cobra.Command {
 
 It uses your kubeconfig and credentials (list nodes, pods, events, endpointslices and
 certificatesigningrequests; stale, while a kubelet-serving CSR is pending: get services and list
-servicecidrs, as the CSR approver reads them; explain: get pods/log). -v=6 logs each API request, as kubectl does.
+servicecidrs, as the CSR approver reads them; explain: get pods/log when no Event explains). -v=6 logs each API request, as kubectl does.
 
 ` + exitStatusHelp,
 		Version:       fmt.Sprintf("%s (revision %s)", version, revision),

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
 // approverOptions are the approver's flags.
@@ -153,7 +154,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	b := record.NewBroadcaster(record.WithContext(ctx))
+	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
 	b.StartRecordingToSink(api.EventSink())
 	defer b.Shutdown()
 	ctrl, err := csrapproval.NewController(csrapproval.Config{
