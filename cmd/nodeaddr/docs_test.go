@@ -5,7 +5,9 @@ package main
 // rule files and the runbooks, the metric list in docs/metrics.md against the golden scrape and the
 // metric definitions, the Helm values the docs name against the chart's values.yaml, every relative
 // link and #anchor of the Markdown files (and the docs/FILE.md, "Heading" references of the
-// manifests and the code), and the length of the pages. Files only: no build, no cluster, fast.
+// manifests and the code), the length of the pages, the namespace of every kubectl command of the
+// operator pages, and the --help sections docs/configuration.md lists. Files only: no build, no
+// cluster, fast.
 //
 // Each check is a function of the text, so TestDocsFactsCheckersFail can show that it fails on a
 // broken fact.
@@ -791,6 +793,236 @@ func TestDocsCiteNoIssueNumbers(t *testing.T) {
 				t.Error(e)
 			}
 		}
+	}
+}
+
+// ---- the link checker on its own ----
+
+// The link checker reports a missing file, a missing anchor in another file and in the same
+// file, and accepts GitHub's slugs (punctuation dropped, duplicates numbered), code spans and
+// fenced code, so a link test that passes means something.
+func TestDocsLinkCheckerFindsBrokenLinks(t *testing.T) {
+	files := docFS{"docs": ""}
+	files["docs/target.md"] = "# Target\n\n## The kubelet `--cloud-provider=external`\n\n## Repeated\n\n## Repeated\n\n" +
+		"## ExternalIP behind NAT: STUN (RFC 8489)\n\n```\n## not a heading\n```\n"
+	files["README.md"] = strings.Join([]string{
+		"# Top",
+		"[ok](docs/target.md) [ok](docs/target.md#the-kubelet---cloud-providerexternal)",
+		"[ok](docs/target.md#repeated-1) [ok](docs/target.md#externalip-behind-nat-stun-rfc-8489) [ok](#top)",
+		"[ok](docs/) [web](https://example.invalid/missing) `[code](missing.md)`",
+		"[`--flag`](docs/target.md#target \"title\")",
+		"```",
+		"[fenced](missing.md)",
+		"```",
+		"[gone](docs/missing.md) [bad anchor](docs/target.md#repeated-2) [self](#nowhere)",
+		"[fence heading](docs/target.md#not-a-heading)",
+	}, "\n") + "\n"
+	broken, n := brokenDocLinks(files, "README.md")
+	want := []string{
+		"README.md: docs/missing.md: no such file",
+		"README.md: docs/target.md#repeated-2: no heading with that anchor",
+		"README.md: #nowhere: no heading with that anchor",
+		"README.md: docs/target.md#not-a-heading: no heading with that anchor",
+	}
+	if !slices.Equal(broken, want) {
+		t.Errorf("broken links:\n%s\nwant:\n%s", strings.Join(broken, "\n"), strings.Join(want, "\n"))
+	}
+	if n != 11 {
+		t.Errorf("%d relative links checked, want 11", n)
+	}
+}
+
+// ---- kubectl commands and --help sections ----
+
+// docNamespacedKinds are the resource names (and short names) of namespaced objects a doc's kubectl
+// command may name; `$POD` is the runbooks' variable holding `pod/NAME`.
+var docNamespacedKinds = map[string]bool{
+	"pod": true, "pods": true, "po": true, "$pod": true, "event": true, "events": true, "ev": true,
+	"daemonset": true, "daemonsets": true, "ds": true, "service": true, "services": true, "svc": true,
+	"servicemonitor": true, "servicemonitors": true, "prometheusrule": true, "prometheusrules": true,
+	"configmap": true, "configmaps": true, "cm": true, "serviceaccount": true, "serviceaccounts": true,
+	"sa": true, "secret": true, "secrets": true, "role": true, "roles": true, "rolebinding": true,
+	"rolebindings": true, "deployment": true, "deployments": true, "deploy": true,
+}
+
+// docKubectlValueFlags take the next word as their value when written without '='.
+var docKubectlValueFlags = map[string]bool{
+	"-n": true, "--namespace": true, "-l": true, "--selector": true, "-o": true, "--output": true,
+	"--field-selector": true, "-c": true, "--container": true, "--as": true, "--kubeconfig": true,
+	"--context": true, "-k": true, "--kustomize": true, "-f": true, "--filename": true,
+}
+
+// docKubectlNeedsNamespace reports whether a kubectl command line (the words after "kubectl") acts on a
+// namespaced object without saying in which namespace (-n, --namespace or -A): run as written, it
+// would look in the kubeconfig's default namespace and find nothing.
+func docKubectlNeedsNamespace(args []string) bool {
+	var words []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-A" || a == "--all-namespaces" || a == "-n" || a == "--namespace" ||
+			strings.HasPrefix(a, "--namespace=") || (strings.HasPrefix(a, "-n") && len(a) > 2 && !strings.HasPrefix(a, "--")):
+			return false
+		case docKubectlValueFlags[a]:
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			words = append(words, a)
+		}
+	}
+	if len(words) == 0 {
+		return false
+	}
+	resource := ""
+	switch words[0] {
+	case "logs", "exec", "attach", "port-forward", "cp":
+		return true
+	case "get", "describe", "delete", "edit", "patch", "label", "annotate", "wait", "scale":
+		if len(words) > 1 {
+			resource = words[1]
+		}
+	case "rollout": // rollout status|restart|undo KIND/NAME
+		if len(words) > 2 {
+			resource = words[2]
+		}
+	}
+	for _, r := range strings.Split(resource, ",") {
+		kind, _, _ := strings.Cut(strings.ToLower(r), "/")
+		if docNamespacedKinds[kind] {
+			return true
+		}
+	}
+	return false
+}
+
+// docKubectlCommands returns the kubectl command lines of a Markdown file: those in fenced code blocks
+// (continuation lines joined, shell comments cut) and inline code spans that start with "kubectl"
+// and have arguments, each as the words after "kubectl", by line number.
+func docKubectlCommands(text string) map[int][]string {
+	cmds := map[int][]string{}
+	add := func(n int, s string) {
+		for {
+			i := strings.Index(s, "kubectl ")
+			if i < 0 {
+				return
+			}
+			s = s[i+len("kubectl "):]
+			end := strings.IndexAny(s, ")|;#&")
+			cmd := s
+			if end >= 0 {
+				cmd = s[:end]
+			}
+			cmds[n] = append(cmds[n], strings.Join(strings.Fields(cmd), " "))
+		}
+	}
+	inFence, pending, start := false, "", 0
+	for i, l := range strings.Split(text, "\n") {
+		if docFenceRE.MatchString(l) {
+			inFence = !inFence
+			continue
+		}
+		if !inFence {
+			for _, span := range docSpanRE.FindAllString(l, -1) {
+				// `kubectl logs` alone names the command in prose; a command line has arguments.
+				if span = strings.Trim(span, "`"); strings.HasPrefix(span, "kubectl ") && len(strings.Fields(span)) > 2 {
+					add(i+1, span)
+				}
+			}
+			continue
+		}
+		if pending == "" {
+			start = i + 1
+		}
+		if strings.HasSuffix(l, "\\") {
+			pending += strings.TrimSuffix(l, "\\") + " "
+			continue
+		}
+		add(start, pending+l)
+		pending = ""
+	}
+	return cmds
+}
+
+// The runbooks' (and the other operator pages') kubectl commands run as written: every one that
+// names a namespaced object says which namespace. nodeaddr runs in kube-system, and its Events are
+// in default, where client-go records Events about Nodes.
+func TestDocsKubectlCommandsNameTheirNamespace(t *testing.T) {
+	n := 0
+	for _, name := range []string{"runbooks.md", "troubleshooting.md", "verify.md", "install.md", "install-helm.md", "monitoring.md", "customize.md", "flow-control.md", "upgrade.md"} {
+		for line, cmds := range docKubectlCommands(docRead(t, "docs/"+name)) {
+			for _, c := range cmds {
+				n++
+				if docKubectlNeedsNamespace(strings.Fields(c)) {
+					t.Errorf("docs/%s:%d: `kubectl %s` names a namespaced object without -n", name, line, c)
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d kubectl commands found: the parser is broken", n)
+	}
+}
+
+func TestDocsKubectlNeedsNamespace(t *testing.T) {
+	for cmd, want := range map[string]bool{
+		"delete $POD": true,
+		"get events --field-selector involvedObject.kind=Node,involvedObject.name=$NODE": true,
+		"logs $POD --previous":                           true,
+		"describe ds nodeaddr":                           true,
+		"rollout status ds/nodeaddr":                     true,
+		"get servicemonitor,service nodeaddr":            true,
+		"exec -it nodeaddr-x -- sh":                      true,
+		"-n kube-system delete $POD":                     false,
+		"-n default get events":                          false,
+		"get events -A":                                  false,
+		"--namespace=kube-system logs $POD":              false,
+		"get node $NODE -o jsonpath='{.status}'":         false,
+		"get csr --field-selector spec.signerName=x":     false,
+		"certificate approve csr-1":                      false,
+		"apply -k deploy/":                               false,
+		"delete -k deploy/":                              false,
+		"auth can-i patch nodes/status --as=x":           false,
+		"describe node $NODE":                            false,
+		"get pods -l app.kubernetes.io/name=nodeaddr -A": false,
+	} {
+		if got := docKubectlNeedsNamespace(strings.Fields(cmd)); got != want {
+			t.Errorf("kubectl %s: needs a namespace = %v, want %v", cmd, got, want)
+		}
+	}
+	got := docKubectlCommands("POD=$(kubectl -n x get pod \\\n  -o name)\n```sh\nkubectl get pods \\\n  -o wide   # comment\n```\n" +
+		"Run `kubectl delete $POD` or `kubectl describe`.\n")
+	want := map[int][]string{4: {"get pods -o wide"}, 7: {"delete $POD"}} // line 1 is prose: no command
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("docKubectlCommands = %v, want %v", got, want)
+	}
+}
+
+// docHelpSectionsRE finds the sentence of docs/configuration.md that lists the --help sections.
+var docHelpSectionsRE = regexp.MustCompile("`nodeaddr --help` lists them in sections: ([^.]+)\\.")
+
+// docs/configuration.md lists the sections of `nodeaddr --help` as the binary prints them (main
+// hands parseFlags its stdout), in order.
+func TestDocsListTheHelpSections(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parseFlags([]string{"--help"}, env(), host("h"), &out); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("nodeaddr --help: %v\n%s", err, out.String())
+	}
+	var sections []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if name, ok := strings.CutSuffix(l, " flags:"); ok && name != "" && !strings.HasPrefix(name, " ") {
+			sections = append(sections, name)
+		}
+	}
+	if len(sections) < 5 {
+		t.Fatalf("only %d sections in nodeaddr --help:\n%s", len(sections), out.String())
+	}
+	m := docHelpSectionsRE.FindStringSubmatch(strings.Join(strings.Fields(docRead(t, "docs/configuration.md")), " "))
+	if m == nil {
+		t.Fatal("docs/configuration.md has no sentence \"`nodeaddr --help` lists them in sections: A, B and C.\"")
+	}
+	list := strings.Replace(m[1], " and ", ", ", 1)
+	if documented := strings.Split(list, ", "); !slices.Equal(documented, sections) {
+		t.Errorf("docs/configuration.md lists the --help sections %q, nodeaddr --help prints %q", documented, sections)
 	}
 }
 

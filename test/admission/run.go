@@ -8,9 +8,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -19,7 +17,6 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -217,9 +214,9 @@ func (w *World) client(who Who) kubernetes.Interface {
 		}
 		cs = TokenClient(w.t, w.cp, tr.Status.Token)
 	case Kubelet:
-		cs = AsKubelet(w.t, w.cp, w.Own)
+		cs = w.cp.AsKubelet(w.t, w.Own)
 	case OtherKubelet:
-		cs = AsKubelet(w.t, w.cp, w.Other)
+		cs = w.cp.AsKubelet(w.t, w.Other)
 	case Admin:
 		cs = w.cp.Admin
 	default:
@@ -238,37 +235,6 @@ func TokenClient(t testing.TB, cp *harness.ControlPlane, token string) kubernete
 		t.Fatal(err)
 	}
 	return cs
-}
-
-// AsKubelet is the administrator impersonating node's kubelet, which the Node authorizer lets write
-// its own Node.
-func AsKubelet(t testing.TB, cp *harness.ControlPlane, node string) kubernetes.Interface {
-	t.Helper()
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
-// DeniedBy reports whether err is a denial by the named ValidatingAdmissionPolicy, answered as 403
-// Forbidden (every validation sets reason: Forbidden, so that a denial is never a 422 like a failed
-// JSON-patch test).
-func DeniedBy(err error, policy string) bool {
-	var se *apierrors.StatusError
-	if !errors.As(err, &se) {
-		return false
-	}
-	return se.ErrStatus.Code == http.StatusForbidden && se.ErrStatus.Reason == metav1.StatusReasonForbidden &&
-		strings.Contains(se.ErrStatus.Message, fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy))
-}
-
-// DeniedByRBACErr reports whether err is the authorizer's refusal (not an admission policy's).
-func DeniedByRBACErr(err error) bool {
-	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") &&
-		strings.Contains(err.Error(), "cannot")
 }
 
 // Run sends every case of groups on cp, where the shipped RBAC and admission policies are applied:
@@ -341,11 +307,11 @@ func runCase(t *testing.T, cp *harness.ControlPlane, id int, c Case) {
 			}
 		}
 	case want.by == rbac:
-		if !DeniedByRBACErr(err) {
+		if !harness.DeniedByRBAC(err) {
 			t.Errorf("%s as %s: got %v, want a refusal by RBAC", what, c.As, short(err))
 		}
 	default:
-		if !DeniedBy(err, want.by) {
+		if !harness.DeniedBy(err, want.by) {
 			t.Errorf("%s as %s: got %v, want a 403 from %s", what, c.As, short(err), want.by)
 		} else if why := w.expand(want.why); !strings.Contains(err.Error(), why) {
 			t.Errorf("%s as %s: denial %q does not say %q", what, c.As, short(err), why)
@@ -398,11 +364,11 @@ func waitEnforced(t *testing.T, cp *harness.ControlPlane) {
 	for _, p := range probes {
 		var err error
 		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if err = p.r.send(ctx, w, agent, Agent); DeniedBy(err, p.policy) {
+			if err = p.r.send(ctx, w, agent, Agent); harness.DeniedBy(err, p.policy) {
 				break
 			}
 		}
-		if !DeniedBy(err, p.policy) {
+		if !harness.DeniedBy(err, p.policy) {
 			t.Fatalf("%s is not enforced within 30s (fail open?): %s: last result %v", p.policy, p.r.what, short(err))
 		}
 	}

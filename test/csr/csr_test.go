@@ -17,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -374,7 +373,7 @@ func expectDenied(t *testing.T, err error, policy, want string) {
 // expectRBACDenial checks that err is RBAC's 403 (no rule grants it), not an admission policy's.
 func expectRBACDenial(t *testing.T, err error, want string) {
 	t.Helper()
-	if !apierrors.IsForbidden(err) || strings.Contains(err.Error(), "ValidatingAdmissionPolicy") || !strings.Contains(err.Error(), want) {
+	if !harness.DeniedByRBAC(err) || !strings.Contains(err.Error(), want) {
 		t.Errorf("err %v, want RBAC's 403 saying %q", err, want)
 	}
 }

@@ -162,7 +162,7 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 			// The policy takes a moment to be enforced; an unconfined agent's write keeps succeeding
 			// (the wait then fails saying so).
 			pollWrite(t, agent, otherNode, func(err error) bool { return namesPolicy(err, "site-nodeaddr-own-node") }, "denied by site-nodeaddr-own-node")
-			if err := otherNode.do(ctx, agent); !deniedBy(err, "site-nodeaddr-own-node") {
+			if err := otherNode.do(ctx, agent); !harness.DeniedBy(err, "site-nodeaddr-own-node") {
 				t.Errorf("agent in node-agents: write to another Node: %v, want a denial by site-nodeaddr-own-node", err)
 			}
 			own := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`)
@@ -174,7 +174,7 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 				if err := createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")); err != nil {
 					t.Errorf("agent in node-agents: Event about its Node in default: %v", err)
 				}
-			} else if !deniedBy(err, "site-nodeaddr-own-node") || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr") {
+			} else if !harness.DeniedBy(err, "site-nodeaddr-own-node") || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr") {
 				t.Errorf("half-configured: agent's own addresses: %v, want a denial naming the identity the policy was rendered for", err)
 			}
 			otherWritersWork(t, cp, a, c.name)

@@ -155,7 +155,7 @@ func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The control: the policy is enforced (the agent's own Event, allowed by nodeaddr's policies, is denied).
-	for deadline := time.Now().Add(10 * time.Second); !deniedBy(createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")), name); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !harness.DeniedBy(createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")), name); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("policy %s is not enforced on Events within 10s", name)
 		}
@@ -230,7 +230,7 @@ func merge(node, subresource, body string) patch {
 
 // deniedByPolicy reports whether err is this policy's denial, 403 Forbidden (RBAC's would not name
 // it; a failed JSON-patch test is 422).
-func deniedByPolicy(err error) bool { return deniedBy(err, policyName) }
+func deniedByPolicy(err error) bool { return harness.DeniedBy(err, policyName) }
 
 // waitPolicyEffective retries a write the policy denies until it is denied: a new policy takes a
 // moment to reach the API server's admission chain.

@@ -462,8 +462,8 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	cp, k := applyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
 	cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
 	approver := tokenClient(t, cp, podToken(t, cp, "kube-system", approverName, a))
-	kubelet := asKubelet(t, cp, a)
-	if err := waitApproverPolicy(t, approver, kubelet, a, csrPolicyName); !deniedBy(err, csrPolicyName) {
+	kubelet := cp.AsKubelet(t, a)
+	if err := waitApproverPolicy(t, approver, kubelet, a, csrPolicyName); !harness.DeniedBy(err, csrPolicyName) {
 		t.Errorf("the approver denies a CSR: %v, want a 403 from %s", err, csrPolicyName)
 	}
 
@@ -472,7 +472,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 		t.Errorf("the approver approves node-a's kubelet-serving CSR: %v", err)
 	}
 	adminCSR := fileCSR(t, cp.Admin, "admin-1", a, certv1.KubeletServingSignerName)
-	if err := harness.SetCSRCondition(ctx, approver, adminCSR, certv1.CertificateApproved); !deniedBy(err, csrPolicyName) ||
+	if err := harness.SetCSRCondition(ctx, approver, adminCSR, certv1.CertificateApproved); !harness.DeniedBy(err, csrPolicyName) ||
 		!strings.Contains(err.Error(), "of a Node") {
 		t.Errorf("the approver approves a kubelet-serving CSR the administrator filed: %v, want a 403 from %s", err, csrPolicyName)
 	}
@@ -480,7 +480,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	if err := harness.SetCSRCondition(ctx, approver, client, certv1.CertificateApproved); !apierrors.IsForbidden(err) {
 		t.Errorf("the approver approves a kube-apiserver-client-kubelet CSR: %v, want a 403", err)
 	}
-	if err := approver.CertificatesV1().CertificateSigningRequests().Delete(ctx, "a-1", metav1.DeleteOptions{}); !deniedByRBAC(err) {
+	if err := approver.CertificatesV1().CertificateSigningRequests().Delete(ctx, "a-1", metav1.DeleteOptions{}); !harness.DeniedByRBAC(err) {
 		t.Errorf("the approver deletes a CSR: %v, want RBAC's refusal", err)
 	}
 
@@ -542,14 +542,14 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			return err
 		},
 	} {
-		if err := f(); !deniedByRBAC(err) {
+		if err := f(); !harness.DeniedByRBAC(err) {
 			t.Errorf("the approver may not %s: %v, want RBAC's refusal", what, err)
 		}
 	}
 
 	// The agents hold no CSR right.
 	agent := agentClient(t, cp, a)
-	if _, err := agent.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !deniedByRBAC(err) {
+	if _, err := agent.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !harness.DeniedByRBAC(err) {
 		t.Errorf("the agent lists CSRs: %v, want RBAC's refusal", err)
 	}
 	if err := harness.SetCSRCondition(ctx, agent, fileCSR(t, kubelet, "a-2", a, certv1.KubeletServingSignerName), certv1.CertificateApproved); !apierrors.IsForbidden(err) {
@@ -571,11 +571,11 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		// RBAC's cache takes a moment to see the new binding.
 		err = harness.SetCSRCondition(ctx, impostor, fileCSR(t, kubelet, fmt.Sprintf("impostor-%d", time.Now().UnixNano()), a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
-		if !deniedByRBAC(err) {
+		if !harness.DeniedByRBAC(err) {
 			break
 		}
 	}
-	if !deniedBy(err, csrPolicyName) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
+	if !harness.DeniedBy(err, csrPolicyName) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
 		t.Errorf("another holder of the approver's ClusterRole approves: %v, want a 403 from %s naming the approver", err, csrPolicyName)
 	}
 }
@@ -599,7 +599,7 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		}
 		return merge(node, subresource, fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, recordAnnotation, v))
 	}
-	kubelet := asKubelet(t, cp, a)
+	kubelet := cp.AsKubelet(t, a)
 	// Until the policy is enforced a kubelet's record gets through: remove it and retry.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		err := record(a, "", "192.0.2.66").do(ctx, kubelet)
@@ -630,7 +630,7 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		{"remove it through nodes/status", record(a, "status", "")},
 		{"create the record on another Node", record(b, "", "192.0.2.66")},
 	} {
-		if err := c.p.do(ctx, kubelet); !deniedBy(err, recordPolicyName) {
+		if err := c.p.do(ctx, kubelet); !harness.DeniedBy(err, recordPolicyName) {
 			t.Errorf("a kubelet may not %s: %v, want a 403 from %s", c.what, err, recordPolicyName)
 		}
 	}
@@ -639,11 +639,11 @@ func TestApprovalRecordPolicy(t *testing.T) {
 	}
 	// A kubelet registering its Node.
 	withRecord := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-c", Annotations: map[string]string{recordAnnotation: "192.0.2.30"}}}
-	if _, err := asKubelet(t, cp, "node-c").CoreV1().Nodes().Create(ctx, withRecord, metav1.CreateOptions{}); !deniedBy(err, recordPolicyName) {
+	if _, err := cp.AsKubelet(t, "node-c").CoreV1().Nodes().Create(ctx, withRecord, metav1.CreateOptions{}); !harness.DeniedBy(err, recordPolicyName) {
 		t.Errorf("a kubelet registers its Node with a record: %v, want a 403 from %s", err, recordPolicyName)
 	}
 	withRecord.Annotations = map[string]string{"example.com/x": "1"}
-	if _, err := asKubelet(t, cp, "node-c").CoreV1().Nodes().Create(ctx, withRecord, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.AsKubelet(t, "node-c").CoreV1().Nodes().Create(ctx, withRecord, metav1.CreateOptions{}); err != nil {
 		t.Errorf("a kubelet registers its Node: %v", err)
 	}
 	// Everything else a kubelet and an administrator write.
@@ -697,11 +697,11 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 			cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
 			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
 			approver := tokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr-approver", a))
-			kubelet := asKubelet(t, cp, a)
+			kubelet := cp.AsKubelet(t, a)
 			err := waitApproverPolicy(t, approver, kubelet, a, policy)
 			approval := harness.SetCSRCondition(ctx, approver, fileCSR(t, kubelet, "a-1", a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
 			if c.wiring {
-				if !deniedBy(err, policy) || strings.Contains(err.Error(), "rendered for") {
+				if !harness.DeniedBy(err, policy) || strings.Contains(err.Error(), "rendered for") {
 					t.Errorf("the approver in node-agents denies a CSR: %v, want a 403 from %s", err, policy)
 				}
 				if approval != nil {
@@ -710,7 +710,7 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 				return
 			}
 			for _, err := range []error{err, approval} {
-				if !deniedBy(err, policy) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
+				if !harness.DeniedBy(err, policy) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
 					t.Errorf("half-configured: %v, want a 403 from %s naming the identity it was rendered for", err, policy)
 				}
 			}

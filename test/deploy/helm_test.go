@@ -1,13 +1,11 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -22,7 +20,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -69,9 +66,7 @@ func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	helm := harness.MustBuildHelm(t)
 	home := t.TempDir()
 	cmd := exec.Command(helm, args...)
-	// Helm's caches and configuration go to a throwaway home: nothing is fetched or written elsewhere.
-	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	cmd.Env = harness.HelmEnv(home)
 	var errBuf bytes.Buffer
 	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
@@ -88,22 +83,7 @@ var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": t
 func decodeDocs(t *testing.T, data string) map[string]object {
 	t.Helper()
 	out := map[string]object{}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var o object
-		if err := yaml.Unmarshal(doc, &o); err != nil {
-			t.Fatalf("%v\n%s", err, doc)
-		}
-		if o == nil {
-			continue
-		}
+	for _, o := range harness.DecodeYAMLDocs(t, data) {
 		md, _ := o["metadata"].(object)
 		if clusterScoped[fmt.Sprint(o["kind"])] {
 			// kustomize sets its namespace on kinds it does not know to be cluster-scoped

@@ -3,9 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,34 +12,13 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
 // eventsPolicyName is the policy on the agent's Events (deploy/admission-policy.yaml).
 const eventsPolicyName = "nodeaddr-events"
-
-// deniedBy reports whether err is a denial by the named ValidatingAdmissionPolicy, answered as 403
-// Forbidden (every validation sets reason: Forbidden, so that a denial is never a 422 like a failed
-// JSON-patch test).
-func deniedBy(err error, policy string) bool {
-	var se *apierrors.StatusError
-	if !errors.As(err, &se) {
-		return false
-	}
-	return se.ErrStatus.Code == http.StatusForbidden && se.ErrStatus.Reason == metav1.StatusReasonForbidden &&
-		strings.Contains(se.ErrStatus.Message, fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy))
-}
-
-// deniedByRBAC reports whether err is the authorizer's refusal (not an admission policy's).
-func deniedByRBAC(err error) bool {
-	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") &&
-		strings.Contains(err.Error(), "cannot")
-}
 
 // documentedOverlay is the kustomization docs/customize.md shows under the comment "# overlay: NAME",
 // as an operator copies it (its checkout paths, ../nodeaddr/deploy, are resolved by
@@ -131,19 +108,6 @@ func podToken(t *testing.T, cp *harness.ControlPlane, ns, sa, node string) strin
 	return tr.Status.Token
 }
 
-// asKubelet is the administrator impersonating node's kubelet (system:node:NAME in system:nodes),
-// which the Node authorizer lets write its own Node's status.
-func asKubelet(t *testing.T, cp *harness.ControlPlane, node string) kubernetes.Interface {
-	t.Helper()
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
 // otherWritersWork checks that writers of Nodes other than nodeaddr are not blocked: an
 // administrator cordons and uncordons node, and its kubelet writes a status condition.
 func otherWritersWork(t *testing.T, cp *harness.ControlPlane, node, when string) {
@@ -160,7 +124,7 @@ func otherWritersWork(t *testing.T, cp *harness.ControlPlane, node, when string)
 		strings.ReplaceAll(when, `"`, `'`), time.Now().UTC().Format(time.RFC3339))
 	p := merge(node, "status", hb)
 	p.manager = "kubelet"
-	if err := p.do(ctx, asKubelet(t, cp, node)); err != nil {
+	if err := p.do(ctx, cp.AsKubelet(t, node)); err != nil {
 		t.Errorf("%s: kubelet status write: %v", when, err)
 	}
 }

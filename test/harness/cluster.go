@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
 )
 
 // AgentUser is the API user of the agent's ServiceAccount, as audit records name it.
@@ -49,6 +52,31 @@ func DecodeManifests(data []byte) ([]runtime.Object, error) {
 			return nil, err
 		}
 		out = append(out, obj)
+	}
+}
+
+// DecodeYAMLDocs decodes multi-document YAML (a rendered chart or kustomization) into untyped
+// objects, in order; a document that decodes to nothing (comments alone) is left out, one that is
+// not YAML fails t.
+func DecodeYAMLDocs(t testing.TB, data string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	r := utilyaml.NewYAMLReader(bufioReader([]byte(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o map[string]any
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			t.Fatalf("decode: %v\n%s", err, doc)
+		}
+		if o != nil {
+			out = append(out, o)
+		}
 	}
 }
 

@@ -108,3 +108,18 @@ func DeniedByPolicy(err error, policy string) (string, bool) {
 	}
 	return se.ErrStatus.Message, true
 }
+
+// DeniedBy reports whether err is a denial by the named ValidatingAdmissionPolicy (DeniedByPolicy)
+// with reason Forbidden: every validation of nodeaddr's policies sets it, so that a denial is never
+// a 422 like a failed JSON-patch test.
+func DeniedBy(err error, policy string) bool {
+	var se *apierrors.StatusError
+	_, denied := DeniedByPolicy(err, policy)
+	return denied && errors.As(err, &se) && se.ErrStatus.Reason == metav1.StatusReasonForbidden
+}
+
+// DeniedByRBAC reports whether err is the authorizer's refusal (not an admission policy's).
+func DeniedByRBAC(err error) bool {
+	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") &&
+		strings.Contains(err.Error(), "cannot")
+}

@@ -31,12 +31,15 @@ func BuildHelm(progress io.Writer) (string, error) {
 	return helmBin, helmErr
 }
 
+// HelmEnv is the environment of a helm command whose caches and configuration go to the throwaway
+// directory home: nothing is fetched or written elsewhere.
+func HelmEnv(home string) []string {
+	return append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+}
+
 // MustBuildHelm is BuildHelm for tests.
 func MustBuildHelm(t testing.TB) string {
 	t.Helper()
-	b, err := BuildHelm(os.Stderr)
-	if err != nil {
-		t.Fatalf("build helm: %v", err)
-	}
-	return b
+	return mustBuild(t, "build helm", BuildHelm)
 }

@@ -197,9 +197,5 @@ func BuildNodeVersion(progress io.Writer, version string) (NodeBinaries, error) 
 // MustBuildNode is BuildNode for tests.
 func MustBuildNode(t testing.TB) NodeBinaries {
 	t.Helper()
-	nb, err := BuildNode(os.Stderr)
-	if err != nil {
-		t.Fatalf("build node: %v", err)
-	}
-	return nb
+	return mustBuild(t, "build node", BuildNode)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -31,9 +30,5 @@ func BuildPlugin(progress io.Writer) (string, error) {
 // MustBuildPlugin is BuildPlugin that fails t.
 func MustBuildPlugin(t testing.TB) string {
 	t.Helper()
-	p, err := BuildPlugin(os.Stderr)
-	if err != nil {
-		t.Fatalf("build kubectl-nodeaddr: %v", err)
-	}
-	return p
+	return mustBuild(t, "build kubectl-nodeaddr", BuildPlugin)
 }

@@ -99,9 +99,5 @@ func installTool(progress io.Writer, pkg, version, out string) error {
 // MustBuildReleaseTools is BuildReleaseTools for tests.
 func MustBuildReleaseTools(t testing.TB) ReleaseTools {
 	t.Helper()
-	r, err := BuildReleaseTools(os.Stderr)
-	if err != nil {
-		t.Fatalf("build the release tools: %v", err)
-	}
-	return r
+	return mustBuild(t, "build the release tools", BuildReleaseTools)
 }

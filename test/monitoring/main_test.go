@@ -6,7 +6,6 @@
 package monitoring
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -41,9 +39,7 @@ func helmTemplate(t *testing.T, extra ...string) string {
 	args := append([]string{"template", "nodeaddr", repoFile("deploy", "helm", "nodeaddr"), "--namespace", "kube-system", "--skip-tests",
 		"--set", "image.tag=test"}, extra...)
 	cmd := exec.Command(helm, args...)
-	// Helm's caches and configuration go to a throwaway home: nothing is fetched or written elsewhere.
-	cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	cmd.Env = harness.HelmEnv(home)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -57,19 +53,7 @@ func helmTemplate(t *testing.T, extra ...string) string {
 func decodeDocs(t *testing.T, data string) map[string]object {
 	t.Helper()
 	out := map[string]object{}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			break
-		}
-		var o object
-		if err := yaml.Unmarshal(doc, &o); err != nil {
-			t.Fatalf("decode: %v\n%s", err, doc)
-		}
-		if o == nil {
-			continue
-		}
+	for _, o := range harness.DecodeYAMLDocs(t, data) {
 		md, _ := o["metadata"].(object)
 		ns, _ := md["namespace"].(string)
 		name, _ := md["name"].(string)

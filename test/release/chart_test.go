@@ -2,7 +2,6 @@ package release
 
 import (
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -30,8 +29,7 @@ func TestChartPushesToOCIAndInstallsFromIt(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(helm, args...)
 		// Helm's caches and configuration go to a throwaway home; the registry is on loopback.
-		cmd.Env = append(os.Environ(), "HOME="+home, "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-			"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+		cmd.Env = harness.HelmEnv(home)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)

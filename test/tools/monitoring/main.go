@@ -46,6 +46,27 @@ type target struct {
 	instant      bool // a table's instant query
 }
 
+// query is a range query with its legend; instant is a table's instant query.
+func query(expr, legend string) target { return target{expr: expr, legend: legend} }
+func instant(expr string) target       { return target{expr: expr, instant: true} }
+
+// quantiles are the histogram_quantile queries of histogram (a name and its selector, without
+// _bucket) summed by by (le and more labels), one per quantile q ("0.5" is legend p50, then suffix).
+func quantiles(histogram, by, suffix string, qs ...string) []target {
+	name, sel, _ := strings.Cut(histogram, "{")
+	var out []target
+	for _, q := range qs {
+		p := strings.TrimPrefix(q, "0.")
+		if len(p) == 1 {
+			p += "0"
+		}
+		out = append(out, query(fmt.Sprintf("histogram_quantile(%s, sum by (%s) (rate(%s_bucket{%s[$__rate_interval])))", q, by, name, sel), "p"+p+suffix))
+	}
+	return out
+}
+
+// panel is one panel of the dashboard, w by h grid units; layout places it (x, y) after the one
+// before it, on the next row when the 24 units of a row are full.
 type panel struct {
 	kind, title, description string
 	x, y, w, h               uint32
@@ -53,100 +74,115 @@ type panel struct {
 	targets                  []target
 }
 
-var panels = []panel{
-	{kind: "stat", title: "Agents up", description: "Agents Prometheus scrapes successfully, of its nodeaddr targets (one per node), and those it cannot scrape. Counted from up, which Prometheus keeps writing (0) for a target that is down, unlike the agent's own series, which vanish with it.", x: 0, y: 0, w: 6, h: 4, unit: "", targets: []target{
-		{"sum(up{$sel})", "up", false},
-		{"count(up{$sel})", "targets", false},
-		{"count(up{$sel} == 0) or vector(0)", "down", false},
-	}},
-	{kind: "stat", title: "Nodes still tainted", description: "Nodes still carrying node.cloudprovider.kubernetes.io/uninitialized.", x: 6, y: 0, w: 6, h: 4, unit: "", targets: []target{
-		{"sum(nodeaddr_uninitialized_taint{$sel})", "tainted", false},
-	}},
-	{kind: "stat", title: "provided-node-ip missing", description: "Nodes whose kubelet --node-ip address is not on the host (the Node stays tainted).", x: 12, y: 0, w: 6, h: 4, unit: "", targets: []target{
-		{"sum(nodeaddr_provided_node_ip_missing{$sel})", "missing", false},
-	}},
-	{kind: "stat", title: "Versions", description: "", x: 18, y: 0, w: 6, h: 4, unit: "", targets: []target{
-		{"count by (version) (nodeaddr_build_info{$sel})", "{{version}}", false},
-	}},
-	{kind: "table", title: "Addresses per node", description: "The addresses each agent wants on its Node (nodeaddr_address_info).", x: 0, y: 4, w: 12, h: 8, unit: "", targets: []target{
-		{"max by (node, type, family, address) (nodeaddr_address_info{$sel})", "", true},
-	}},
-	{kind: "timeseries", title: "Address count by node and type", description: "", x: 12, y: 4, w: 12, h: 8, unit: "short", targets: []target{
-		{"count by (node, type) (nodeaddr_address_info{$sel})", "{{node}} {{type}}", false},
-	}},
-	{kind: "timeseries", title: "Reaction latency", description: "From the first kernel event of a burst to the accepted write (nodeaddr_reaction_seconds). Empty while nothing changes.", x: 0, y: 12, w: 12, h: 8, unit: "s", targets: []target{
-		{"histogram_quantile(0.5, sum by (le) (rate(nodeaddr_reaction_seconds_bucket{$sel}[$__rate_interval])))", "p50", false},
-		{"histogram_quantile(0.9, sum by (le) (rate(nodeaddr_reaction_seconds_bucket{$sel}[$__rate_interval])))", "p90", false},
-		{"histogram_quantile(0.99, sum by (le) (rate(nodeaddr_reaction_seconds_bucket{$sel}[$__rate_interval])))", "p99", false},
-		{"sum(rate(nodeaddr_reaction_seconds_sum{$sel}[$__rate_interval])) / sum(rate(nodeaddr_reaction_seconds_count{$sel}[$__rate_interval]))", "mean", false},
-	}},
-	{kind: "timeseries", title: "Netlink events", description: "", x: 12, y: 12, w: 12, h: 8, unit: "ops", targets: []target{
-		{"sum by (node, kind) (rate(nodeaddr_netlink_events_total{$sel}[$__rate_interval]))", "{{node}} {{kind}}", false},
-	}},
-	{kind: "timeseries", title: "Node writes by result", description: "", x: 0, y: 20, w: 12, h: 8, unit: "wps", targets: []target{
-		{"sum by (node, kind, result) (rate(nodeaddr_node_writes_total{$sel}[$__rate_interval]))", "{{node}} {{kind}} {{result}}", false},
-	}},
-	{kind: "timeseries", title: "Conflicts and errors", description: "Write conflicts (someone else wrote first: retried) and errors; failed resolutions.", x: 12, y: 20, w: 12, h: 8, unit: "short", targets: []target{
-		{"sum by (node, kind, result) (increase(nodeaddr_node_writes_total{$sel, result=~\"conflict|error\"}[$__rate_interval]))", "{{node}} write {{kind}} {{result}}", false},
-		{"sum by (node) (increase(nodeaddr_resolutions_total{$sel, result=\"error\"}[$__rate_interval]))", "{{node}} resolution error", false},
-	}},
-	{kind: "timeseries", title: "Netlink resubscriptions", description: "Subscriptions re-established after the kernel dropped notifications (ENOBUFS); each forces a resync.", x: 0, y: 28, w: 12, h: 8, unit: "short", targets: []target{
-		{"sum by (node, subscription) (increase(nodeaddr_netlink_resubscriptions_total{$sel}[$__rate_interval]))", "{{node}} {{subscription}}", false},
-	}},
-	{kind: "timeseries", title: "Overwrites by another writer", description: "Reverts by another writer (often a kubelet without --cloud-provider=external) and the current backoff.", x: 12, y: 28, w: 12, h: 8, unit: "short", targets: []target{
-		{"sum by (node) (increase(nodeaddr_overwrites_total{$sel}[$__rate_interval]))", "{{node}} overwrites", false},
-		{"max by (node) (nodeaddr_overwrite_backoff_seconds{$sel})", "{{node}} backoff (s)", false},
-	}},
-	{kind: "timeseries", title: "Memory", description: "", x: 0, y: 36, w: 12, h: 8, unit: "bytes", targets: []target{
-		{"max by (node) (process_resident_memory_bytes{$sel})", "{{node}} RSS", false},
-		{"max by (node) (go_memstats_heap_inuse_bytes{$sel})", "{{node}} heap in use", false},
-	}},
-	{kind: "timeseries", title: "CPU", description: "", x: 12, y: 36, w: 12, h: 8, unit: "percentunit", targets: []target{
-		{"max by (node) (rate(process_cpu_seconds_total{$sel}[$__rate_interval]))", "{{node}}", false},
-	}},
-	{kind: "timeseries", title: "Resolutions", description: "", x: 0, y: 44, w: 12, h: 8, unit: "ops", targets: []target{
-		{"sum by (node, result) (rate(nodeaddr_resolutions_total{$sel}[$__rate_interval]))", "{{node}} {{result}}", false},
-	}},
-	{kind: "stat", title: "Last periodic resync", description: "When each agent last ran its periodic resync (--resync-interval); 1970 until the first one.", x: 12, y: 44, w: 12, h: 8, unit: "dateTimeFromNow", targets: []target{
-		{"max by (node) (nodeaddr_last_resync_timestamp_seconds{$sel}) * 1000", "{{node}}", false},
-	}},
-	{kind: "timeseries", title: "API requests by code", description: "Requests to the API server by HTTP status code. code=\"<error>\": no response at all (API server or network down, TLS failure); 403: refused by RBAC or by nodeaddr's admission policies (reason: Forbidden); 422: a failed patch precondition (retried) or another admission policy without reason: Forbidden; 409: conflict (retried); 429/5xx: API server overloaded. docs/runbooks.md \"API requests failing\".", x: 0, y: 52, w: 12, h: 8, unit: "reqps", targets: []target{
-		{"sum by (node, code) (rate(rest_client_requests_total{$sel}[$__rate_interval]))", "{{node}} {{code}}", false},
-	}},
-	{kind: "timeseries", title: "API request latency", description: "Latency of requests to the API server (watches: until the response headers), p50 and p99 over the selected nodes.", x: 12, y: 52, w: 12, h: 8, unit: "s", targets: []target{
-		{"histogram_quantile(0.5, sum by (le, verb) (rate(rest_client_request_duration_seconds_bucket{$sel}[$__rate_interval])))", "p50 {{verb}}", false},
-		{"histogram_quantile(0.99, sum by (le, verb) (rate(rest_client_request_duration_seconds_bucket{$sel}[$__rate_interval])))", "p99 {{verb}}", false},
-	}},
-	{kind: "timeseries", title: "Metrics requests refused (401/403)", description: "Requests to the agents' /metrics the agent refused, by result: unauthenticated is 401 (no token, an unknown one, or one for another audience), forbidden is 403 (a user not in metrics-allowed-scrapers, or a SubjectAccessReview denied), error is 503 (the API server could not check the token), throttled is 429. A scraper refused every time shows here; Prometheus itself, when refused, reads none of these counters: its target is down (Agents up) and Prometheus's target page names the status. And the TokenReviews and SubjectAccessReviews the agents sent for scrapers not in their cache. docs/runbooks.md, NodeaddrDown.", x: 0, y: 60, w: 12, h: 8, unit: "short", targets: []target{
-		{"sum by (node, result) (increase(nodeaddr_metrics_auth_decisions_total{$sel, result!=\"allowed\"}[$__rate_interval]))", "{{node}} {{result}}", false},
-		{"sum by (kind) (increase(nodeaddr_metrics_auth_reviews_total{$sel}[$__rate_interval]))", "{{kind}} sent", false},
-	}},
-	{kind: "timeseries", title: "External-address discovery (STUN) rounds", description: "Discovery rounds (--external-ip-discovery) by family and result: agreed (a majority of the servers named one address), disagreement, no_majority, no_answer. Empty while discovery is off. docs/runbooks.md, NodeaddrExternalIPDiscoveryFailing.", x: 12, y: 60, w: 12, h: 8, unit: "short", targets: []target{
-		{"sum by (family, result) (increase(nodeaddr_discovery_rounds_total{$sel}[$__rate_interval]))", "{{family}} {{result}}", false},
-	}},
-	{kind: "timeseries", title: "STUN probes by server", description: "STUN Binding requests by server and result (success, timeout, error).", x: 0, y: 68, w: 8, h: 8, unit: "short", targets: []target{
-		{"sum by (server, result) (increase(nodeaddr_discovery_probes_total{$sel}[$__rate_interval]))", "{{server}} {{result}}", false},
-	}},
-	{kind: "timeseries", title: "STUN probe latency", description: "From a STUN Binding request to its response, or to the probe's timeout.", x: 8, y: 68, w: 8, h: 8, unit: "s", targets: []target{
-		{"histogram_quantile(0.5, sum by (le) (rate(nodeaddr_discovery_probe_duration_seconds_bucket{$sel}[$__rate_interval])))", "p50", false},
-		{"histogram_quantile(0.99, sum by (le) (rate(nodeaddr_discovery_probe_duration_seconds_bucket{$sel}[$__rate_interval])))", "p99", false},
-	}},
-	{kind: "timeseries", title: "Age of the last agreed external address", description: "Time since a discovery round last agreed, by node and family: the discovered ExternalIP is withdrawn once it passes --external-ip-discovery-stale-after (default 1 hour).", x: 16, y: 68, w: 8, h: 8, unit: "s", targets: []target{
-		{"time() - max by (node, family) (nodeaddr_discovery_last_success_timestamp_seconds{$sel})", "{{node}} {{family}}", false},
-	}},
-	{kind: "timeseries", title: "Kubelet serving CSRs: approved and left pending", description: "The approver's decisions (kubelet-serving-csr component; job JOB-approver): CSRs approved, and CSRs left pending by the rule they break (reason). Empty without the approver. docs/runbooks.md, NodeaddrKubeletServingCSRPending.", x: 0, y: 76, w: 12, h: 8, unit: "short", targets: []target{
-		{"sum(increase(nodeaddr_csr_approved_total{$asel}[$__rate_interval]))", "approved", false},
-		{"sum by (reason) (increase(nodeaddr_csr_pending_total{$asel}[$__rate_interval])) > 0", "pending {{reason}}", false},
-	}},
-	{kind: "timeseries", title: "CSR approval latency", description: "From a kubelet serving CSR's creation to its approval (whole seconds).", x: 12, y: 76, w: 6, h: 8, unit: "s", targets: []target{
-		{"histogram_quantile(0.5, sum by (le) (rate(nodeaddr_csr_approval_seconds_bucket{$asel}[$__rate_interval])))", "p50", false},
-		{"histogram_quantile(0.99, sum by (le) (rate(nodeaddr_csr_approval_seconds_bucket{$asel}[$__rate_interval])))", "p99", false},
-	}},
-	{kind: "stat", title: "Approver", description: "Approver replicas up, and those holding the leader Lease (1 decides; 0 leaders: no CSR is approved).", x: 18, y: 76, w: 6, h: 8, unit: "", targets: []target{
-		{"sum(up{$asel})", "replicas up", false},
-		{"sum(nodeaddr_approver_leader{$asel})", "leaders", false},
-	}},
+func statPanel(title, description, unit string, w, h uint32, targets ...target) panel {
+	return panel{kind: "stat", title: title, description: description, w: w, h: h, unit: unit, targets: targets}
 }
+
+func tablePanel(title, description string, w, h uint32, targets ...target) panel {
+	return panel{kind: "table", title: title, description: description, w: w, h: h, targets: targets}
+}
+
+// graph is a time series panel, 8 high.
+func graph(title, description, unit string, w uint32, targets ...target) panel {
+	return panel{kind: "timeseries", title: title, description: description, w: w, h: 8, unit: unit, targets: targets}
+}
+
+// layout places the panels left to right in rows 24 wide, each row as high as its highest panel.
+func layout(ps ...panel) []panel {
+	var x, y, rowH uint32
+	for i := range ps {
+		if x+ps[i].w > 24 {
+			x, y, rowH = 0, y+rowH, 0
+		}
+		ps[i].x, ps[i].y = x, y
+		x += ps[i].w
+		rowH = max(rowH, ps[i].h)
+	}
+	return ps
+}
+
+var panels = layout(
+	statPanel("Agents up", "Agents Prometheus scrapes successfully, of its nodeaddr targets (one per node), and those it cannot scrape. Counted from up, which Prometheus keeps writing (0) for a target that is down, unlike the agent's own series, which vanish with it.", "", 6, 4,
+		query("sum(up{$sel})", "up"),
+		query("count(up{$sel})", "targets"),
+		query("count(up{$sel} == 0) or vector(0)", "down"),
+	),
+	statPanel("Nodes still tainted", "Nodes still carrying node.cloudprovider.kubernetes.io/uninitialized.", "", 6, 4,
+		query("sum(nodeaddr_uninitialized_taint{$sel})", "tainted"),
+	),
+	statPanel("provided-node-ip missing", "Nodes whose kubelet --node-ip address is not on the host (the Node stays tainted).", "", 6, 4,
+		query("sum(nodeaddr_provided_node_ip_missing{$sel})", "missing"),
+	),
+	statPanel("Versions", "", "", 6, 4, query("count by (version) (nodeaddr_build_info{$sel})", "{{version}}")),
+	tablePanel("Addresses per node", "The addresses each agent wants on its Node (nodeaddr_address_info).", 12, 8,
+		instant("max by (node, type, family, address) (nodeaddr_address_info{$sel})"),
+	),
+	graph("Address count by node and type", "", "short", 12, query("count by (node, type) (nodeaddr_address_info{$sel})", "{{node}} {{type}}")),
+	graph("Reaction latency", "From the first kernel event of a burst to the accepted write (nodeaddr_reaction_seconds). Empty while nothing changes.", "s", 12,
+		append(quantiles("nodeaddr_reaction_seconds{$sel}", "le", "", "0.5", "0.9", "0.99"),
+			query("sum(rate(nodeaddr_reaction_seconds_sum{$sel}[$__rate_interval])) / sum(rate(nodeaddr_reaction_seconds_count{$sel}[$__rate_interval]))", "mean"),
+		)...,
+	),
+	graph("Netlink events", "", "ops", 12,
+		query("sum by (node, kind) (rate(nodeaddr_netlink_events_total{$sel}[$__rate_interval]))", "{{node}} {{kind}}"),
+	),
+	graph("Node writes by result", "", "wps", 12,
+		query("sum by (node, kind, result) (rate(nodeaddr_node_writes_total{$sel}[$__rate_interval]))", "{{node}} {{kind}} {{result}}"),
+	),
+	graph("Conflicts and errors", "Write conflicts (someone else wrote first: retried) and errors; failed resolutions.", "short", 12,
+		query("sum by (node, kind, result) (increase(nodeaddr_node_writes_total{$sel, result=~\"conflict|error\"}[$__rate_interval]))", "{{node}} write {{kind}} {{result}}"),
+		query("sum by (node) (increase(nodeaddr_resolutions_total{$sel, result=\"error\"}[$__rate_interval]))", "{{node}} resolution error"),
+	),
+	graph("Netlink resubscriptions", "Subscriptions re-established after the kernel dropped notifications (ENOBUFS); each forces a resync.", "short", 12,
+		query("sum by (node, subscription) (increase(nodeaddr_netlink_resubscriptions_total{$sel}[$__rate_interval]))", "{{node}} {{subscription}}"),
+	),
+	graph("Overwrites by another writer", "Reverts by another writer (often a kubelet without --cloud-provider=external) and the current backoff.", "short", 12,
+		query("sum by (node) (increase(nodeaddr_overwrites_total{$sel}[$__rate_interval]))", "{{node}} overwrites"),
+		query("max by (node) (nodeaddr_overwrite_backoff_seconds{$sel})", "{{node}} backoff (s)"),
+	),
+	graph("Memory", "", "bytes", 12,
+		query("max by (node) (process_resident_memory_bytes{$sel})", "{{node}} RSS"),
+		query("max by (node) (go_memstats_heap_inuse_bytes{$sel})", "{{node}} heap in use"),
+	),
+	graph("CPU", "", "percentunit", 12, query("max by (node) (rate(process_cpu_seconds_total{$sel}[$__rate_interval]))", "{{node}}")),
+	graph("Resolutions", "", "ops", 12, query("sum by (node, result) (rate(nodeaddr_resolutions_total{$sel}[$__rate_interval]))", "{{node}} {{result}}")),
+	statPanel("Last periodic resync", "When each agent last ran its periodic resync (--resync-interval); 1970 until the first one.", "dateTimeFromNow", 12, 8,
+		query("max by (node) (nodeaddr_last_resync_timestamp_seconds{$sel}) * 1000", "{{node}}"),
+	),
+	graph("API requests by code", "Requests to the API server by HTTP status code. code=\"<error>\": no response at all (API server or network down, TLS failure); 403: refused by RBAC or by nodeaddr's admission policies (reason: Forbidden); 422: a failed patch precondition (retried) or another admission policy without reason: Forbidden; 409: conflict (retried); 429/5xx: API server overloaded. docs/runbooks.md \"API requests failing\".", "reqps", 12,
+		query("sum by (node, code) (rate(rest_client_requests_total{$sel}[$__rate_interval]))", "{{node}} {{code}}"),
+	),
+	graph("API request latency", "Latency of requests to the API server (watches: until the response headers), p50 and p99 over the selected nodes.", "s", 12,
+		quantiles("rest_client_request_duration_seconds{$sel}", "le, verb", " {{verb}}", "0.5", "0.99")...,
+	),
+	graph("Metrics requests refused (401/403)", "Requests to the agents' /metrics the agent refused, by result: unauthenticated is 401 (no token, an unknown one, or one for another audience), forbidden is 403 (a user not in metrics-allowed-scrapers, or a SubjectAccessReview denied), error is 503 (the API server could not check the token), throttled is 429. A scraper refused every time shows here; Prometheus itself, when refused, reads none of these counters: its target is down (Agents up) and Prometheus's target page names the status. And the TokenReviews and SubjectAccessReviews the agents sent for scrapers not in their cache. docs/runbooks.md, NodeaddrDown.", "short", 12,
+		query("sum by (node, result) (increase(nodeaddr_metrics_auth_decisions_total{$sel, result!=\"allowed\"}[$__rate_interval]))", "{{node}} {{result}}"),
+		query("sum by (kind) (increase(nodeaddr_metrics_auth_reviews_total{$sel}[$__rate_interval]))", "{{kind}} sent"),
+	),
+	graph("External-address discovery (STUN) rounds", "Discovery rounds (--external-ip-discovery) by family and result: agreed (a majority of the servers named one address), disagreement, no_majority, no_answer. Empty while discovery is off. docs/runbooks.md, NodeaddrExternalIPDiscoveryFailing.", "short", 12,
+		query("sum by (family, result) (increase(nodeaddr_discovery_rounds_total{$sel}[$__rate_interval]))", "{{family}} {{result}}"),
+	),
+	graph("STUN probes by server", "STUN Binding requests by server and result (success, timeout, error).", "short", 8,
+		query("sum by (server, result) (increase(nodeaddr_discovery_probes_total{$sel}[$__rate_interval]))", "{{server}} {{result}}"),
+	),
+	graph("STUN probe latency", "From a STUN Binding request to its response, or to the probe's timeout.", "s", 8,
+		quantiles("nodeaddr_discovery_probe_duration_seconds{$sel}", "le", "", "0.5", "0.99")...,
+	),
+	graph("Age of the last agreed external address", "Time since a discovery round last agreed, by node and family: the discovered ExternalIP is withdrawn once it passes --external-ip-discovery-stale-after (default 1 hour).", "s", 8,
+		query("time() - max by (node, family) (nodeaddr_discovery_last_success_timestamp_seconds{$sel})", "{{node}} {{family}}"),
+	),
+	graph("Kubelet serving CSRs: approved and left pending", "The approver's decisions (kubelet-serving-csr component; job JOB-approver): CSRs approved, and CSRs left pending by the rule they break (reason). Empty without the approver. docs/runbooks.md, NodeaddrKubeletServingCSRPending.", "short", 12,
+		query("sum(increase(nodeaddr_csr_approved_total{$asel}[$__rate_interval]))", "approved"),
+		query("sum by (reason) (increase(nodeaddr_csr_pending_total{$asel}[$__rate_interval])) > 0", "pending {{reason}}"),
+	),
+	graph("CSR approval latency", "From a kubelet serving CSR's creation to its approval (whole seconds).", "s", 6,
+		quantiles("nodeaddr_csr_approval_seconds{$asel}", "le", "", "0.5", "0.99")...,
+	),
+	statPanel("Approver", "Approver replicas up, and those holding the leader Lease (1 decides; 0 leaders: no CSR is approved).", "", 6, 8,
+		query("sum(up{$asel})", "replicas up"),
+		query("sum(nodeaddr_approver_leader{$asel})", "leaders"),
+	),
+)
 
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 

@@ -17,13 +17,7 @@ import (
 // (REPO@DIGEST) and DIST/kustomize/, an overlay of deploy/ that pins the image, and prints to out
 // the digest and the kustomize and Helm lines that install it.
 func publishImage(ctx context.Context, c config, out io.Writer) error {
-	image := c.registry + "/nodeaddr"
-	step("image index %s (%s) from %s", image, strings.Join(c.arches, ", "), filepath.Join(c.dist, "bin"))
-	idx, err := imageIndex(filepath.Join(c.dist, "bin"), c.arches, c.revision, c.created)
-	if err != nil {
-		return err
-	}
-	ref, err := pushIndex(ctx, image, c.version, idx)
+	image, ref, err := buildAndPushIndex(ctx, c)
 	if err != nil {
 		return err
 	}

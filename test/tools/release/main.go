@@ -89,17 +89,25 @@ func step(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "== release: "+format+"\n", args...)
 }
 
+// buildAndPushIndex builds the image index of the binaries in DIST/bin for c.arches and pushes it
+// to REGISTRY/nodeaddr, tagged VERSION: it returns that repository and the pushed reference
+// (REPO@DIGEST).
+func buildAndPushIndex(ctx context.Context, c config) (image, ref string, err error) {
+	image = c.registry + "/nodeaddr"
+	step("image index %s (%s) from %s", image, strings.Join(c.arches, ", "), filepath.Join(c.dist, "bin"))
+	idx, err := imageIndex(filepath.Join(c.dist, "bin"), c.arches, c.revision, c.created)
+	if err != nil {
+		return "", "", err
+	}
+	ref, err = pushIndex(ctx, image, c.version, idx)
+	return image, ref, err
+}
+
 func release(ctx context.Context, c config) error {
 	if os.Getenv("HELM_REGISTRY_CONFIG") == "" {
 		os.Setenv("HELM_REGISTRY_CONFIG", dockerConfigFile())
 	}
-	image := c.registry + "/nodeaddr"
-	step("image index %s (%s) from %s", image, strings.Join(c.arches, ", "), filepath.Join(c.dist, "bin"))
-	idx, err := imageIndex(filepath.Join(c.dist, "bin"), c.arches, c.revision, c.created)
-	if err != nil {
-		return err
-	}
-	ref, err := pushIndex(ctx, image, c.version, idx)
+	_, ref, err := buildAndPushIndex(ctx, c)
 	if err != nil {
 		return err
 	}
