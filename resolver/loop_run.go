@@ -19,6 +19,7 @@ type run struct {
 	wake      *time.Timer // fires for debounce, hold-down and retry deadlines
 	holdUntil time.Time
 	retryAt   time.Time
+	waited    string // which debounce hold the resolution under way waited for ("" but after netlink events)
 }
 
 func newRun(l *Loop) *run {
@@ -80,8 +81,10 @@ func (r *run) nodeChanged() {
 // due resolves if the debounce, the hold-down or the retry deadline has passed.
 func (r *run) due(now time.Time) {
 	if d, ok := r.deb.Due(); ok && !now.Before(d) {
-		r.l.cfg.Logger.Debug("kernel changes settled", "since", r.since.Format(time.RFC3339Nano), "waited", r.deb.Wait())
+		r.waited = r.deb.Wait()
+		r.l.cfg.Logger.Debug("kernel changes settled", "since", r.since.Format(time.RFC3339Nano), "waited", r.waited)
 		r.resolve("netlink")
+		r.waited = ""
 	} else if !r.holdUntil.IsZero() && !now.Before(r.holdUntil) {
 		r.resolve("removal-grace-expired")
 	} else if !r.retryAt.IsZero() && !now.Before(r.retryAt) {
@@ -141,7 +144,11 @@ func (r *run) publish(reason string, since time.Time) {
 		if r.published != nil {
 			old = r.published.String()
 		}
-		log.Info("desired addresses changed", "reason", reason, "old", old, "new", out.String())
+		attrs := []any{"reason", reason, "old", old, "new", out.String()}
+		if r.waited != "" { // the debounce's wait behind a netlink resolution, and which hold set it
+			attrs = append(attrs, "waited", r.waited)
+		}
+		log.Info("desired addresses changed", attrs...)
 		logExplanation(log, out.Explanation)
 	}
 	r.published = &out

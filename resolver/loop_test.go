@@ -1,11 +1,14 @@
 package resolver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -629,4 +632,40 @@ func TestLoopFollowsAnotherWritersInternalIP(t *testing.T) {
 			t.Errorf("published %q, want %q", got, want)
 		}
 	})
+}
+
+// The record of a change says which debounce hold it waited for, so an operator reading the log
+// sees why it took 10 ms or 100 ms.
+func TestLoopLogsTheDebounceWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		log := slog.New(slog.NewTextHandler(&buf, nil))
+		lt := startLoop(t, LoopConfig{Debounce: ms(10), LinkDebounce: ms(100), MaxDelay: time.Second, Logger: log}, nil)
+		lt.sleep(time.Second)
+		lt.kernel.set(nil)
+		lt.raise()
+		lt.sleep(time.Second)
+		want := `waited="quiet 10ms after the last address, route or rule event"`
+		if got := buf.String(); !strings.Contains(got, `msg="desired addresses changed"`) || !strings.Contains(got, want) {
+			t.Fatalf("log:\n%s\nwant a change record with %s", got, want)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the loop's goroutine and the test's.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
