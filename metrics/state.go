@@ -9,9 +9,11 @@ import (
 )
 
 // NodeState is the state the node gauges mirror, read at scrape time (the agent's publisher):
-// the desired addresses and whether the Node carries the uninitialized taint.
+// the desired addresses, the address types the agent manages and whether the Node carries the
+// uninitialized taint.
 type NodeState interface {
 	DesiredAddresses() []resolver.Address
+	Managed() []resolver.AddressType
 	Tainted() bool
 }
 
@@ -20,7 +22,7 @@ type NodeState interface {
 // step, no series left behind by a missed update. Without a NodeState (--dry-run, or before the
 // agent is built) there is no address and no taint.
 type stateCollector struct {
-	addressInfo, taint *prometheus.Desc
+	addressInfo, managed, taint *prometheus.Desc
 
 	mu    sync.Mutex
 	state NodeState
@@ -30,6 +32,10 @@ func newStateCollector() *stateCollector {
 	return &stateCollector{
 		addressInfo: prometheus.NewDesc("nodeaddr_address_info",
 			"The managed node addresses nodeaddr publishes (value 1), by type, family and address.", []string{"type", "family", "address"}, nil),
+		// An alert on a missing InternalIP needs to tell "none resolved" from "not managed"
+		// (--internal-ip-target=none): only the first is a lost outcome.
+		managed: prometheus.NewDesc("nodeaddr_managed_info",
+			"The address types this agent manages (value 1), by type.", []string{"type"}, nil),
 		taint: prometheus.NewDesc("nodeaddr_uninitialized_taint",
 			"1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.", nil, nil),
 	}
@@ -37,6 +43,7 @@ func newStateCollector() *stateCollector {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.addressInfo
+	ch <- c.managed
 	ch <- c.taint
 }
 
@@ -49,6 +56,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, a := range s.DesiredAddresses() {
 			ch <- prometheus.MustNewConstMetric(c.addressInfo, prometheus.GaugeValue, 1,
 				string(a.Type), resolver.FamilyOf(a.IP).String(), a.IP.String())
+		}
+		for _, t := range s.Managed() {
+			ch <- prometheus.MustNewConstMetric(c.managed, prometheus.GaugeValue, 1, string(t))
 		}
 		if s.Tainted() {
 			tainted = 1

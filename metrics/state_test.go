@@ -17,6 +17,9 @@ type fakeState struct {
 
 func (s *fakeState) DesiredAddresses() []resolver.Address { return s.addrs }
 func (s *fakeState) Tainted() bool                        { return s.tainted }
+func (s *fakeState) Managed() []resolver.AddressType {
+	return []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}
+}
 
 // The node gauges show the state as it is when scraped: no series for an address that is gone,
 // the taint gauge 0 without a Node state (a dry run).
@@ -49,4 +52,21 @@ nodeaddr_address_info{address="2001:db8::5",family="IPv6",type="ExternalIP"} 1
 	s.addrs, s.tainted = s.addrs[:1], false
 	check(header + `nodeaddr_address_info{address="10.0.0.5",family="IPv4",type="InternalIP"} 1
 ` + taintHeader + "nodeaddr_uninitialized_taint 0\n")
+}
+
+// The managed types are read at scrape time too: an alert on a missing InternalIP joins on them.
+func TestManagedTypesReadAtScrape(t *testing.T) {
+	m := New("v", "r")
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(""), "nodeaddr_managed_info"); err != nil {
+		t.Errorf("without a Node state: %v", err)
+	}
+	m.ReadNodeState(&fakeState{})
+	want := `# HELP nodeaddr_managed_info The address types this agent manages (value 1), by type.
+# TYPE nodeaddr_managed_info gauge
+nodeaddr_managed_info{type="ExternalIP"} 1
+nodeaddr_managed_info{type="InternalIP"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "nodeaddr_managed_info"); err != nil {
+		t.Error(err)
+	}
 }

@@ -173,6 +173,9 @@ func (p *Publisher) DesiredAddresses() []resolver.Address {
 	return slices.Clone(p.desired.Addresses)
 }
 
+// Managed returns the address types the publisher manages (metrics read them at scrape time).
+func (p *Publisher) Managed() []resolver.AddressType { return slices.Clone(p.cfg.Managed) }
+
 // Tainted reports whether the Node, as the publisher has it, carries the uninitialized taint
 // (metrics read it at scrape time).
 func (p *Publisher) Tainted() bool {
