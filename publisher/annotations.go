@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -29,10 +30,9 @@ const (
 
 var forms = []Form{FormIPv4, FormIPv6, FormIPs, FormIPv4CIDR, FormIPv6CIDR}
 
-// RecordAnnotation is the approval record (--approval-record): the comma-separated IPs of every
-// managed type that nodeaddr wrote into status.addresses, in status order. The central approver
+// RecordAnnotation is the approval record (identity.RecordAnnotation): the central approver
 // (internal/csrapproval) approves a kubelet-serving CSR only for IPs in it.
-const RecordAnnotation = "nodeaddr.io/addresses"
+const RecordAnnotation = identity.RecordAnnotation
 
 // RecordSpec is the AnnotationSpec of the approval record.
 func RecordSpec() AnnotationSpec { return AnnotationSpec{Key: RecordAnnotation, Form: FormIPs} }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 func TestExplain(t *testing.T) {
@@ -98,8 +96,8 @@ func TestExplain(t *testing.T) {
 			name:    "a temporary IPv6 route source stands for its prefix's stable address",
 			policy:  Policy{Managed: []AddressType{ExternalIP}, Targets: []Target{t6}},
 			sources: map[Target]netip.Addr{t6: ip("fd00::8a3f:1")},
-			addrs: []LocalAddr{with(on("eth0", "fd00::8a3f:1/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY }),
-				with(eth06, func(a *LocalAddr) { a.Flags = unix.IFA_F_MANAGETEMPADDR })},
+			addrs: []LocalAddr{with(on("eth0", "fd00::8a3f:1/64"), func(a *LocalAddr) { a.Flags = ifaTemporary }),
+				with(eth06, func(a *LocalAddr) { a.Flags = ifaManageTempAddr })},
 			want: []string{
 				"ExternalIP IPv4: " + NoTarget,
 				"ExternalIP IPv6 fd00::8a3f:1 (route to 2001:4860:4860::8888): rejected: temporary (IPv6 privacy) address: stands for fd00::2, the stable address of its prefix",

@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // defaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
@@ -162,7 +160,7 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 					prio, err := p.accept(tp, la, addrs)
 					if err != nil {
 						rec.reject(Target{Type: t}, la.IP, la.Link, err)
-						if la.Scope == unix.RT_SCOPE_UNIVERSE { // link-local and loopback are noise
+						if la.Scope == scopeUniverse { // link-local and loopback are noise
 							skips = append(skips, Skip{Target: Target{Type: t}, Source: la.IP,
 								Reason: "interface " + la.Link + ": " + err.Error()})
 						}
@@ -191,18 +189,18 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 // them daily (their preferred lifetime, a sysctl of the interface); without privacy extensions it would have picked this stable one,
 // which is what a Node's address must be. ok is false when tmp is not temporary or nothing stands for it.
 func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
-	if !tmp.IP.Is6() || tmp.Flags&unix.IFA_F_TEMPORARY == 0 || tmp.PrefixLen <= 0 || tmp.PrefixLen > 128 {
+	if !tmp.IP.Is6() || tmp.Flags&ifaTemporary == 0 || tmp.PrefixLen <= 0 || tmp.PrefixLen > 128 {
 		return LocalAddr{}, false
 	}
 	pfx := netip.PrefixFrom(tmp.IP, tmp.PrefixLen).Masked()
 	var found []LocalAddr
 	for _, a := range addrs {
 		if a.LinkIndex == tmp.LinkIndex && a.IP.Is6() && a.PrefixLen == tmp.PrefixLen && pfx.Contains(a.IP) &&
-			a.Flags&unix.IFA_F_TEMPORARY == 0 && usable(a) == nil {
+			a.Flags&ifaTemporary == 0 && usable(a) == nil {
 			found = append(found, a)
 		}
 	}
-	if i := slices.IndexFunc(found, func(a LocalAddr) bool { return a.Flags&unix.IFA_F_MANAGETEMPADDR != 0 }); i >= 0 {
+	if i := slices.IndexFunc(found, func(a LocalAddr) bool { return a.Flags&ifaManageTempAddr != 0 }); i >= 0 {
 		return found[i], true
 	}
 	if len(found) > 0 {
@@ -264,7 +262,7 @@ func (p Policy) accept(tp TypePolicy, la LocalAddr, addrs []LocalAddr) (int, err
 	if err := usable(la); err != nil {
 		return 0, err
 	}
-	if la.IP.Is4() && la.Flags&unix.IFA_F_SECONDARY != 0 && !p.AllowSecondary {
+	if la.IP.Is4() && la.Flags&ifaSecondary != 0 && !p.AllowSecondary {
 		return 0, errSecondary
 	}
 	if !p.AllowVIPs {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nodeaddr/nodeaddr/internal/netnstest"
 )
 
@@ -103,7 +101,7 @@ func TestKernelIPv6TemporaryAndDeprecatedSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, a := range addrs {
-			if a.Link == "k6" && a.Flags&unix.IFA_F_TEMPORARY != 0 && a.Flags&unix.IFA_F_TENTATIVE == 0 {
+			if a.Link == "k6" && a.Flags&ifaTemporary != 0 && a.Flags&ifaTentative == 0 {
 				temp = a.IP
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 )
 
 // on returns a usable address with its prefix on link (index by name), labelled like the kernel does.
@@ -26,7 +24,7 @@ func linkIndex(name string) int {
 func with(a LocalAddr, f func(*LocalAddr)) LocalAddr { f(&a); return a }
 
 func secondary(a LocalAddr) LocalAddr {
-	return with(a, func(a *LocalAddr) { a.Flags |= unix.IFA_F_SECONDARY })
+	return with(a, func(a *LocalAddr) { a.Flags |= ifaSecondary })
 }
 
 func cidrs(t *testing.T, s string) []CIDRRule {
@@ -46,8 +44,8 @@ func TestSelect(t *testing.T) {
 	eth1b := on("eth1", "10.1.0.10/24")
 	eth06 := on("eth0", "2001:db8::10/64")
 	// SLAAC with privacy extensions: the /64's stable address and a temporary one derived from it.
-	slaac6 := with(eth06, func(a *LocalAddr) { a.Flags = unix.IFA_F_MANAGETEMPADDR })
-	temp6 := with(on("eth0", "2001:db8::8a3f:1/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY })
+	slaac6 := with(eth06, func(a *LocalAddr) { a.Flags = ifaManageTempAddr })
+	temp6 := with(on("eth0", "2001:db8::8a3f:1/64"), func(a *LocalAddr) { a.Flags = ifaTemporary })
 	ifaces := func(exprs ...string) map[AddressType]TypePolicy {
 		return map[AddressType]TypePolicy{InternalIP: {Interfaces: MustInterfaceRegexps(exprs...),
 			ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}
@@ -159,7 +157,7 @@ func TestSelect(t *testing.T) {
 			name:   "IPv6 temporary and deprecated addresses skipped",
 			policy: Policy{Types: ifaces("eth0")},
 			addrs: []LocalAddr{
-				with(on("eth0", "2001:db8::aaaa/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY }),
+				with(on("eth0", "2001:db8::aaaa/64"), func(a *LocalAddr) { a.Flags = ifaTemporary }),
 				with(on("eth0", "2001:db8::bbbb/64"), func(a *LocalAddr) { a.PreferredLft = 0 }),
 				eth06,
 			},
@@ -186,7 +184,7 @@ func TestSelect(t *testing.T) {
 			sources: map[Target]netip.Addr{t6: temp6.IP},
 			addrs: []LocalAddr{temp6, on("eth1", "2001:db8::10/64"), on("eth0", "2001:db8:1::10/64"),
 				on("eth0", "2001:db8::/48"), with(slaac6, func(a *LocalAddr) { a.PreferredLft = 0 }),
-				with(on("eth0", "2001:db8::bbbb/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY })},
+				with(on("eth0", "2001:db8::bbbb/64"), func(a *LocalAddr) { a.Flags = ifaTemporary })},
 			skip: errTemporary.Error(),
 		},
 		{
@@ -371,7 +369,7 @@ func TestSelectTwoTypes(t *testing.T) {
 
 func TestResolvePolicyReportsLocal(t *testing.T) {
 	k := &fakeKernel{addrs: []LocalAddr{on("eth0", "192.0.2.10/24"),
-		with(on("eth0", "2001:db8::1/64"), func(a *LocalAddr) { a.Flags = unix.IFA_F_DADFAILED })}}
+		with(on("eth0", "2001:db8::1/64"), func(a *LocalAddr) { a.Flags = ifaDADFailed })}}
 	st, _, err := ResolvePolicy(k, Policy{Managed: []AddressType{InternalIP}, ReportLocal: true}, State{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package resolver
 import (
 	"regexp"
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // vipReason recognises the addresses keepalived, kube-vip and similar tools float between hosts:
@@ -21,7 +19,7 @@ func vipReason(la LocalAddr, addrs []LocalAddr) error {
 		return errVIPLabel
 	case host && la.IP.Is4() && slices.ContainsFunc(addrs, func(o LocalAddr) bool {
 		return o.LinkIndex == la.LinkIndex && o.IP.Is4() && o.PrefixLen > 0 && o.PrefixLen < 32 &&
-			o.Flags&unix.IFA_F_SECONDARY == 0
+			o.Flags&ifaSecondary == 0
 	}):
 		return errVIPHost
 	}

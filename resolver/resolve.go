@@ -3,8 +3,6 @@ package resolver
 import (
 	"errors"
 	"net/netip"
-
-	"golang.org/x/sys/unix"
 )
 
 // LocalAddr is an address assigned to a local interface, as the kernel reports it.
@@ -48,17 +46,17 @@ var (
 // kernel's own flags: an address still in duplicate-address detection is published when DAD ends.
 func usable(a LocalAddr) error {
 	switch {
-	case a.Scope != unix.RT_SCOPE_UNIVERSE:
+	case a.Scope != scopeUniverse:
 		return errScope
-	case a.Flags&unix.IFA_F_DADFAILED != 0:
+	case a.Flags&ifaDADFailed != 0:
 		return errDADFailed
-	case a.Flags&unix.IFA_F_TENTATIVE != 0:
+	case a.Flags&ifaTentative != 0:
 		return errTentative
-	case a.Flags&unix.IFA_F_OPTIMISTIC != 0:
+	case a.Flags&ifaOptimistic != 0:
 		return errOptimistic
-	case a.Flags&unix.IFA_F_DEPRECATED != 0 || a.PreferredLft == 0:
+	case a.Flags&ifaDeprecated != 0 || a.PreferredLft == 0:
 		return errDeprecated
-	case a.IP.Is6() && a.Flags&unix.IFA_F_TEMPORARY != 0:
+	case a.IP.Is6() && a.Flags&ifaTemporary != 0:
 		// Bit 0x01 is IFA_F_TEMPORARY for IPv6 and IFA_F_SECONDARY for IPv4: only IPv6 is checked.
 		return errTemporary
 	}

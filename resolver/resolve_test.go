@@ -80,17 +80,17 @@ func TestUsable(t *testing.T) {
 		{"IPv4 global", v4, nil},
 		{"IPv6 global", v6, nil},
 		{"IPv6 permanent, nodad", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_PERMANENT | unix.IFA_F_NODAD }), nil},
-		{"IPv4 secondary (0x01) is usable", with(v4, func(a *LocalAddr) { a.Flags = unix.IFA_F_SECONDARY }), nil},
-		{"IPv6 temporary (0x01)", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_TEMPORARY }), errTemporary},
-		{"IPv6 tentative", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_TENTATIVE }), errTentative},
-		{"IPv4 tentative", with(v4, func(a *LocalAddr) { a.Flags = unix.IFA_F_TENTATIVE }), errTentative},
-		{"IPv6 DAD failed", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_DADFAILED | unix.IFA_F_TENTATIVE }), errDADFailed},
-		{"IPv6 deprecated flag", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_DEPRECATED }), errDeprecated},
+		{"IPv4 secondary (0x01) is usable", with(v4, func(a *LocalAddr) { a.Flags = ifaSecondary }), nil},
+		{"IPv6 temporary (0x01)", with(v6, func(a *LocalAddr) { a.Flags = ifaTemporary }), errTemporary},
+		{"IPv6 tentative", with(v6, func(a *LocalAddr) { a.Flags = ifaTentative }), errTentative},
+		{"IPv4 tentative", with(v4, func(a *LocalAddr) { a.Flags = ifaTentative }), errTentative},
+		{"IPv6 DAD failed", with(v6, func(a *LocalAddr) { a.Flags = ifaDADFailed | ifaTentative }), errDADFailed},
+		{"IPv6 deprecated flag", with(v6, func(a *LocalAddr) { a.Flags = ifaDeprecated }), errDeprecated},
 		{"IPv6 preferred lifetime 0", with(v6, func(a *LocalAddr) { a.PreferredLft = 0 }), errDeprecated},
 		{"IPv4 preferred lifetime 0", with(v4, func(a *LocalAddr) { a.PreferredLft = 0 }), errDeprecated},
 		{"IPv6 finite preferred lifetime", with(v6, func(a *LocalAddr) { a.PreferredLft = 3600 }), nil},
-		{"IPv6 optimistic", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_OPTIMISTIC }), errOptimistic},
-		{"IPv6 optimistic during DAD", with(v6, func(a *LocalAddr) { a.Flags = unix.IFA_F_OPTIMISTIC | unix.IFA_F_TENTATIVE }), errTentative},
+		{"IPv6 optimistic", with(v6, func(a *LocalAddr) { a.Flags = ifaOptimistic }), errOptimistic},
+		{"IPv6 optimistic during DAD", with(v6, func(a *LocalAddr) { a.Flags = ifaOptimistic | ifaTentative }), errTentative},
 		{"link scope", with(v6, func(a *LocalAddr) { a.IP = ip("fe80::1"); a.Scope = unix.RT_SCOPE_LINK }), errScope},
 		{"host scope", with(v4, func(a *LocalAddr) { a.IP = ip("127.0.0.1"); a.Scope = unix.RT_SCOPE_HOST }), errScope},
 		{"site scope", with(v4, func(a *LocalAddr) { a.Scope = unix.RT_SCOPE_SITE }), errScope},
@@ -109,7 +109,7 @@ func TestResolve(t *testing.T) {
 	src4, src6 := ip("192.0.2.10"), ip("2001:db8::10")
 	both := []AddressType{InternalIP, ExternalIP}
 	tentative := local("2001:db8::10")
-	tentative.Flags = unix.IFA_F_TENTATIVE
+	tentative.Flags = ifaTentative
 	tests := []struct {
 		name      string
 		routes    map[netip.Addr]netip.Addr

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-
-	"golang.org/x/sys/unix"
 )
 
 // Excluding returns p with cidrs (the Node's pod CIDRs) excluded too.
@@ -54,7 +52,7 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 	if p.ReportLocal {
 		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {
-			if a.Flags&unix.IFA_F_DADFAILED == 0 {
+			if a.Flags&ifaDADFailed == 0 {
 				st.Local = append(st.Local, localPrefix(a))
 			}
 		}

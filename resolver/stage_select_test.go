@@ -19,9 +19,9 @@ func TestResolvePolicyNamesDADFailed(t *testing.T) {
 	}
 	k := tableKernel{routes: map[netip.Addr]netip.Addr{target: gua}, addrs: []LocalAddr{
 		la("2001:db8:1::10", "eth0", unix.IFA_F_PERMANENT),
-		la("fd00:1::10", "eth0", unix.IFA_F_PERMANENT|unix.IFA_F_DADFAILED),
-		la("fd00:1::11", "eth0", unix.IFA_F_PERMANENT|unix.IFA_F_TENTATIVE),
-		la("fd00:2::10", "eth1", unix.IFA_F_PERMANENT|unix.IFA_F_DADFAILED),
+		la("fd00:1::10", "eth0", unix.IFA_F_PERMANENT|ifaDADFailed),
+		la("fd00:1::11", "eth0", unix.IFA_F_PERMANENT|ifaTentative),
+		la("fd00:2::10", "eth1", unix.IFA_F_PERMANENT|ifaDADFailed),
 	}}
 	cidrs := TypePolicy{CIDRs: []CIDRRule{{Prefix: netip.MustParsePrefix("fd00::/8")}, {Prefix: netip.MustParsePrefix("2000::/3")}}}
 	p := Policy{Managed: []AddressType{InternalIP, ExternalIP},

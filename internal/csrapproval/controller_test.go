@@ -19,7 +19,6 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
-	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
 func node(name string, record string, addrs ...string) *corev1.Node {
@@ -235,12 +234,5 @@ func TestControllerFactsFromTheCluster(t *testing.T) {
 	}
 	if got := f.OtherNodeWithName("node-b"); got != "node-b" {
 		t.Errorf("OtherNodeWithName(node-b) = %q", got)
-	}
-}
-
-// The approver reads the record under the key the agents write it.
-func TestRecordAnnotation(t *testing.T) {
-	if rules.RecordAnnotation != publisher.RecordAnnotation {
-		t.Fatalf("rules.RecordAnnotation %q, publisher writes %q", rules.RecordAnnotation, publisher.RecordAnnotation)
 	}
 }

@@ -19,3 +19,8 @@ const (
 	ExplainMessage = "addresses explained"
 	ExplainKey     = "explain"
 )
+
+// RecordAnnotation is the approval record (--approval-record): the comma-separated IPs of every
+// managed type the agent wrote into status.addresses, in status order. The publisher writes it and
+// the central approver (internal/csrapproval/rules) reads it.
+const RecordAnnotation = "nodeaddr.io/addresses"

@@ -23,14 +23,15 @@ import (
 	"strings"
 
 	certv1 "k8s.io/api/certificates/v1"
+
+	"github.com/nodeaddr/nodeaddr/publisher/identity"
 )
 
 // RecordAnnotation is the record an agent started with --approval-record keeps on its own Node:
 // the comma-separated IPs nodeaddr wrote into status.addresses, in status order. The base admission
 // policy lets an agent write only its own Node, and the component's policy keeps kubelets from
-// writing this key, so an IP in it was published by that Node's agent. publisher.RecordAnnotation,
-// which writes it, is the same key (publisher builds on Linux only; a csrapproval test pins both).
-const RecordAnnotation = "nodeaddr.io/addresses"
+// writing this key, so an IP in it was published by that Node's agent.
+const RecordAnnotation = identity.RecordAnnotation
 
 // Reasons a CSR is left pending, as Event and metric label values.
 const (

@@ -64,7 +64,7 @@ func TestKernelIPv4DefaultRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := slices.IndexFunc(addrs, func(a LocalAddr) bool { return a.IP == netip.MustParseAddr("192.0.2.11") })
-	if i < 0 || addrs[i].Flags&unix.IFA_F_SECONDARY == 0 || addrs[i].Link != "r4" {
+	if i < 0 || addrs[i].Flags&ifaSecondary == 0 || addrs[i].Link != "r4" {
 		t.Fatalf("192.0.2.11 in %+v: want it on r4 flagged secondary", addrs)
 	}
 	st, skips := resolveKernel(t, kTarget4)
@@ -156,7 +156,7 @@ func TestKernelTentativeIPv6(t *testing.T) {
 	// Checked after the resolution: tentative then means tentative during it (DAD never restarts
 	// by itself).
 	la := findKernelAddr(t, addr)
-	if la.Flags&unix.IFA_F_TENTATIVE == 0 {
+	if la.Flags&ifaTentative == 0 {
 		t.Fatalf("%s flags %#x: not tentative right after it was added; DAD did not run", addr, la.Flags)
 	}
 	if len(st.Addresses) != 0 {
@@ -178,7 +178,7 @@ func TestKernelTentativeIPv6(t *testing.T) {
 	if !slices.Equal(st.Addresses, want) {
 		t.Fatalf("Resolve after DAD = %v, want %v", st.Addresses, want)
 	}
-	if la := findKernelAddr(t, addr); la.Flags&(unix.IFA_F_TENTATIVE|unix.IFA_F_DADFAILED) != 0 {
+	if la := findKernelAddr(t, addr); la.Flags&(ifaTentative|ifaDADFailed) != 0 {
 		t.Errorf("%s flags %#x after it resolved, want neither tentative nor dadfailed", addr, la.Flags)
 	}
 }
