@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
@@ -33,22 +33,11 @@ func newReviewClient(cfg *rest.Config, audiences ...string) (*reviewClient, erro
 	s.AddKnownTypes(authzv1.SchemeGroupVersion, &authzv1.SubjectAccessReview{})
 	metav1.AddToGroupVersion(s, authnv1.SchemeGroupVersion)
 	metav1.AddToGroupVersion(s, authzv1.SchemeGroupVersion)
-	codecs := serializer.NewCodecFactory(s).WithoutConversion()
-	client := func(gv schema.GroupVersion) (rest.Interface, error) {
-		c := rest.CopyConfig(cfg)
-		c.GroupVersion = &gv
-		c.APIPath = "/apis"
-		c.NegotiatedSerializer = codecs
-		c.ContentType = runtime.ContentTypeJSON
-		if c.UserAgent == "" {
-			c.UserAgent = rest.DefaultKubernetesUserAgent()
-		}
-		rc, err := rest.RESTClientFor(c)
-		if err != nil {
-			return nil, fmt.Errorf("%s client: %w", gv.Group, err)
-		}
-		return rc, nil
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("review client: %w", err)
 	}
+	client := func(gv schema.GroupVersion) (rest.Interface, error) { return kube.NewGroupClient(cfg, s, hc, gv) }
 	authn, err := client(authnv1.SchemeGroupVersion)
 	if err != nil {
 		return nil, err
