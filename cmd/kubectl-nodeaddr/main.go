@@ -33,7 +33,7 @@ var (
 )
 
 // Exit codes, the same for every command, so that a script tells "stale" from "cannot tell"
-// (docs/plugin.md, "Exit status"). kubectl exits 1 for any error; a gate such as
+// (docs/plugin-reference.md, "Exit status"). kubectl exits 1 for any error; a gate such as
 // `until kubectl nodeaddr stale; do sleep 10; done` would then wait forever on a broken kubeconfig.
 const (
 	exitOK    = 0 // done; stale: nothing is stale
