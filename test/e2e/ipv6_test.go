@@ -290,33 +290,6 @@ func TestRAFlashRenumbering(t *testing.T) {
 	})
 }
 
-// dhcp6Script is dhclient's hook for DHCPv6, like Debian's dhclient-script: it waits for the
-// link-local address, adds the leased address (a /128, with duplicate-address detection and the
-// lease's lifetimes), deletes the old one when the lease changes or is released, and never touches
-// /etc/resolv.conf.
-const dhcp6Script = `#!/bin/sh
-case "$reason" in
-PREINIT6)
-  ip link set dev "$interface" up
-  i=0
-  while [ $i -lt 100 ] && ip -6 addr show dev "$interface" scope link tentative | grep -q inet6; do
-    sleep 0.1; i=$((i+1))
-  done ;;
-BOUND6|RENEW6|REBIND6|REBOOT6)
-  if [ -n "$old_ip6_address" ] && [ "$old_ip6_address" != "$new_ip6_address" ]; then
-    ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface"
-  fi
-  if [ -n "$new_ip6_address" ]; then
-    ip -6 addr replace "$new_ip6_address/$new_ip6_prefixlen" dev "$interface" \
-      valid_lft "$new_max_life" preferred_lft "$new_preferred_life"
-  fi ;;
-DEPREF6) ip -6 addr change "$cur_ip6_address/$cur_ip6_prefixlen" dev "$interface" preferred_lft 0 ;;
-EXPIRE6|RELEASE6|STOP6)
-  [ -n "$old_ip6_address" ] && ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface" ;;
-esac
-exit 0
-`
-
 // An IPv6-only node on a managed network: radvd sets the M flag and announces the prefix on-link
 // only, dnsmasq leases addresses by DHCPv6. The lease changes (released, then a new reservation):
 // the Node moves from the old lease to the new one in one write, never through an empty list.
@@ -330,7 +303,7 @@ func TestDHCPv6LeaseChange(t *testing.T) {
 		Prefixes: []harness.Prefix6{{Prefix: "2001:db8:1::/64", Preferred: 1800, Valid: 3600, OnLinkOnly: true}}})
 	d := &dhcp6{e: e, dnsmasq: dnsmasq, dhclient: dhclient, dir: harness.AgentDir(t)}
 	d.script = filepath.Join(d.dir, "dhclient-script")
-	if err := os.WriteFile(d.script, []byte(dhcp6Script), 0o755); err != nil {
+	if err := os.WriteFile(d.script, []byte(harness.DHCPv6ClientScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	d.srv = d.serve("2001:db8:1::50")
@@ -350,7 +323,7 @@ func TestDHCPv6LeaseChange(t *testing.T) {
 }
 
 // dhcp6 is the DHCPv6 scenario's world: dnsmasq in the router namespace with one reservation for
-// the node's DUID, dhclient -6 with dhcp6Script on eth0.
+// the node's DUID, dhclient -6 with harness.DHCPv6ClientScript on eth0.
 type dhcp6 struct {
 	e                 *env
 	dir, script       string

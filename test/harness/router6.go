@@ -269,3 +269,30 @@ func RouteSource6(ns *Netns, target string) string {
 	}
 	return routes[0].PrefSrc
 }
+
+// DHCPv6ClientScript is dhclient's hook for DHCPv6, like Debian's dhclient-script: it waits for the
+// link-local address, adds the leased address (a /128, with duplicate-address detection and the
+// lease's lifetimes), deletes the old one when the lease changes or is released, and never touches
+// /etc/resolv.conf. test/e2e and test/soak run dhclient -6 with it.
+const DHCPv6ClientScript = `#!/bin/sh
+case "$reason" in
+PREINIT6)
+  ip link set dev "$interface" up
+  i=0
+  while [ $i -lt 100 ] && ip -6 addr show dev "$interface" scope link tentative | grep -q inet6; do
+    sleep 0.1; i=$((i+1))
+  done ;;
+BOUND6|RENEW6|REBIND6|REBOOT6)
+  if [ -n "$old_ip6_address" ] && [ "$old_ip6_address" != "$new_ip6_address" ]; then
+    ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface"
+  fi
+  if [ -n "$new_ip6_address" ]; then
+    ip -6 addr replace "$new_ip6_address/$new_ip6_prefixlen" dev "$interface" \
+      valid_lft "$new_max_life" preferred_lft "$new_preferred_life"
+  fi ;;
+DEPREF6) ip -6 addr change "$cur_ip6_address/$cur_ip6_prefixlen" dev "$interface" preferred_lft 0 ;;
+EXPIRE6|RELEASE6|STOP6)
+  [ -n "$old_ip6_address" ] && ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface" ;;
+esac
+exit 0
+`

@@ -24,32 +24,6 @@ const (
 	dhcp6DUID             = "00:03:00:01:" + dhcp6MAC // DUID-LL of eth4 (dhclient -D LL)
 )
 
-// dhcp6Script is dhclient's DHCPv6 hook, as test/e2e's: it waits for the link-local address, adds
-// the leased /128 with the lease's lifetimes (duplicate-address detection runs), deletes the old one
-// when the lease changes or is released, and never touches /etc/resolv.conf.
-const dhcp6Script = `#!/bin/sh
-case "$reason" in
-PREINIT6)
-  ip link set dev "$interface" up
-  i=0
-  while [ $i -lt 100 ] && ip -6 addr show dev "$interface" scope link tentative | grep -q inet6; do
-    sleep 0.1; i=$((i+1))
-  done ;;
-BOUND6|RENEW6|REBIND6|REBOOT6)
-  if [ -n "$old_ip6_address" ] && [ "$old_ip6_address" != "$new_ip6_address" ]; then
-    ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface"
-  fi
-  if [ -n "$new_ip6_address" ]; then
-    ip -6 addr replace "$new_ip6_address/$new_ip6_prefixlen" dev "$interface" \
-      valid_lft "$new_max_life" preferred_lft "$new_preferred_life"
-  fi ;;
-DEPREF6) ip -6 addr change "$cur_ip6_address/$cur_ip6_prefixlen" dev "$interface" preferred_lft 0 ;;
-EXPIRE6|RELEASE6|STOP6)
-  [ -n "$old_ip6_address" ] && ip -6 addr del "$old_ip6_address/$old_ip6_prefixlen" dev "$interface" ;;
-esac
-exit 0
-`
-
 // dhcp6 runs the server and the client of the DHCPv6 uplink.
 type dhcp6 struct {
 	s                 *soak
@@ -67,7 +41,7 @@ func (s *soak) startDHCP6() {
 	s.w.rtr.IP("-6", "addr", "add", "fe80::1/64", "dev", dhcp6Peer, "nodad")
 	s.w.rtr.IP("-6", "addr", "add", dhcp6Router+"/64", "dev", dhcp6Peer, "nodad")
 	s.w.ns.IP("-6", "route", "add", "2001:db8:ffff::/48", "via", "fe80::1", "dev", dhcp6Dev, "metric", "50")
-	if err := os.WriteFile(filepath.Join(d.dir, "dhclient-script"), []byte(dhcp6Script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, "dhclient-script"), []byte(harness.DHCPv6ClientScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.server.kill(); d.client.kill() })
