@@ -6,6 +6,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // nil *Metrics records nothing. They are cheap: netlinkEvent runs in the receive loop.
 type Metrics struct {
 	events, resubscriptions *prometheus.CounterVec
+	// byKind holds each kind's events counter, so the receive loop does a plain map read instead of
+	// the vector's hashed, locked lookup.
+	byKind map[string]prometheus.Counter
 }
 
 // NewMetrics registers the watcher's metrics on reg, each kind's series at 0 (rates and alerts need
@@ -22,17 +25,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"subscription"}),
 	}
 	reg.MustRegister(m.events, m.resubscriptions)
+	m.byKind = map[string]prometheus.Counter{}
 	for _, k := range Kinds() {
-		m.events.WithLabelValues(k)
+		m.byKind[k] = m.events.WithLabelValues(k)
 		m.resubscriptions.WithLabelValues(k)
 	}
 	return m
 }
 
 func (m *Metrics) netlinkEvent(kind string) {
-	if m != nil {
-		m.events.WithLabelValues(kind).Inc()
+	if m == nil {
+		return
 	}
+	if c, ok := m.byKind[kind]; ok {
+		c.Inc()
+		return
+	}
+	m.events.WithLabelValues(kind).Inc()
 }
 
 func (m *Metrics) resubscribed(subscription string) {
