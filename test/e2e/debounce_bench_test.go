@@ -12,7 +12,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,8 +25,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -201,51 +198,6 @@ func (v *vrrp) failback() {
 	waitVIP(t, v.peer, "192.0.2.100", false)
 	waitVIP(t, v.e.router, "192.0.2.1", true)
 	waitVIP(t, v.r2, "192.0.2.1", false)
-}
-
-// nodeLog records every address list a client-go watch on one Node delivers, with when.
-type nodeLog struct {
-	mu     sync.Mutex
-	seen   []nodeSeen
-	closed bool
-}
-
-type nodeSeen struct {
-	at    time.Time
-	addrs string
-}
-
-func watchNodeLog(t *testing.T, cp *harness.ControlPlane, node string) *nodeLog {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := cp.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &nodeLog{}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				at := time.Now()
-				l.mu.Lock()
-				l.seen = append(l.seen, nodeSeen{at, format(n.Status.Addresses)})
-				l.mu.Unlock()
-			}
-		}
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
-	}()
-	return l
-}
-
-func (l *nodeLog) since(i int) []nodeSeen {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.seen[min(i, len(l.seen)):])
 }
 
 func (l *nodeLog) len() int {

@@ -1,19 +1,15 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -409,12 +405,32 @@ func TestIPv6DuplicateAddressNeverPublished(t *testing.T) {
 			if tc.static {
 				waitLog(t, a, "the duplicate refused", `msg="candidate skipped"`, "address="+tc.dup,
 					`reason="interface eth0: duplicate address detection failed"`)
+				// One Warning, however many resyncs refuse the duplicate again.
+				waitEvents(t, e.cp, e.node, "DuplicateAddress", 1)
+				settled(t, a, time.Now())
+				evs := e.cp.Events(t, e.node, "DuplicateAddress")
+				want := tc.dup + " on interface eth0 is not published: duplicate address detection failed " +
+					"(the kernel flags it dadfailed: another host on the link holds it); remove it from one of the hosts " +
+					"(a static address must then be added again for DAD to run)"
+				if len(evs) != 1 || evs[0].Type != corev1.EventTypeWarning || evs[0].Count != 1 ||
+					evs[0].Source.Component != "nodeaddr" || evs[0].Message != want {
+					t.Errorf("DuplicateAddress Events %+v, want one Warning from nodeaddr, count 1, saying %q", evs, want)
+				}
+				updated := e.cp.Events(t, e.node, "AddressesUpdated")
+				if len(updated) != 1 || !strings.Contains(updated[0].Message,
+					"\n- InternalIP IPv6 "+tc.dup+" (interface eth0): rejected: duplicate address detection failed\n") {
+					t.Errorf("AddressesUpdated Events %d, want one explaining the refusal: %+v", len(updated), updated)
+				}
 			} else {
 				// The kernel deletes the address as DAD fails: the agent only ever sees it tentative.
 				waitLog(t, a, "the duplicate refused", `msg="candidate skipped"`, "address="+tc.dup,
 					`reason="interface eth0: tentative`)
 				mon.wait(tc.dup + "/64 scope global dadfailed") // once more, with the agent running
 				settled(t, a, time.Now())
+				// The agent never saw a failed address, so it has no failure to report.
+				if evs := e.cp.Events(t, e.node, "DuplicateAddress"); len(evs) != 0 {
+					t.Errorf("DuplicateAddress Events for a SLAAC address the kernel deleted: %+v", evs)
+				}
 			}
 			if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != format(e.internal6(gua)) {
 				t.Fatalf("addresses with a duplicate = %s, want %s", format(n.Status.Addresses), format(e.internal6(gua)))
@@ -530,7 +546,7 @@ func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
 			e.usable6(old6)
 			// Both families before the agent starts: its first write has both.
 			e.waitSource4(old4)
-			lists := watchLists(t, e.cp, e.node)
+			lists := watchNodeLog(t, e.cp, e.node)
 			a := e.start("--internal-ip-target=8.8.8.8,"+target6, "--external-ip-target=none", "--resync-interval=1s")
 			e.waitList(list(old4, old6))
 			e.wantWrites(1, "both families at once")
@@ -609,40 +625,4 @@ func (e *env) waitList(want string) {
 	e.cp.WaitNode(e.t, e.node, 60*time.Second, "addresses "+want, func(n *corev1.Node) bool {
 		return format(n.Status.Addresses) == want
 	})
-}
-
-// nodeLists records, through a watch, every address list one Node showed.
-type nodeLists struct {
-	mu    sync.Mutex
-	lists []string
-}
-
-func watchLists(t *testing.T, cp *harness.ControlPlane, node string) *nodeLists {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := cp.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &nodeLists{}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if n, ok := ev.Object.(*corev1.Node); ok {
-				l.mu.Lock()
-				l.lists = append(l.lists, format(n.Status.Addresses))
-				l.mu.Unlock()
-			}
-		}
-	}()
-	return l
-}
-
-// distinct is the lists seen, repeats of one list collapsed.
-func (l *nodeLists) distinct() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Compact(slices.Clone(l.lists))
 }
