@@ -3,9 +3,9 @@ package publisher
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,23 +30,20 @@ const (
 
 var forms = []Form{FormIPv4, FormIPv6, FormIPs, FormIPv4CIDR, FormIPv6CIDR}
 
-// RecordAnnotation is the approval record (identity.RecordAnnotation): the central approver
-// (internal/csrapproval) approves a kubelet-serving CSR only for IPs in it.
+// RecordAnnotation is the approval record (identity.RecordAnnotation).
 const RecordAnnotation = identity.RecordAnnotation
 
 // RecordSpec is the AnnotationSpec of the approval record.
 func RecordSpec() AnnotationSpec { return AnnotationSpec{Key: RecordAnnotation, Form: FormIPs} }
 
-// AnnotationSpec publishes the addresses of Type (every managed type when empty), spelled as Form,
-// under Key.
+// AnnotationSpec publishes the addresses of Type (every managed type when empty) as Form under Key.
 type AnnotationSpec struct {
 	Key  string
 	Type resolver.AddressType
 	Form Form
 }
 
-// Value is the annotation's value for the published addresses (in status.addresses order), "" when
-// there is nothing to publish: the key is then removed.
+// Value is the annotation's value for the published addresses (in status order), "": remove the key.
 func (a AnnotationSpec) Value(addrs []resolver.Address) string {
 	var parts []string
 	for _, ad := range addrs {
@@ -84,17 +81,16 @@ func (a AnnotationSpec) family() resolver.Family {
 func (a AnnotationSpec) String() string { return a.Key + "=" + formatName(a.Type, a.Form) }
 
 func formatName(t resolver.AddressType, f Form) string {
-	if t == "" {
+	switch t {
+	case "":
 		return string(f)
-	}
-	if t == resolver.InternalIP {
+	case resolver.InternalIP:
 		return "internal-" + string(f)
 	}
 	return "external-" + string(f)
 }
 
 // presets are the annotation sets of well-known consumers, by the name --annotations takes.
-// A preset writes only the keys of managed types.
 var presets = map[string][]AnnotationSpec{
 	// nodeaddr's own keys, one per type and family.
 	"nodeaddr": {
@@ -108,8 +104,7 @@ var presets = map[string][]AnnotationSpec{
 		{"k3s.io/internal-ip", resolver.InternalIP, FormIPs},
 		{"k3s.io/external-ip", resolver.ExternalIP, FormIPs},
 	},
-	// flannel takes these as the node's public address (the one other nodes' tunnels reach), as k3s
-	// sets them from --node-external-ip.
+	// flannel's public address (the one other nodes' tunnels reach), as k3s sets it.
 	"flannel": {
 		{"flannel.alpha.coreos.com/public-ip-overwrite", resolver.ExternalIP, FormIPv4},
 		{"flannel.alpha.coreos.com/public-ipv6-overwrite", resolver.ExternalIP, FormIPv6},
@@ -129,18 +124,12 @@ func Preset(name string) ([]AnnotationSpec, bool) {
 
 // PresetNames lists the presets, sorted.
 func PresetNames() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(presets))
 }
 
 // ParseAnnotations parses --annotations: comma-separated preset names (PresetNames) and KEY=FORMAT
-// items, FORMAT being internal-|external- followed by ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr. A
-// preset contributes the keys of the managed types; an explicit item of an unmanaged type, a preset
-// with no managed key, a malformed key and a key given twice are errors.
+// items (FORMAT: internal-|external- then a Form). A preset contributes the keys of the managed
+// types; an item of an unmanaged type, a preset with no managed key and a key given twice are errors.
 func ParseAnnotations(s string, managed []resolver.AddressType) ([]AnnotationSpec, error) {
 	var out []AnnotationSpec
 	seen := map[string]string{}
@@ -215,8 +204,8 @@ func parseFormat(s string) (AnnotationSpec, error) {
 	return a, nil
 }
 
-// annotationChanges returns, for each configured key whose value on the Node differs from the
-// desired one, the desired value ("" removes the key); nil when nothing is to change.
+// annotationChanges returns the desired value of each key whose value on the Node differs ("" removes
+// the key); nil when nothing is to change.
 func annotationChanges(current map[string]string, specs []AnnotationSpec, addrs []resolver.Address) map[string]string {
 	var out map[string]string
 	for _, a := range specs {
@@ -234,16 +223,11 @@ func annotationChanges(current map[string]string, specs []AnnotationSpec, addrs 
 }
 
 // annotationsPatch writes changes (value "" removes the key) without touching other annotations.
-// Each changed key carries its own precondition: a `test` of the value read, or of null for a key
-// that was absent (the API server's JSON patch, gopkg.in/evanphx/json-patch.v4, treats a null test
-// value as "absent"). A Node without annotations has no map to patch into: a JSON merge patch with
-// the resourceVersion read is used instead (409 on any concurrent write).
+// Each changed key carries a `test` of the value read, or of null for an absent key (which
+// gopkg.in/evanphx/json-patch.v4 treats as "absent"). A Node without annotations has no map to
+// patch into: a JSON merge patch with the resourceVersion read is used instead.
 func annotationsPatch(node *corev1.Node, changes map[string]string) (types.PatchType, []byte, error) {
-	keys := make([]string, 0, len(changes))
-	for k := range changes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(changes))
 	if len(node.Annotations) == 0 {
 		ann := map[string]any{}
 		for _, k := range keys {
@@ -251,13 +235,15 @@ func annotationsPatch(node *corev1.Node, changes map[string]string) (types.Patch
 				ann[k] = v
 			}
 		}
-		return types.MergePatchType, mustJSON(map[string]any{
+		b, err := json.Marshal(map[string]any{
 			"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": ann},
-		}), nil
+		})
+		return types.MergePatchType, b, err
 	}
 	ops := make([]jsonPatchOp, 0, 2*len(keys))
 	for _, k := range keys {
-		path := "/metadata/annotations/" + escapePointer(k)
+		// A JSON pointer (RFC 6901) escapes ~ as ~0 and / as ~1.
+		path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
 		var old any
 		if v, ok := node.Annotations[k]; ok {
 			old = v
@@ -273,13 +259,7 @@ func annotationsPatch(node *corev1.Node, changes map[string]string) (types.Patch
 	return types.JSONPatchType, b, err
 }
 
-// escapePointer escapes a map key for a JSON pointer (RFC 6901): ~ is ~0, / is ~1.
-func escapePointer(k string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
-}
-
-// inStatusOrder lists the published addresses of the managed types in the Node's status order
-// (primary family first), with their prefix lengths from resolved when known.
+// inStatusOrder lists the managed addresses in status order, with their prefix lengths from resolved.
 func inStatusOrder(status []corev1.NodeAddress, managed []resolver.AddressType, resolved []resolver.Address) []resolver.Address {
 	var out []resolver.Address
 	for _, na := range status {
@@ -295,12 +275,4 @@ func inStatusOrder(status []corev1.NodeAddress, managed []resolver.AddressType, 
 		out = append(out, a)
 	}
 	return out
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }

@@ -2,11 +2,10 @@ package publisher
 
 import "time"
 
-// revertBackoff decides how long to wait before rewriting addresses that another writer reverted.
-// Without a cloud provider the kubelet replaces the whole address list on every status sync (every
-// 10 s); rewriting at once would flap the Node forever. After Threshold reverts within Window, each
-// further revert doubles the delay from Base up to Max; once no revert has happened for Window (or
-// twice the current delay, if longer) the next revert starts from scratch.
+// revertBackoff decides how long to wait before rewriting addresses that another writer reverted
+// (a kubelet without --cloud-provider=external rewrites them every 10 s). After Threshold reverts
+// within Window, each revert doubles the delay from Base up to Max; after a quiet Window (or twice
+// the delay) it starts from scratch.
 type revertBackoff struct {
 	Threshold int
 	Window    time.Duration

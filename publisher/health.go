@@ -2,8 +2,7 @@ package publisher
 
 import "sync/atomic"
 
-// health is the publisher's readiness and its count of consecutive failed writes (worker only,
-// except ready).
+// health is the readiness and the count of consecutive failed writes (worker only, except ready).
 type health struct {
 	ready     atomic.Bool
 	warnAfter int

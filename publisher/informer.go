@@ -11,15 +11,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// NewNodeInformer returns an informer on the one Node called name, its objects trimmed to what
-// nodeaddr reads (trimNode). The agent builds and runs the one informer, and hands its view
-// (NewNodeView) to the publisher and the resolver loop. It is built
-// directly rather than through an informer factory, which links every API group's informers.
-//
-// report, if not nil, receives the outcome of every list and watch request (nil: it succeeded)
-// while ctx is alive. client-go keeps such failures to itself: in watch-list mode the reflector
-// retries a refused connection in place, logging at verbosity 2, and never calls the informer's
-// WatchErrorHandler, so this is the one place an unreachable API server can be seen.
+// NewNodeInformer returns an informer on the one Node called name, its objects trimmed (trimNode),
+// built without an informer factory (which links every group's informers). report, if not nil,
+// receives the outcome of every list and watch request while ctx is alive: in watch-list mode the
+// reflector retries a refused connection in place and never calls the WatchErrorHandler.
 func NewNodeInformer(nodes NodeClient, name string, report func(error)) cache.SharedIndexInformer {
 	selector := fields.OneTermEqualSelector("metadata.name", name).String()
 	observe := func(ctx context.Context, err error) {

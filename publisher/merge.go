@@ -1,6 +1,5 @@
 // Package publisher keeps the managed entries of one Node's status.addresses equal to the desired
-// state, writes only real changes through a rate limiter with field-level preconditions, and removes
-// the uninitialized taint once the addresses are right.
+// state with preconditioned writes, and removes the uninitialized taint once they are right.
 package publisher
 
 import (
@@ -14,8 +13,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// primaryFamily is the family of the Node's first InternalIP (the node IP the kubelet and most
-// components use), IPv4 when there is none.
+// primaryFamily is the family of the Node's first InternalIP, IPv4 when there is none.
 func primaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 	for _, a := range addrs {
 		if a.Type == corev1.NodeInternalIP {
@@ -27,19 +25,11 @@ func primaryFamily(addrs []corev1.NodeAddress) resolver.Family {
 	return resolver.IPv4
 }
 
-// merge returns the Node's address list with the managed types replaced by desired. It is the one
-// merge rule of nodeaddr (docs/merging.md):
-//
-//   - start from the current list; for each managed type, drop its old entries and put the desired
-//     ones (primary family first) where the first old entry of that type stood;
-//   - a managed type without an old entry goes in fresh: InternalIP at the front, ExternalIP right
-//     after the last InternalIP (at the front when there is none);
-//   - every unmanaged entry keeps its relative order;
-//   - duplicate (type, address) pairs are dropped, keeping the first: the API server rejects them.
-//
-// The primary family is that of the Node's current first InternalIP, else IPv4; when InternalIP is
-// managed, that of the first InternalIP the result will have (see resultPrimary). merge never
-// modifies current.
+// merge returns the Node's address list with the managed types replaced by desired (docs/merging.md):
+// the desired entries of a type (primary family first) stand where its first old entry stood, a new
+// InternalIP goes at the front and a new ExternalIP after the last InternalIP, unmanaged entries
+// keep their order, and duplicates are dropped (the API server rejects them). The primary family
+// is that of the Node's first InternalIP (resultPrimary when InternalIP is managed).
 func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired []resolver.Address) []corev1.NodeAddress {
 	want := make(map[corev1.NodeAddressType][]corev1.NodeAddress, len(managed))
 	isManaged := make(map[corev1.NodeAddressType]bool, len(managed))
@@ -51,9 +41,13 @@ func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired
 		primary = resultPrimary(desired, primary)
 	}
 	ordered := slices.Clone(desired)
-	slices.SortStableFunc(ordered, func(a, b resolver.Address) int {
-		return rankFamily(resolver.FamilyOf(a.IP), primary) - rankFamily(resolver.FamilyOf(b.IP), primary)
-	})
+	rank := func(a resolver.Address) int { // the primary family first
+		if resolver.FamilyOf(a.IP) == primary {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(ordered, func(a, b resolver.Address) int { return rank(a) - rank(b) })
 	for _, a := range ordered {
 		t := corev1.NodeAddressType(a.Type)
 		if isManaged[t] {
@@ -88,10 +82,9 @@ func merge(current []corev1.NodeAddress, managed []resolver.AddressType, desired
 	return dedupe(out)
 }
 
-// resultPrimary is the family of the first InternalIP merge will write when it manages InternalIP:
-// the current primary if a desired InternalIP has it, else the family of the first desired
-// InternalIP, else IPv4 (no InternalIP left). Ordering ExternalIP by the current primary instead
-// would make the next merge of the written list reorder it, and write again.
+// resultPrimary is the family of the first InternalIP merge will write: the current primary if a
+// desired InternalIP has it, else that of the first desired InternalIP, else IPv4. Ordering by the
+// current primary instead would make the next merge reorder the written list, and write again.
 func resultPrimary(desired []resolver.Address, primary resolver.Family) resolver.Family {
 	next, found := resolver.IPv4, false
 	for _, a := range desired {
@@ -107,13 +100,6 @@ func resultPrimary(desired []resolver.Address, primary resolver.Family) resolver
 		}
 	}
 	return next
-}
-
-func rankFamily(f, primary resolver.Family) int {
-	if f == primary {
-		return 0
-	}
-	return 1
 }
 
 func dedupe(in []corev1.NodeAddress) []corev1.NodeAddress {

@@ -6,8 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the publisher's collectors, registered by NewMetrics on the registerer it is given. A
-// nil *Metrics records nothing.
+// Metrics are the publisher's collectors (NewMetrics); a nil *Metrics records nothing.
 type Metrics struct {
 	writes         *prometheus.CounterVec
 	reaction       prometheus.Histogram
@@ -16,8 +15,7 @@ type Metrics struct {
 	nodeIPMissing  prometheus.Gauge
 }
 
-// NewMetrics registers the publisher's metrics on reg, every write kind and result at 0 (rates and
-// alerts need a 0).
+// NewMetrics registers the publisher's metrics on reg, every write kind and result at 0.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -63,8 +61,7 @@ func (m *Metrics) reacted(d time.Duration) {
 	}
 }
 
-// overwritten counts another writer's change of our addresses and sets the current delay before
-// rewriting them.
+// overwritten counts an overwrite and sets the current delay before the rewrite.
 func (m *Metrics) overwritten(delay time.Duration) {
 	if m != nil {
 		m.overwrites.Inc()

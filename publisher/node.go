@@ -1,8 +1,5 @@
 package publisher
 
-// The informer's events: each enqueues the Node, except an update that changes nothing; updates
-// also go through overwrite detection.
-
 import (
 	"fmt"
 	"time"
@@ -24,7 +21,7 @@ func (p *Publisher) onNode(o any) {
 	if ow != nil {
 		p.reportOverwrite(ow)
 	}
-	p.enqueue()
+	p.queue.Add()
 }
 
 // reportOverwrite logs, counts and records another writer's change of our addresses.
@@ -36,10 +33,8 @@ func (p *Publisher) reportOverwrite(ow *overwrite) {
 		"%s replaced the addresses nodeaddr wrote (%v with %v); %s", ow.writer, ow.ours, ow.theirs, overwriteAdvice(ow.node))
 }
 
-// overwriteAdvice says how to end a fight over the addresses. nodeaddr manages a Node whatever its
-// spec.providerID (Cluster API's bare-metal providers set one where no cloud controller manager
-// runs), but a providerID is the sign of a cloud controller manager in a hybrid cluster, which
-// refreshes the addresses every few minutes: there the fix is to keep nodeaddr off that Node.
+// overwriteAdvice says how to end a fight over the addresses: a providerID is the sign of a cloud
+// controller manager in a hybrid cluster, and there the fix is to keep nodeaddr off that Node.
 func overwriteAdvice(n *corev1.Node) string {
 	const kubelet = "if it is the kubelet, run it with --cloud-provider=external"
 	if id := n.Spec.ProviderID; id != "" {
@@ -49,10 +44,8 @@ func overwriteAdvice(n *corev1.Node) string {
 	return kubelet
 }
 
-// onUpdate takes an updated Node from the informer, unless nothing changed: an update whose
-// resourceVersion equals the old one is the informer's relist after its watch broke (it has no
-// resync period), and enqueuing it would let every agent of a fleet bypass its retry backoff at
-// the moment the API server comes back.
+// onUpdate takes an updated Node from the informer, unless its resourceVersion is the old one: the
+// relist after a broken watch, which would let a fleet bypass its retry backoff when the server is back.
 func (p *Publisher) onUpdate(old, o any) {
 	if unchanged(old, o) {
 		return
@@ -81,7 +74,7 @@ func (p *Publisher) onDelete(o any) {
 	p.mu.Unlock()
 	p.health.ready.Store(false)
 	p.log.Warn("node deleted, waiting for it to be created again")
-	p.enqueue()
+	p.queue.Add()
 }
 
 func hasUninitialized(n *corev1.Node) bool {

@@ -12,11 +12,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// NodeView is the agent's one read-only view of its Node: the copy its informer holds (--run-once:
-// the copy it read). The agent (internal/agent) builds it and hands the same view to the publisher,
-// to the resolver loop (through ResolverInput) and to whatever else reads the Node, so there is
-// one place the Node is seen. Node returns nil while the Node does not exist or has not been seen;
-// callers must not modify what it returns.
+// NodeView is the agent's one read-only view of its Node: the copy its informer holds. Node returns
+// nil while the Node does not exist or has not been seen; callers must not modify what it returns.
 type NodeView interface {
 	Node() *corev1.Node
 }
@@ -38,9 +35,8 @@ func (v storeView) Node() *corev1.Node {
 	return n
 }
 
-// ResolverInput is what a resolution takes from n: its pod CIDRs, its addresses of the managed
-// types and its InternalIP and ExternalIP entries of the others, in status order, and the kubelet's
-// provided-node-ip annotation.
+// ResolverInput is what a resolution takes from n: its pod CIDRs, its addresses of the managed types
+// and of the others, in status order, and the kubelet's provided-node-ip annotation.
 func ResolverInput(n *corev1.Node, managed []resolver.AddressType) resolver.NodeInput {
 	var unmanaged []resolver.AddressType
 	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {

@@ -1,7 +1,5 @@
 package publisher
 
-// Overwrite detection: did another writer replace the addresses nodeaddr wrote?
-
 import (
 	"slices"
 	"time"
@@ -11,8 +9,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// overwrite describes another writer's change of the managed addresses, for the caller to report
-// (log, Warning event, metrics) after it has released its locks.
+// overwrite describes another writer's change of the managed addresses, for the caller to report.
 type overwrite struct {
 	node         *corev1.Node
 	writer       string
@@ -20,11 +17,8 @@ type overwrite struct {
 	delay        time.Duration // before nodeaddr rewrites them (revertBackoff)
 }
 
-// overwriteDetector follows the informer's stream of the Node against the publisher's own address
-// writes. It counts one overwrite per write of ours: the first Node the informer delivers after it
-// has delivered our write (the resourceVersion the write returned) whose managed addresses differ
-// from what we wrote. Nodes delivered before our write's resourceVersion are older states, not
-// overwrites. It is not safe for concurrent use.
+// overwriteDetector counts one overwrite per address write of ours: the first Node delivered after
+// our write's resourceVersion whose managed addresses differ from ours. Not safe for concurrent use.
 type overwriteDetector struct {
 	managed      []resolver.AddressType
 	fieldManager string
@@ -34,8 +28,7 @@ type overwriteDetector struct {
 	writeRV  string
 	caughtUp bool // the informer has delivered writeRV
 	reverted bool // the overwrite of this write was reported
-	// inflight is the managed list of the write under way (or of one that failed on our side, a
-	// timeout, although the API server may have applied it): its echo is not another writer's.
+	// inflight is the managed list of the write under way (or timed out): its echo is ours.
 	inflight []corev1.NodeAddress
 }
 
@@ -55,8 +48,7 @@ func (d *overwriteDetector) wrote(res *corev1.Node) {
 	d.inflight, d.caughtUp, d.reverted = nil, false, false
 }
 
-// observe takes a Node from the informer, in the order the informer delivers them, and returns the
-// overwrite it shows, if any.
+// observe takes a Node from the informer, in order, and returns the overwrite it shows, if any.
 func (d *overwriteDetector) observe(n *corev1.Node, now time.Time) *overwrite {
 	got := managedOnly(n.Status.Addresses, d.managed)
 	if d.inflight != nil && slices.Equal(got, d.inflight) {

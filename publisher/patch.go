@@ -19,10 +19,9 @@ type jsonPatchOp struct {
 
 // fieldPatch replaces the value at path only if it still equals old. Node status.addresses carries a
 // merge key (type) that is not unique in dual-stack clusters, so neither a strategic merge patch nor
-// server-side apply can write it (kubernetes#79391, #101029); a JSON patch with a `test` of the old
-// value is the precise precondition: it fails (422) only when that field changed underneath, not when
-// someone edits labels. When the field is absent a `test` cannot express that, so the patch falls back
-// to a JSON merge patch carrying the resourceVersion (409 on any concurrent write).
+// server-side apply can write it (kubernetes#79391, #101029); a JSON patch `test` of the old value
+// fails (422) only when that field changed. An absent field falls back to a JSON merge patch
+// carrying the resourceVersion (409 on any concurrent write).
 func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string) (types.PatchType, []byte, error) {
 	if oldEmpty {
 		// path is /a/b: build {"metadata":{"resourceVersion":rv},"a":{"b":new}}
@@ -44,10 +43,10 @@ func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string
 }
 
 func addressesPatch(node *corev1.Node, next []corev1.NodeAddress) (types.PatchType, []byte, error) {
-	old := node.Status.Addresses
 	if next == nil {
 		next = []corev1.NodeAddress{}
 	}
+	old := node.Status.Addresses
 	return fieldPatch("/status/addresses", old, next, len(old) == 0, node.ResourceVersion)
 }
 
@@ -59,12 +58,9 @@ func taintsPatch(node *corev1.Node, next []corev1.Taint) (types.PatchType, []byt
 }
 
 // isConflict reports whether err means "the object changed underneath", judged by the status the
-// API server sent, never by its text: a 409 from a resourceVersion precondition, or the bare 422
-// the API server answers when a JSON patch operation fails (k8s.io/apiserver
-// endpoints/handlers/patch.go builds it with NewGenericServerResponse: no status causes). Our
-// patches are well-formed, so a failed operation means the tested field changed. A validation error
-// (422 with field causes) and an admission denial (403 with reason Forbidden, or a 422 whose causes
-// carry the policy's message) are not conflicts: retrying them at once would only repeat them.
+// API server sent: a 409, or the bare 422 without causes the API server answers when a JSON patch
+// operation fails (k8s.io/apiserver endpoints/handlers/patch.go). A validation error or an
+// admission denial (a 422 with causes, a 403) is not a conflict: retrying it at once would repeat it.
 func isConflict(err error) bool {
 	if apierrors.IsConflict(err) {
 		return true

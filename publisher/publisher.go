@@ -15,8 +15,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// DefaultFieldManager names nodeaddr in managedFields when Config.FieldManager is empty; kubectl
-// nodeaddr finds nodeaddr's address writes by it (through identity, which builds on every platform).
+// DefaultFieldManager names nodeaddr in managedFields when Config.FieldManager is empty.
 const DefaultFieldManager = identity.FieldManager
 
 // Write kinds and results, the labels of nodeaddr_node_writes_total.
@@ -44,8 +43,7 @@ type Config struct {
 	// Managed lists the address types nodeaddr owns; every other entry is left alone.
 	Managed     []resolver.AddressType
 	RemoveTaint bool
-	// Annotations are written from the published addresses (--annotations); other annotations are
-	// left alone.
+	// Annotations are written from the published addresses (--annotations).
 	Annotations []AnnotationSpec
 	// Rate and Burst bound writes (both kinds together). The first write passes at once.
 	Rate  rate.Limit
@@ -58,21 +56,17 @@ type Config struct {
 	Logger       *slog.Logger
 	// Metrics, if set, counts writes and overwrites (NewMetrics).
 	Metrics *Metrics
-	// MinBackoff and MaxBackoff shape the retries of failed writes (retrySchedule): the first comes
-	// after MinBackoff to 2·MinBackoff, the gaps double, and once they reach MaxBackoff (default
-	// 20 s) the agent retries every MaxBackoff on a phase of its own. Conflicts retry after
-	// MinBackoff/4.
+	// MinBackoff and MaxBackoff (default 20 s) shape the retries of failed writes (retrySchedule);
+	// conflicts retry after MinBackoff/4.
 	MinBackoff, MaxBackoff time.Duration
 	// FailuresBeforeWarning is how many consecutive failed writes produce one Warning event.
 	FailuresBeforeWarning int
-	// OverwriteBackoff and OverwriteBackoffMax bound the delay before rewriting addresses another
-	// writer keeps reverting (see revertBackoff); defaults 10s and 10m.
+	// OverwriteBackoff and OverwriteBackoffMax (defaults 10s and 10m) bound revertBackoff.
 	OverwriteBackoff, OverwriteBackoffMax time.Duration
 }
 
 // Publisher reconciles one Node: informer events and Publish enqueue it, one worker reconciles it
-// (reconcile.go), the writes are preconditioned patches (write.go). Publish may be called from any
-// goroutine.
+// (reconcile.go). Publish may be called from any goroutine.
 type Publisher struct {
 	cfg   Config
 	log   *slog.Logger
@@ -140,30 +134,25 @@ func withDefaults(cfg Config) Config {
 }
 
 // Publish sets the desired state (latest wins) and enqueues the Node. It never blocks. s is what
-// the Node's managed types must hold (the resolver's pipeline decided it): the publisher merges it
-// with the other writers' entries and writes it, and acts on s.NodeIP.
+// the Node's managed types must hold; the publisher merges it with the other writers' entries.
 func (p *Publisher) Publish(s resolver.State, since time.Time) {
 	p.mu.Lock()
 	changed := resolver.Changed(p.desired, s)
-	if changed {
-		if !since.IsZero() && (p.since.IsZero() || since.Before(p.since)) {
-			p.since = since
-		}
+	if changed && !since.IsZero() && (p.since.IsZero() || since.Before(p.since)) {
+		p.since = since
 	}
-	// So do what the provided-node-ip annotation and the equal-ExternalIP rule did: the taint and
-	// the warnings follow them.
+	// So do the provided-node-ip and equal-ExternalIP outcomes: the taint and warnings follow them.
 	changed = changed || !p.desired.NodeIP.Equal(s.NodeIP) || p.desired.DroppedEqual != s.DroppedEqual
 	p.desired = &s
 	p.mu.Unlock()
 	// The same state again (a resync) needs no reconcile: one that failed is already scheduled by
 	// the retry backoff, which this must not bypass.
 	if changed {
-		p.enqueue()
+		p.queue.Add()
 	}
 }
 
-// DesiredAddresses returns the addresses last published, those the publisher writes for the
-// managed types (metrics read them at scrape time).
+// DesiredAddresses returns the addresses last published (metrics read them at scrape time).
 func (p *Publisher) DesiredAddresses() []resolver.Address {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -176,28 +165,21 @@ func (p *Publisher) DesiredAddresses() []resolver.Address {
 // Managed returns the address types the publisher manages (metrics read them at scrape time).
 func (p *Publisher) Managed() []resolver.AddressType { return slices.Clone(p.cfg.Managed) }
 
-// Tainted reports whether the Node, as the publisher has it, carries the uninitialized taint
-// (metrics read it at scrape time).
+// Tainted reports whether the Node, as the publisher has it, carries the uninitialized taint.
 func (p *Publisher) Tainted() bool {
 	n := p.nodes.get()
 	return n != nil && hasUninitialized(n)
 }
 
-// enqueue asks the worker for a reconcile; the queue coalesces requests for the one key.
-func (p *Publisher) enqueue() { p.queue.Add() }
-
 // Ready reports whether the Node has been reconciled and no needed write is failing.
 func (p *Publisher) Ready() bool { return p.health.ready.Load() }
 
-// NodeEvents is the publisher's part of the agent's Node informer handler: each event enqueues
-// the Node, except an update that changes nothing; updates also go through overwrite detection
-// (node.go). The agent registers it when it builds the informer.
+// NodeEvents is the publisher's part of the agent's Node informer handler (node.go).
 func (p *Publisher) NodeEvents() cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{AddFunc: p.onNode, UpdateFunc: p.onUpdate, DeleteFunc: p.onDelete}
 }
 
-// Run reconciles until ctx ends. The caller has started the informer behind cfg.Node, registered
-// NodeEvents with it and waited for it to sync.
+// Run reconciles until ctx ends, once the informer behind cfg.Node has synced with NodeEvents.
 func (p *Publisher) Run(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
@@ -206,7 +188,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	if p.nodes.get() == nil {
 		p.log.Warn("node not found, waiting for it to be created")
 	}
-	p.enqueue()
+	p.queue.Add()
 	for p.processNext(ctx) {
 	}
 	return nil

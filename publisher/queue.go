@@ -5,14 +5,9 @@ import (
 	"time"
 )
 
-// queue is the driver's work queue for its one key, the Node: what client-go's rate-limiting
-// workqueue does for a single item (requests made while a reconcile runs coalesce into one more
-// run after it; a delayed request keeps the earliest time asked for; ShutDown ends Get), without
-// the delaying queue's 10 s heartbeat, which woke an idle agent 6 times a minute. A timer is
-// armed only while a delayed request is pending.
-//
-// Any request cancels a pending delayed one: every reconcile ends by scheduling its own follow-up
-// (Forget, a retry or a hold-back), so the earlier timer has nothing left to do.
+// queue is the driver's work queue for its one key, the Node: client-go's rate-limiting workqueue
+// for a single item, without the delaying queue's 10 s heartbeat, which woke an idle agent 6 times
+// a minute. Any request cancels a pending delayed one: every reconcile schedules its own follow-up.
 type queue struct {
 	mu         sync.Mutex
 	wake       *sync.Cond
@@ -79,8 +74,7 @@ func (q *queue) stopTimerLocked() {
 	}
 }
 
-// Get blocks until a reconcile is requested and none is running, and marks one running; quit is
-// true once the queue is shut down.
+// Get blocks until a reconcile is requested and none is running, and marks one running.
 func (q *queue) Get() (quit bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -104,8 +98,7 @@ func (q *queue) Done() {
 	}
 }
 
-// Len is 1 while a reconcile is requested and not yet handed to Get (also while another one
-// runs, where client-go's queue says 0), else 0.
+// Len is 1 while a reconcile is requested and not yet handed to Get, else 0.
 func (q *queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -1,7 +1,5 @@
 package publisher
 
-// One level-triggered reconcile pass; the driver (driver.go) runs and retries it.
-
 import (
 	"context"
 	"fmt"
@@ -16,8 +14,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// reconcile makes one pass: write the addresses if they differ, then remove the taint if it is
-// there and the addresses are right. A nil error means nothing is left to do for now.
+// reconcile makes one pass: write the addresses if they differ, then the annotations, then remove
+// the taint if the addresses are right. A nil error means nothing is left to do for now.
 func (p *Publisher) reconcile(ctx context.Context) error {
 	node, desired, _ := p.snapshot()
 	if desired == nil || node == nil {
@@ -107,8 +105,7 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 	return res, nil
 }
 
-// reportNodeIP warns once per distinct problem with the provided node IP (log, Warning event,
-// metric) and says so when it is solved. Called by the worker only.
+// reportNodeIP warns once per distinct problem with the provided node IP (worker only).
 func (p *Publisher) reportNodeIP(node *corev1.Node, r resolver.NodeIPOutcome) {
 	p.cfg.Metrics.providedNodeIP(len(r.Missing) > 0)
 	var key string
@@ -156,8 +153,7 @@ func (p *Publisher) snapshot() (*corev1.Node, *resolver.State, time.Time) {
 	return node, p.desired, p.since
 }
 
-// addressesChanged reports whether writing next would change node's addresses (order included:
-// the first address of each type is the one most consumers read).
+// addressesChanged reports whether writing next would change node's addresses (order included).
 func addressesChanged(node *corev1.Node, next []corev1.NodeAddress) bool {
 	return !slices.Equal(next, node.Status.Addresses)
 }

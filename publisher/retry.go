@@ -9,8 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// errConflict marks a write that lost a race with another writer (409, or a failed JSON-patch
-// test): the Node was re-read, and a retry comes soon.
+// errConflict marks a write that lost a race with another writer (409, or a failed JSON-patch test).
 var errConflict = errors.New("conflict")
 
 // holdError defers a rewrite of reverted addresses until the revert backoff allows it.
@@ -19,11 +18,8 @@ type holdError struct{ until time.Time }
 func (h holdError) Error() string { return "rewrite held back until " + h.until.Format(time.RFC3339) }
 
 // RetryIn is how long to wait before retrying after a reconcile failed with err: a held-back
-// rewrite waits for its time, a conflict (this Node's own race, not a fleet-wide outage) retries
-// soon, anything else backs off on the retry schedule, no sooner than the server's Retry-After, up
-// to half a period, after the attempt began (a 429 from priority and fairness, which the agent's
-// client does not retry itself; see internal/kube and serverDelay). A successful Reconcile ends
-// the backoff.
+// rewrite waits for its time, a conflict (this Node's own race) retries soon, anything else backs
+// off on the retry schedule, no sooner than the server's Retry-After (serverDelay).
 func (p *Publisher) RetryIn(err error) time.Duration {
 	var hold holdError
 	switch {
@@ -38,16 +34,9 @@ func (p *Publisher) RetryIn(err error) time.Duration {
 
 // serverDelay is the Retry-After that an API error carries, at most limit, or 0.
 //
-// RetryIn caps it at half a retry period and counts it from when the failed attempt began (the
-// schedule's Began), so that an agent already retrying once a period keeps its next point whatever
-// the server asks. Priority and fairness asks for 1 s and doubles that, up to 32 s, while it keeps
-// rejecting, and holds a request in its queue for up to 15 s before it rejects it. Counted from the
-// answer, or capped at a whole period (an attempt begins a little after its point), the server's
-// delay pushed every rejected agent a period later, and at 5 000 agents a fleet rejected by a
-// starting server was written 36–55 s after the server was ready instead of about one period
-// (docs/bench/outage-5000-flowschema.md, runs 4–6). Below the cap the delay holds, which is what
-// matters early in a backoff, when the gaps are shorter than a Retry-After; above it the agent's own
-// rate, one write per period, is the backpressure.
+// RetryIn caps it at half a retry period and counts it from when the failed attempt began, so that
+// an agent retrying once a period keeps its next point: counted from the answer, or capped at a
+// whole period, it delayed a 5 000-agent fleet by a period (docs/bench/outage-5000-flowschema.md).
 func serverDelay(err error, limit time.Duration) time.Duration {
 	s, ok := apierrors.SuggestsClientDelay(err)
 	if !ok || s <= 0 {
@@ -57,28 +46,17 @@ func serverDelay(err error, limit time.Duration) time.Duration {
 }
 
 // retrySchedule is when the driver retries after failed reconciles: a backoff that spreads a fleet
-// which lost the API server at the same moment evenly over one period when it comes back, however
-// long the outage lasted.
+// which lost the API server at the same moment evenly over one period when it comes back.
 //
-// When a backoff starts (the first failure after success), the agent draws its anchor g uniformly
-// in [period, 2·period) and attempts at these times after the start:
+// When a backoff starts, the agent draws its anchor g uniformly in [period, 2·period) and attempts
+// at these times after the start, from the first at or after min (a grid fixed in time):
 //
 //	… g/8, g/4, g/2, g, g+period, g+2·period, …
 //
-// from the first of them at or after min: gaps that double from about min up to period, then
-// attempts every period. The grid is fixed in time from the start, so an attempt that takes long
-// skips the points it missed instead of shifting the later ones.
-//
-// Why this shape: an agent's attempts after g are at a phase of the period that is uniform across
-// agents, so after any outage longer than about 2·period the fleet's first attempts are spread
-// uniformly over the period that follows the recovery (500 agents and a 20 s period: 25 writes
-// per second; docs/BENCHMARKS.md, outage recovery). Before g, the points lie on a geometric grid
-// whose phase is nearly uniform too, so a short outage spreads the fleet over the next gap, with
-// a density that varies by less than a factor of 2. The schedules tried before did worse: one
-// random factor on the whole exponential schedule (up to a 60 s cap) was flat only in log time,
-// and per-delay jitter sums into a bell whose peak depends on when the server comes back.
-//
-// min and period are Config.MinBackoff and Config.MaxBackoff.
+// An agent's attempts after g are at a phase of the period that is uniform across agents
+// (docs/BENCHMARKS.md, outage recovery); before g the geometric grid's phase is nearly uniform too.
+// One random factor on an exponential schedule was flat only in log time, and per-delay jitter
+// sums into a bell whose peak depends on when the server comes back.
 type retrySchedule struct {
 	min, period time.Duration
 	rand        func() float64   // uniform in [0, 1); a seeded source in tests
@@ -103,9 +81,8 @@ func (s *retrySchedule) Began() {
 }
 
 // When is how long to wait before the next attempt, after a failed one: the next point of the
-// schedule, and no sooner than atLeast (the server's Retry-After, or 0) after the failed attempt
-// began. Waiting for a point of the grid, rather than exactly atLeast, keeps a fleet that the
-// server told to wait the same seconds spread as before.
+// schedule no sooner than atLeast (the server's Retry-After, or 0) after the failed attempt began,
+// which keeps a fleet that the server told to wait the same seconds spread.
 func (s *retrySchedule) When(atLeast time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,7 +1,5 @@
 package publisher
 
-// The writes: each a patch with a precondition on the field it changes, sent by one helper.
-
 import (
 	"context"
 	"fmt"
@@ -17,8 +15,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// patch sends one preconditioned patch of the given kind (addresses, annotations, taint) and makes
-// the Node the API server returned the current one. A failure is classified by failed.
+// patch sends one preconditioned patch of the given kind and makes its answer the current Node.
 func (p *Publisher) patch(ctx context.Context, kind string, node *corev1.Node, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error) {
 	res, err := p.cfg.Nodes.Patch(ctx, node.Name, pt, data, metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, subresources...)
 	if err != nil {
@@ -30,8 +27,7 @@ func (p *Publisher) patch(ctx context.Context, kind string, node *corev1.Node, p
 	return res, nil
 }
 
-// writeAddresses writes next; the AddressesUpdated Event it records carries why, the explanation
-// of the desired state (addressesUpdatedMessage).
+// writeAddresses writes next; the AddressesUpdated Event it records carries why.
 func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time, why []resolver.Explained) error {
 	pt, data, err := addressesPatch(node, next)
 	if err != nil {
@@ -40,8 +36,7 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	p.mu.Lock()
 	p.detect.writing(next)
 	p.mu.Unlock()
-	// On failure the in-flight list stays: a write that timed out may still have been applied, and
-	// its echo is no other writer's.
+	// On failure the in-flight list stays: a write that timed out may still have been applied.
 	res, err := p.patch(ctx, KindAddresses, node, pt, data, "status")
 	if err != nil {
 		return err
@@ -84,9 +79,7 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 
 // failed classifies a failed write. A conflict re-reads the Node (the cache may lag the server) and
 // asks for a quick retry; anything else backs off, turns readiness off and, when it persists, emits
-// one Warning event. A missing Node is not counted as a failure (the informer reports its deletion
-// and re-creation), but the error is returned: nothing was written, so the caller must neither go on
-// to the taint nor report the Node ready, and --run-once waits for the Node.
+// one Warning event. A missing Node is not counted as a failure, but its error is returned.
 func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, err error) error {
 	if isConflict(err) {
 		p.cfg.Metrics.write(kind, ResultConflict)

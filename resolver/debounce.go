@@ -2,13 +2,9 @@ package resolver
 
 import "time"
 
-// debouncer is a trailing-edge debounce with a maximum delay: a burst of events is resolved Quiet
-// after its last event, but never later than MaxDelay after its first, so continuous churn cannot
-// starve an update. A link event (carrier or operational state, an interface appearing) holds the
-// burst LinkQuiet after it instead, as bonding's updelay/downdelay hold a carrier change but not
-// an address change: a DHCP renewal or a renumbering is published after a short quiet, while a
-// flapping carrier, whose every phase would move the route to another uplink, is not published at
-// all. It holds no timer; the caller asks Due and arms its own.
+// debouncer is a trailing-edge debounce with a maximum delay: a burst is resolved Quiet after its
+// last event (LinkQuiet after a link event, as bonding's updelay/downdelay, so a flapping carrier is
+// not published), but never later than MaxDelay after its first. The caller arms its own timer.
 type debouncer struct {
 	Quiet, LinkQuiet, MaxDelay time.Duration
 	first, last, lastLink      time.Time

@@ -13,14 +13,12 @@ import (
 // errNoRoute is a target the kernel has no route to (for explanations; Skip keeps "no route").
 var errNoRoute = errors.New("no route to target")
 
-// NoTarget is the reason of a type and family with neither a target nor an interface source: the
-// agent publishes nothing for it and removes the Node's entry of that type and family
+// NoTarget is the reason of a type and family with neither a target nor an interface source
 // (docs/configuration.md, "One family's targets").
 const NoTarget = "no target of this family: not published; the Node's entry of this type and family is removed"
 
-// Explained is one line of an explanation: a candidate address of a type and family (or none,
-// for a type and family without candidates), where it came from, and the rule that chose or
-// dropped it. It answers an operator's "why this address?" (--explain).
+// Explained is one line of an explanation (--explain): a candidate address of a type and family
+// (or none), where it came from, and the rule that chose or dropped it.
 type Explained struct {
 	Type    AddressType `json:"type"`
 	Family  string      `json:"family"`
@@ -30,8 +28,7 @@ type Explained struct {
 	Reason  string      `json:"reason"`
 }
 
-// recorder collects the selection's explanation while selectAddresses runs; the stages after it
-// change and add lines.
+// recorder collects the selection's explanation while selectAddresses runs.
 type recorder struct {
 	lines []Explained
 	// dadFailed are the candidates refused because duplicate address detection failed (State.DADFailed).
@@ -65,8 +62,7 @@ func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
 	r.lines = append(r.lines, e)
 }
 
-// picked records every accepted candidate of t and f with why pick chose or passed it over, or
-// NoTarget when the type has no source of this family at all.
+// picked records every accepted candidate of t and f with why pick chose or passed it over.
 func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, cands []candidate, won candidate, prev State) {
 	if len(cands) == 0 {
 		reason := "no accepted candidate: not published"
@@ -76,6 +72,7 @@ func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, can
 		r.lines = append(r.lines, Explained{Type: t, Family: f.String(), Reason: reason})
 		return
 	}
+	old, hadOld := prev.Get(t, f)
 	for _, c := range cands {
 		e := Explained{Type: t, Family: f.String(), Address: c.la.IP.String(), From: from(Target{}, c.la.Link)}
 		switch {
@@ -89,7 +86,7 @@ func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, can
 			e.Chosen, e.Reason = true, "chosen"
 		case c.prio > won.prio:
 			e.Reason = fmt.Sprintf("lower CIDR priority than %s", won.la.IP)
-		case prevIs(prev, t, f, won.la.IP):
+		case hadOld && old.IP == won.la.IP:
 			e.Reason = fmt.Sprintf("previous address %s kept among equals", won.la.IP)
 		case won.route:
 			e.Reason = fmt.Sprintf("route source %s preferred among equals", won.la.IP)
@@ -98,11 +95,6 @@ func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, can
 		}
 		r.lines = append(r.lines, e)
 	}
-}
-
-func prevIs(prev State, t AddressType, f Family, ip netip.Addr) bool {
-	old, ok := prev.Get(t, f)
-	return ok && old.IP == ip
 }
 
 // String is the line --explain prints (explanation.Line's String: the Event carries the same).

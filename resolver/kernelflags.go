@@ -1,9 +1,7 @@
 package resolver
 
-// The kernel's address flags and route scope the selection reads (linux/if_addr.h, rtnetlink.h),
-// spelled here so the resolver's types and decisions build on every platform (the kubectl plugin
-// runs on macOS); netlink_linux.go is the only file that talks to the kernel.
-// TestKernelFlagsMatchLinux checks them against golang.org/x/sys/unix.
+// The kernel's address flags and route scope (linux/if_addr.h, rtnetlink.h), spelled here so the
+// resolver builds on every platform; TestKernelFlagsMatchLinux checks them against x/sys/unix.
 const (
 	scopeUniverse = 0 // RT_SCOPE_UNIVERSE
 

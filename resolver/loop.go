@@ -17,27 +17,23 @@ type Trigger interface {
 
 // LinkTrigger is a Trigger that also says whether its burst had link events (the watcher's Signal).
 type LinkTrigger interface {
-	// TakeLink clears and returns when the pending burst's latest link event happened (zero: none);
-	// the loop calls it right after Take.
+	// TakeLink clears and returns when the burst's latest link event happened (zero: none).
 	TakeLink() time.Time
 }
 
 // Sink receives every resolved state. It is called from the loop's goroutine and must not block.
 type Sink interface {
-	// Publish hands over the desired state; since is the time of the first kernel event behind it
-	// (zero for periodic or initial resolutions).
+	// Publish hands over the desired state; since is its first kernel event (zero: none).
 	Publish(s State, since time.Time)
 }
 
-// RuleTables is a Kernel that can list the routing tables policy rules point lookups at
-// (Netlink). A route change in a table no rule uses cannot change a lookup, so the watcher drops
-// it; the loop keeps the watcher's list current (RouteTableFilter).
+// RuleTables is a Kernel that can list the routing tables policy rules point lookups at (Netlink),
+// for the watcher's route filter (RouteTableFilter).
 type RuleTables interface {
 	RuleTables() ([]int, error)
 }
 
-// RouteTableFilter takes the tables RuleTables lists, after each resolution: the watcher's
-// route filter, which then keeps route changes in those tables.
+// RouteTableFilter takes the tables RuleTables lists, after each resolution (the watcher).
 type RouteTableFilter interface {
 	SetRouteTables(tables []int)
 }
@@ -51,8 +47,6 @@ const (
 // LoopConfig configures Loop.
 type LoopConfig struct {
 	Kernel Kernel
-	// Policy is the selection policy; its Managed and Targets are the types nodeaddr owns and the
-	// targets it resolves.
 	Policy Policy
 	// Debounce is the quiet after address, route and rule events; LinkDebounce the hold after a
 	// link event (at least Debounce); MaxDelay caps both from a burst's first event.
@@ -63,25 +57,20 @@ type LoopConfig struct {
 	ResyncInterval time.Duration
 	// RetryInterval is how soon a failed resolution is tried again; default 1s.
 	RetryInterval time.Duration
-	// RouteTables, if set, is told the routing tables policy rules point at after each
-	// resolution, when the Kernel can list them (RuleTables).
+	// RouteTables, if set, is told the routing tables of policy rules after each resolution.
 	RouteTables RouteTableFilter
 	// Node, if set, returns the Node as the agent's informer has it (ok false: not seen yet). The
-	// first resolution then waits for the Node: it already excludes the Node's pod CIDRs and keeps
-	// the Node's current addresses among equal candidates, so that a restarted agent (a DaemonSet
-	// rollout) never flips an address the previous one chose. NodeChanged tells the loop to look
-	// again.
+	// first resolution then waits for the Node, so that a restarted agent keeps the Node's current
+	// addresses among equal candidates. NodeChanged tells the loop to look again.
 	Node func() (NodeInput, bool)
-	// Discovery, if set, supplies the ExternalIP behind NAT: it is given the ExternalIP route
-	// sources after each resolution, its addresses replace them, and its C resolves again.
+	// Discovery, if set, supplies the ExternalIP behind NAT (stage_discovery.go).
 	Discovery Discovery
 	Logger    *slog.Logger
 	// Metrics, if set, counts resolutions and resyncs (NewMetrics).
 	Metrics *Metrics
 }
 
-// Loop runs the address pipeline (pipeline.go) after each debounced burst of changes, after each
-// hold-down expiry, when the Node changes and every ResyncInterval, and hands the result to a Sink.
+// Loop runs the address pipeline (pipeline.go) on each trigger and hands the result to a Sink.
 type Loop struct {
 	cfg      LoopConfig
 	trigger  Trigger
@@ -95,8 +84,7 @@ type Loop struct {
 type NodeInput struct {
 	PodCIDRs  []netip.Prefix // excluded from selection
 	Addresses []Address      // the Node's current addresses of the managed types
-	// Unmanaged are the Node's InternalIP and ExternalIP entries of the types nodeaddr does not
-	// manage (another writer's, such as the kubelet's --node-ip): the equal-ExternalIP rule reads them.
+	// Unmanaged are the Node's entries of the types nodeaddr does not manage (stage_equal.go).
 	Unmanaged []Address
 	// ProvidedNodeIP is the kubelet's provided-node-ip annotation ("" when there is none).
 	ProvidedNodeIP string
@@ -115,9 +103,7 @@ func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
 	return l
 }
 
-// NodeChanged tells the loop the Node may have changed (the informer's event handler calls it). It
-// never blocks; the loop reads cfg.Node and resolves again if the pod CIDRs changed, or runs the
-// Node's stages again if what they read changed.
+// NodeChanged tells the loop the Node may have changed (run.nodeChanged). It never blocks.
 func (l *Loop) NodeChanged() {
 	select {
 	case l.nodeKick <- struct{}{}:
@@ -133,8 +119,7 @@ func (l *Loop) node() (NodeInput, bool) {
 	return l.cfg.Node()
 }
 
-// LastTurn returns when the loop last woke up; now while it waits for the Node, which is no stall:
-// the publisher cannot write before it sees the Node either.
+// LastTurn returns when the loop last woke up; now while it waits for the Node (no stall).
 func (l *Loop) LastTurn() time.Time {
 	if l.awaiting.Load() {
 		return time.Now()
@@ -142,8 +127,7 @@ func (l *Loop) LastTurn() time.Time {
 	return time.Unix(0, l.lastTurn.Load())
 }
 
-// Run resolves once at start (after the Node is seen, with cfg.Node) and then on every trigger
-// until ctx ends.
+// Run resolves once at start (after the Node is seen) and then on every trigger until ctx ends.
 func (l *Loop) Run(ctx context.Context) {
 	r := newRun(l)
 	defer r.wake.Stop()

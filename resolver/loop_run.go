@@ -60,8 +60,7 @@ func (r *run) event(first time.Time, link bool) {
 	r.deb.Event(time.Now(), link)
 }
 
-// nodeChanged reads the Node again: it resolves at once if the pod CIDRs changed, and runs the
-// Node's stages again on the last kernel result if what they read changed (no kernel read).
+// nodeChanged reads the Node again: it resolves if the pod CIDRs changed, else reruns the Node's stages.
 func (r *run) nodeChanged() {
 	v, ok := r.l.node()
 	if !ok {
@@ -134,8 +133,7 @@ func (r *run) resolve(reason string) {
 	}
 }
 
-// publish runs the Node's stages (provided-node-ip, the equal-ExternalIP rule) on the last kernel
-// result and hands the outcome to the sink; since is the first kernel event behind it (zero: none).
+// publish runs the Node's stages on the last kernel result and hands the outcome to the sink.
 func (r *run) publish(reason string, since time.Time) {
 	l, log := r.l, r.l.cfg.Logger
 	out := nodeStages(l.cfg.Policy, r.node, *r.kernel)

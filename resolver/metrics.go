@@ -6,8 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the loop's collectors, registered by NewMetrics on the registerer it is given. A nil
-// *Metrics records nothing.
+// Metrics are the loop's collectors (NewMetrics); a nil *Metrics records nothing.
 type Metrics struct {
 	resolutions *prometheus.CounterVec
 	lastResync  prometheus.Gauge

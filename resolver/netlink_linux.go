@@ -8,12 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Netlink reads kernel state through rtnetlink in the process's network namespace. It needs no
-// capability: route lookups and address dumps are open to every process.
+// Netlink reads kernel state through rtnetlink; route lookups and address dumps need no capability.
 type Netlink struct{}
 
-// RouteSource asks the kernel for its route to dst (`ip route get`) and returns the preferred source
-// address the kernel filled in.
+// RouteSource returns the source of the kernel's route to dst (`ip route get`).
 func (Netlink) RouteSource(dst netip.Addr) (netip.Addr, error) {
 	routes, err := netlink.RouteGet(dst.AsSlice())
 	if err != nil {
@@ -30,8 +28,7 @@ func (Netlink) RouteSource(dst netip.Addr) (netip.Addr, error) {
 	return netip.Addr{}, nil
 }
 
-// noRoute reports whether err is the kernel's way of saying "no usable route": unreachable,
-// prohibit and blackhole routes, or no route at all.
+// noRoute reports whether err means no usable route (unreachable, prohibit, blackhole, none).
 func noRoute(err error) bool {
 	for _, e := range []error{unix.ENETUNREACH, unix.EHOSTUNREACH, unix.EACCES, unix.EPERM, unix.EINVAL} {
 		if errors.Is(err, e) {
@@ -41,8 +38,7 @@ func noRoute(err error) bool {
 	return false
 }
 
-// Addresses lists every address of every interface, with the interface's name, prefix length and
-// (IPv4) label.
+// Addresses lists every address of every interface.
 func (Netlink) Addresses() ([]LocalAddr, error) {
 	list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
@@ -72,8 +68,7 @@ func (Netlink) Addresses() ([]LocalAddr, error) {
 	return out, nil
 }
 
-// RuleTables returns the routing tables named by policy rules, so the watcher does not drop changes
-// to them.
+// RuleTables returns the routing tables named by policy rules.
 func (Netlink) RuleTables() ([]int, error) {
 	rules, err := netlink.RuleList(netlink.FAMILY_ALL)
 	if err != nil {

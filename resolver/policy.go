@@ -8,18 +8,16 @@ import (
 	"slices"
 )
 
-// defaultExcludeInterfaces are the container and CNI interfaces whose addresses are never node
-// addresses unless the default exclusions are turned off (anchored Go regular expressions).
+// defaultExcludeInterfaces are the container and CNI interfaces (anchored Go regular expressions).
 var defaultExcludeInterfaces = []string{
 	`cali.*`, `cilium_.*`, `flannel.*`, `cni.*`, `veth.*`, `docker.*`, `kube-ipvs.*`, `lo`,
 }
 
-// DefaultExcludeInterfaces returns the container and CNI interface expressions --default-exclusions
-// excludes (a copy).
+// DefaultExcludeInterfaces returns the interface expressions --default-exclusions excludes (a copy).
 func DefaultExcludeInterfaces() []string { return slices.Clone(defaultExcludeInterfaces) }
 
-// CIDRRule is one entry of an ordered CIDR list. An address inside Prefix is accepted with the
-// rule's index as its priority (0 is best), or rejected when Exclude (written "!CIDR").
+// CIDRRule is one entry of an ordered CIDR list: an address inside Prefix is accepted with the rule's
+// index as its priority (0 is best), or rejected when Exclude (written "!CIDR").
 type CIDRRule struct {
 	Prefix  netip.Prefix
 	Exclude bool
@@ -34,9 +32,8 @@ func (r CIDRRule) String() string {
 
 // TypePolicy is the selection policy of one managed address type.
 type TypePolicy struct {
-	// Interfaces adds the addresses of every interface whose name matches one of these (anchored)
-	// expressions to the candidates. When it is empty but CIDRs has an accepting rule, every
-	// interface is a source (as with Calico's cidrs= method).
+	// Interfaces adds the addresses of every matching interface to the candidates; when it is empty
+	// but CIDRs has an accepting rule, every interface is a source (as Calico's cidrs= method).
 	Interfaces []*regexp.Regexp
 	// ExcludeInterfaces rejects any candidate on a matching interface, route sources included.
 	ExcludeInterfaces []*regexp.Regexp
@@ -45,13 +42,9 @@ type TypePolicy struct {
 	// are exclusions: "!10.96.0.0/12" alone means "anything but the service network".
 	CIDRs []CIDRRule
 	// Sticky keeps the previous address of the type, per family, while the host still has it as a
-	// usable address this policy accepts, even when it is no longer a route source or on a listed
-	// interface: the previous address is a candidate of its own CIDR priority, and the stickiness
-	// rule keeps it among equals. nodeaddr sets it for InternalIP, the node's identity (kubelet
-	// serving certificate, pods' hostIP), so that an InternalIP someone else set (an older
-	// kubelet, --node-ip, an earlier nodeaddr) is adopted when it is local, and a route failover
-	// that leaves the old address in place does not renumber the Node. Only an address the host
-	// no longer has, or one a better-priority candidate beats, is replaced.
+	// usable address this policy accepts, even when it is no longer a route source: nodeaddr sets it
+	// for InternalIP, the node's identity, so that a route failover that leaves the old address in
+	// place does not renumber the Node, and an InternalIP someone else set is adopted when local.
 	Sticky bool
 }
 
@@ -68,8 +61,7 @@ type Policy struct {
 	Targets []Target
 	// Types holds each type's interface and CIDR policy; a missing type uses route sources only.
 	Types map[AddressType]TypePolicy
-	// AllowSecondary accepts IPv4 secondary addresses (IFA_F_SECONDARY), which are otherwise
-	// skipped: keepalived and kube-vip add their VIPs as secondaries.
+	// AllowSecondary accepts IPv4 secondary addresses (keepalived and kube-vip add VIPs as such).
 	AllowSecondary bool
 	// AllowVIPs turns off the VIP heuristics (see vipReason).
 	AllowVIPs bool
@@ -77,8 +69,7 @@ type Policy struct {
 	ExcludeCIDRs []netip.Prefix
 	// ReportLocal fills State.Local with every address of the host (for provided-node-ip).
 	ReportLocal bool
-	// KeepExternalEqualInternal publishes an ExternalIP even when it equals an InternalIP
-	// (--external-ip-equal-internal=keep); by default it is dropped (stage_equal.go).
+	// KeepExternalEqualInternal keeps an ExternalIP equal to an InternalIP (stage_equal.go).
 	KeepExternalEqualInternal bool
 }
 
@@ -103,19 +94,14 @@ type candidate struct {
 	prio  int
 }
 
-// selectAddresses is the policy's pure decision. sources maps each target to the source the kernel's route
-// toward it uses (missing: no route); addrs is the host's address list; prev is the effective state
-// published last (stickiness). It returns the selected addresses (Managed and Local are left to the
-// caller) and the reasons candidates were passed over.
+// selectAddresses is the policy's pure decision. sources maps each target to its route source
+// (missing: no route); prev is the state published last (stickiness).
 //
-// For each managed type and family: the candidates are the route source (for a temporary IPv6
-// source, the stable address of its prefix: stableOf) plus, when the type enumerates interfaces,
-// the addresses of matching interfaces. A candidate must be usable (usable), not an IPv4
-// secondary unless allowed, not a VIP, not on an excluded interface, not in an excluded
-// network, and accepted by the CIDR list. The best (lowest) priority wins; among equal priority the
-// previous address stays while it is a candidate, else the route source, else the first address in
-// kernel order. A new address of equal priority therefore never flips the Node, while one of better
-// priority replaces it.
+// For each managed type and family the candidates are the route source (for a temporary IPv6
+// source, stableOf) plus, when the type enumerates interfaces, the addresses of matching
+// interfaces, each filtered by accept. The best priority wins; among equals the previous address
+// stays, else the route source, else the first in kernel order, so a new address of equal priority
+// never flips the Node.
 func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr, prev State, rec *recorder) ([]Address, []Skip) {
 	var out []Address
 	var skips []Skip
@@ -184,10 +170,8 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 
 // stableOf returns the address a temporary IPv6 route source stands for: a usable, non-temporary
 // address of the same prefix on the same interface, preferably the one the kernel derives the
-// temporary addresses from (IFA_F_MANAGETEMPADDR, a SLAAC or "mngtmpaddr" address). With
-// use_tempaddr=2 the kernel prefers temporary addresses as sources (RFC 6724, rule 7) and replaces
-// them daily (their preferred lifetime, a sysctl of the interface); without privacy extensions it would have picked this stable one,
-// which is what a Node's address must be. ok is false when tmp is not temporary or nothing stands for it.
+// temporary addresses from (IFA_F_MANAGETEMPADDR). With use_tempaddr=2 the kernel prefers
+// temporary addresses as sources (RFC 6724, rule 7) and replaces them daily.
 func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 	if !tmp.IP.Is6() || tmp.Flags&ifaTemporary == 0 || tmp.PrefixLen <= 0 || tmp.PrefixLen > 128 {
 		return LocalAddr{}, false
@@ -209,8 +193,7 @@ func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 	return LocalAddr{}, false
 }
 
-// adopt adds the previous address of type t and family f to cands when it is a local address the
-// policy accepts and not a candidate already (TypePolicy.Sticky).
+// adopt adds the previous address of t and f to cands when the policy accepts it (TypePolicy.Sticky).
 func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr) []candidate {
 	old, ok := prev.Get(t, f)
 	if !ok || slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == old.IP }) {
@@ -281,8 +264,7 @@ func (p Policy) accept(tp TypePolicy, la LocalAddr, addrs []LocalAddr) (int, err
 	return cidrPriority(tp.CIDRs, la.IP)
 }
 
-// cidrPriority is the index of the first rule containing ip, or an error when a ! rule matches
-// first or (with some accepting rule) none matches.
+// cidrPriority is the index of the first rule containing ip, or why ip is rejected.
 func cidrPriority(rules []CIDRRule, ip netip.Addr) (int, error) {
 	accepting := false
 	for i, r := range rules {

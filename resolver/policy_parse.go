@@ -7,24 +7,33 @@ import (
 	"strings"
 )
 
-// Parsers of the policy's flag values.
+// parseList parses each non-blank item of a comma-separated list (the policy's flag values).
+func parseList[T any](s string, parse func(item string) (T, error)) ([]T, error) {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		v, err := parse(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
 
 // ParseInterfaceRegexps parses a comma-separated list of Go regular expressions, each anchored to
 // the whole interface name ("eth.*" matches eth0, not veth0).
 func ParseInterfaceRegexps(s string) ([]*regexp.Regexp, error) {
-	var out []*regexp.Regexp
-	for _, f := range strings.Split(s, ",") {
+	return parseList(s, func(f string) (*regexp.Regexp, error) {
 		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
 		re, err := regexp.Compile(`^(?:` + f + `)$`)
 		if err != nil {
 			return nil, fmt.Errorf("%q is not a valid regular expression: %v", f, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
 		}
-		out = append(out, re)
-	}
-	return out, nil
+		return re, nil
+	})
 }
 
 // MustInterfaceRegexps is ParseInterfaceRegexps for known-good expressions.
@@ -38,24 +47,16 @@ func MustInterfaceRegexps(exprs ...string) []*regexp.Regexp {
 
 // ParseCIDRRules parses an ordered, comma-separated CIDR list; "!CIDR" is an exclusion.
 func ParseCIDRRules(s string) ([]CIDRRule, error) {
-	var out []CIDRRule
-	for _, f := range strings.Split(s, ",") {
+	return parseList(s, func(f string) (CIDRRule, error) {
 		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
 		r := CIDRRule{}
 		if rest, ok := strings.CutPrefix(f, "!"); ok {
 			r.Exclude, f = true, strings.TrimSpace(rest)
 		}
-		pfx, err := ParsePrefix(f)
-		if err != nil {
-			return nil, err
-		}
-		r.Prefix = pfx
-		out = append(out, r)
-	}
-	return out, nil
+		var err error
+		r.Prefix, err = ParsePrefix(f)
+		return r, err
+	})
 }
 
 // ParsePrefix parses one CIDR and masks it ("10.1.2.3/8" means 10.0.0.0/8).
@@ -71,17 +72,4 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 }
 
 // ParsePrefixes parses a comma-separated CIDR list.
-func ParsePrefixes(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		if strings.TrimSpace(f) == "" {
-			continue
-		}
-		pfx, err := ParsePrefix(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pfx)
-	}
-	return out, nil
-}
+func ParsePrefixes(s string) ([]netip.Prefix, error) { return parseList(s, ParsePrefix) }

@@ -5,11 +5,9 @@ import (
 	"slices"
 )
 
-// vipReason recognises the addresses keepalived, kube-vip and similar tools float between hosts:
-// a host prefix (/32, /128) on the loopback (kube-vip BGP mode, anycast), an IPv4 label other than
-// the interface name (`ip addr add ... label eth0:vip`, keepalived's `label`), and an IPv4 /32 on an
-// interface that also carries a wider IPv4 address (kube-vip ARP mode). A lone /32 (point-to-point
-// uplinks at some hosting providers) and IPv6 /128s (DHCPv6) stay usable.
+// vipReason recognises the addresses keepalived, kube-vip and similar tools float between hosts: a
+// host prefix on the loopback, an IPv4 label other than the interface name, and an IPv4 /32 next to
+// a wider IPv4 address on its interface. A lone /32 and IPv6 /128s (DHCPv6) stay usable.
 func vipReason(la LocalAddr, addrs []LocalAddr) error {
 	host := la.PrefixLen == la.IP.BitLen()
 	switch {

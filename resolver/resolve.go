@@ -12,21 +12,17 @@ type LocalAddr struct {
 	Link      string
 	Flags     int // IFA_F_* flags
 	Scope     int // RT_SCOPE_*
-	// PreferredLft is the preferred lifetime in seconds; 0 means deprecated. Addresses without a
-	// lifetime report 0xFFFFFFFF (forever).
+	// PreferredLft is the preferred lifetime in seconds; 0 means deprecated, 0xFFFFFFFF forever.
 	PreferredLft int
 	// PrefixLen is the address's prefix length (32 or 128 for a host address); 0 when unknown.
 	PrefixLen int
-	// Label is the IPv4 address label (IFA_LABEL): the interface name unless someone set an alias
-	// such as "eth0:vip"; empty for IPv6.
+	// Label is the IPv4 address label (IFA_LABEL): the interface name unless an alias ("eth0:vip").
 	Label string
 }
 
-// Kernel is the snapshot source a resolution reads. The netlink implementation is Netlink; tests use
-// a table.
+// Kernel is the snapshot source a resolution reads (Netlink; a table in tests).
 type Kernel interface {
-	// RouteSource returns the source address the kernel would use toward dst; the zero Addr when
-	// there is no route (unreachable is not an error).
+	// RouteSource returns the source address the kernel would use toward dst; zero: no route.
 	RouteSource(dst netip.Addr) (netip.Addr, error)
 	// Addresses lists the addresses of every local interface.
 	Addresses() ([]LocalAddr, error)
@@ -42,8 +38,7 @@ var (
 	errScope      = errors.New("not of universe scope")
 )
 
-// usable returns nil when a can be published as a node address, else why not. The rules follow the
-// kernel's own flags: an address still in duplicate-address detection is published when DAD ends.
+// usable returns nil when a can be published as a node address, else why not (the kernel's flags).
 func usable(a LocalAddr) error {
 	switch {
 	case a.Scope != scopeUniverse:

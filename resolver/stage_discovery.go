@@ -5,11 +5,9 @@ package resolver
 import "net/netip"
 
 // Discovery is a source of the ExternalIP that is on no interface (resolver/discovery: STUN
-// behind NAT). The loop hands it the ExternalIP route sources after each resolution and resolves
-// again when C fires; it never blocks the loop.
+// behind NAT); the loop resolves again when C fires.
 type Discovery interface {
-	// Update gives the ExternalIP each family would have without discovery (the route source),
-	// for every family, covered or not (whether a family is covered may change with a round).
+	// Update gives each family's ExternalIP route source, covered or not.
 	Update(sources map[Family]netip.Addr)
 	// Mapped is the discovered address of family f, if there is a current one.
 	Mapped(f Family) (netip.Addr, bool)
@@ -18,11 +16,9 @@ type Discovery interface {
 	C() <-chan struct{}
 }
 
-// WithDiscovery replaces each ExternalIP of s by the address discovery found for it: the route
-// source is asked from (Update), and the discovered address is published instead. A family with no
-// discovered address yet has no ExternalIP (its route source is private, the reason to discover),
-// and a family with no route source has none either (the node cannot reach the world there). A
-// family no server covers (Covers, asked after Update) keeps its route source.
+// WithDiscovery replaces each ExternalIP of s by the address discovery found for it from its route
+// source. A family with no discovered address yet has no ExternalIP; a family no server covers
+// (Covers, asked after Update) keeps its route source.
 func WithDiscovery(d Discovery, s State) State {
 	sources := map[Family]netip.Addr{}
 	for _, a := range s.Addresses {

@@ -1,16 +1,13 @@
 package resolver
 
-// Stage 5, the equal-ExternalIP rule (--external-ip-equal-internal): local-ccm's rule that an
-// ExternalIP repeating an InternalIP is not published.
+// Stage 5, the equal-ExternalIP rule (--external-ip-equal-internal), local-ccm's.
 
 import "slices"
 
 // withoutExternalEqualInternal drops every ExternalIP of s equal to an InternalIP the Node will
-// carry, whoever sets it: s's when nodeaddr manages InternalIP, else another writer's (others, the
-// Node's entries of unmanaged types, such as the kubelet's --node-ip). On a host whose route
-// source is its only address, such an ExternalIP tells consumers nothing and makes them believe
-// the node is reachable from outside. It applies only when nodeaddr manages ExternalIP (another
-// writer's entries are never touched) and keep is false.
+// carry: s's when nodeaddr manages InternalIP, else another writer's (others). Such an ExternalIP
+// makes consumers believe the node is reachable from outside. It applies only when nodeaddr
+// manages ExternalIP and keep is false.
 func withoutExternalEqualInternal(keep bool, others []Address, s State) State {
 	s.DroppedEqual = false
 	if keep || !slices.Contains(s.Managed, ExternalIP) {

@@ -13,8 +13,7 @@ type slot struct {
 }
 
 // holdDown keeps a managed address that disappeared until nothing has resolved for its type and
-// family for Grace. A replacement by another valid address takes effect at once; a DHCP client that
-// flushes and re-adds, or a flapping link, never produces an empty or intermediate list.
+// family for Grace; a replacement by another valid address takes effect at once.
 type holdDown struct {
 	Grace time.Duration
 	held  map[slot]heldAddr
@@ -22,16 +21,13 @@ type holdDown struct {
 
 type heldAddr struct {
 	addr Address
-	// gone is when a resolution first missed addr (zero while it still resolves). The grace runs
-	// from there, not from the last resolution that saw it: that one may be a whole resync interval
-	// old, and a flush-and-re-add would then be published as a removal.
+	// gone is when a resolution first missed addr (zero while it still resolves): the grace runs
+	// from there, not from the last resolution that saw it, which may be a resync interval old.
 	gone time.Time
 }
 
 // Seed holds the Node's addresses as if this loop had published them: a restarted agent whose
-// first resolution finds nothing (a restart in a DHCP client's gap between two leases) keeps them
-// for the grace instead of removing them at once, as the agent before the restart would have.
-// An address that resolves, or a replacement, takes effect at once as usual.
+// first resolution finds nothing (a DHCP client's gap between two leases) keeps them for the grace.
 func (h *holdDown) Seed(addrs []Address) {
 	if h.held == nil {
 		h.held = make(map[slot]heldAddr)
@@ -45,7 +41,7 @@ func (h *holdDown) Seed(addrs []Address) {
 }
 
 // Apply merges a fresh resolution into the held state at now. It returns the effective state and the
-// earliest time a held address expires (zero when none is held past now).
+// earliest time a held address expires (zero: none).
 func (h *holdDown) Apply(now time.Time, resolved State) (State, time.Time) {
 	if h.held == nil {
 		h.held = make(map[slot]heldAddr)

@@ -1,8 +1,7 @@
 package resolver
 
-// Stage 4, provided-node-ip: the kubelet's --node-ip, which it leaves on its Node as an
-// annotation, becomes the InternalIP, as the cloud-provider node controller makes it
-// (k8s.io/cloud-provider node/helpers GetNodeAddressesFromNodeIP).
+// Stage 4, provided-node-ip: the kubelet's --node-ip annotation becomes the InternalIP, as in
+// k8s.io/cloud-provider node/helpers GetNodeAddressesFromNodeIP.
 
 import (
 	"errors"
@@ -18,8 +17,7 @@ import (
 type NodeIPOutcome struct {
 	// Provided are the annotated IPs (nil without annotation, or when it does not apply).
 	Provided []netip.Addr
-	// Missing are the annotated IPs not assigned to the host: the Node keeps its uninitialized
-	// taint, and the resolved InternalIPs stay.
+	// Missing are the annotated IPs not on the host: the Node keeps its uninitialized taint.
 	Missing []netip.Addr
 	// Err is set when the annotation cannot be parsed (it is then ignored).
 	Err error
@@ -56,10 +54,9 @@ func parseProvidedNodeIP(v string) ([]netip.Addr, error) {
 // fromNodeIP is where the annotated addresses come from, in explanations.
 const fromNodeIP = "annotation " + cloudproviderapi.AnnotationAlphaProvidedIPAddr
 
-// withProvidedNodeIP honours the annotation: when every annotated IP is on the host, they are the
-// InternalIPs, in annotation order, and replace the resolved ones; when one is not, the resolved
-// addresses are kept and NodeIP.Missing names it. It applies only when InternalIP is managed;
-// without the host's address list (s.Local nil: --dry-run) the annotation is trusted.
+// withProvidedNodeIP honours the annotation when InternalIP is managed: when every annotated IP is
+// on the host (trusted without s.Local), they replace the resolved InternalIPs, in annotation
+// order; when one is not, the resolved addresses are kept and NodeIP.Missing names it.
 func withProvidedNodeIP(annotation string, s State) State {
 	s.NodeIP = NodeIPOutcome{}
 	if annotation == "" || !slices.Contains(s.Managed, InternalIP) {

@@ -1,7 +1,6 @@
 package resolver
 
-// Stage 1, selection: one snapshot of the kernel and the policy's choice (policy.go), explained
-// by the recorder as it chooses.
+// Stage 1, selection: one snapshot of the kernel and the policy's choice (policy.go).
 
 import (
 	"fmt"
@@ -18,8 +17,7 @@ func (p Policy) Excluding(cidrs []netip.Prefix) Policy {
 }
 
 // ResolvePolicy takes one snapshot of k and applies p; prev is the state published last (for
-// stickiness; the zero State for none). Addresses are listed only when something needs them. The
-// state carries the explanation of the choice.
+// stickiness). Addresses are listed only when something needs them.
 func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 	st := State{Managed: p.Managed}
 	sources := make(map[Target]netip.Addr, len(p.Targets))

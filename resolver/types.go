@@ -1,7 +1,5 @@
 // Package resolver computes the node addresses nodeaddr wants from a fresh snapshot of kernel
-// state: for each target, the source address of the kernel's route toward it, kept only if it is a
-// usable address of a local interface. Debounce and hold-down decide when a new snapshot is taken and
-// when a missing address really is gone.
+// state, through a pipeline of stages (pipeline.go).
 package resolver
 
 import (
@@ -57,42 +55,33 @@ type Address struct {
 	IP   netip.Addr
 	// Interface is the link the address is on (informational, for logs).
 	Interface string
-	// PrefixLen is the prefix length the address has on its interface (0 when unknown): consumers
-	// such as Calico want the address in CIDR form (publisher annotations).
+	// PrefixLen is the prefix length on its interface (0 when unknown), for CIDR-form annotations.
 	PrefixLen int
 }
 
 func (a Address) String() string { return fmt.Sprintf("%s=%s", a.Type, a.IP) }
 
 // State is the desired set of managed addresses: the types nodeaddr manages (even when nothing
-// resolved for them, so stale entries get removed) and at most one address per type and family.
+// resolved for them) and at most one address per type and family.
 type State struct {
 	Managed   []AddressType
 	Addresses []Address
-	// Local lists every address assigned to the host, with its prefix length, when the policy asks
-	// for it (ReportLocal), so the provided-node-ip stage can check the kubelet's node IP; Equal
-	// ignores it.
+	// Local lists every address of the host, with its prefix length, with ReportLocal (for the
+	// provided-node-ip stage). Equal ignores it, and the fields below.
 	Local []netip.Prefix
-	// NodeIP is what the kubelet's provided-node-ip annotation did (stage_nodeip.go); the publisher
-	// acts on it (the taint, a Warning). Equal ignores it.
+	// NodeIP is what the kubelet's provided-node-ip annotation did (stage_nodeip.go).
 	NodeIP NodeIPOutcome
-	// DroppedEqual is set when the equal-ExternalIP rule left an ExternalIP out because the Node
-	// carries it as an InternalIP: the Node then has an address even if the state holds none, which
-	// is what the publisher waits for to remove the uninitialized taint. Equal ignores it.
+	// DroppedEqual is set when the equal-ExternalIP rule left an ExternalIP out: the Node then has an
+	// address even if the state holds none (the publisher may remove the uninitialized taint).
 	DroppedEqual bool
-	// Explanation says why each address was chosen or dropped, one line per candidate, as the
-	// stages that decided wrote it (--explain). Equal ignores it.
+	// Explanation says why each address was chosen or dropped, one line per candidate (--explain).
 	Explanation []Explained
-	// DADFailed lists the addresses the selection would have considered (a route source, an
-	// address of an interface a type enumerates) but refused because the kernel flags them
-	// dadfailed: duplicate address detection found another host on the link holding them. Each is
-	// of the type that considered it first, with its interface. The agent warns about each once
-	// (a DuplicateAddress Event). Equal ignores it.
+	// DADFailed lists the addresses the selection refused because the kernel flags them dadfailed
+	// (another host on the link holds them), each of the type that considered it first.
 	DADFailed []Address
 }
 
-// Normalize sorts the addresses by type (in Managed order) then family (IPv4 first), so two states
-// compare equal when they mean the same thing.
+// Normalize sorts the addresses by type (in Managed order) then family (IPv4 first).
 func (s State) Normalize() State {
 	rank := func(t AddressType) int {
 		if i := slices.Index(s.Managed, t); i >= 0 {
@@ -108,8 +97,7 @@ func (s State) Normalize() State {
 	return out
 }
 
-// Equal reports whether s and o hold the same managed types and addresses (interfaces ignored; a
-// changed prefix length counts, annotations in CIDR form carry it).
+// Equal reports whether s and o hold the same managed types and addresses (prefix lengths count).
 func (s State) Equal(o State) bool {
 	a, b := s.Normalize(), o.Normalize()
 	return slices.Equal(a.Managed, b.Managed) && slices.EqualFunc(a.Addresses, b.Addresses,
@@ -117,10 +105,7 @@ func (s State) Equal(o State) bool {
 }
 
 // Changed is the one decision of whether a resolved state matters: whether next differs from prev
-// (nil: nothing resolved yet) in what would be written, the managed types and each address with
-// its prefix length, whatever their order (Equal). The loop logs and publishes on it, the publisher
-// counts it and restarts its reaction clock on it, --dry-run prints on it. The host's other
-// addresses (State.Local) do not matter by themselves.
+// (nil: nothing resolved yet) in what would be written (Equal).
 func Changed(prev *State, next State) bool { return prev == nil || !prev.Equal(next) }
 
 // Get returns the address of type t and family f, if any.
@@ -142,29 +127,23 @@ func (s State) String() string {
 }
 
 // ParseTargets parses a comma-separated target list for one address type: at most one IP per family.
-// An empty string disables the type.
 func ParseTargets(t AddressType, s string) ([]Target, error) {
-	var out []Target
 	seen := map[Family]string{}
-	for _, f := range strings.Split(s, ",") {
+	return parseList(s, func(f string) (Target, error) {
 		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
 		ip, err := netip.ParseAddr(f)
 		if err != nil || ip.Zone() != "" {
-			return nil, fmt.Errorf("%q is not an IP address", f)
+			return Target{}, fmt.Errorf("%q is not an IP address", f)
 		}
 		ip = ip.Unmap()
 		if ip.IsUnspecified() || ip.IsLoopback() || ip.IsMulticast() || ip.IsLinkLocalUnicast() {
-			return nil, fmt.Errorf("%s cannot be a target: it must be a routable unicast address", ip)
+			return Target{}, fmt.Errorf("%s cannot be a target: it must be a routable unicast address", ip)
 		}
 		fam := FamilyOf(ip)
 		if prev, ok := seen[fam]; ok {
-			return nil, fmt.Errorf("two %s targets (%s and %s): at most one per family", fam, prev, ip)
+			return Target{}, fmt.Errorf("two %s targets (%s and %s): at most one per family", fam, prev, ip)
 		}
 		seen[fam] = f
-		out = append(out, Target{Type: t, IP: ip})
-	}
-	return out, nil
+		return Target{Type: t, IP: ip}, nil
+	})
 }

@@ -5,8 +5,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Event kinds, the "kind" label of nodeaddr_netlink_events_total. Each subscription is named after
-// the kind it delivers (the "subscription" label of nodeaddr_netlink_resubscriptions_total).
+// Event kinds (the "kind" label of nodeaddr_netlink_events_total), which also name the subscriptions.
 const (
 	KindAddress = "address"
 	KindRoute   = "route"
@@ -18,8 +17,7 @@ const (
 func Kinds() []string { return []string{KindAddress, KindRoute, KindLink, KindRule} }
 
 // Netlink messages are hints, not truth: the filters below only decide whether a message could change
-// the result of a resolution. They never compute addresses themselves. Each filter is owned by the
-// single goroutine that receives its subscription, so none of them locks.
+// the result of a resolution. Each is owned by the goroutine of its subscription: none locks.
 
 // addrKey identifies an address on a link.
 type addrKey struct {
@@ -33,9 +31,8 @@ type addrState struct {
 	preferred    bool
 }
 
-// addrFilter drops address notifications that cannot matter: link-local and multicast addresses, and
-// a repeated RTM_NEWADDR that only refreshes lifetimes (router advertisements do that every few
-// minutes). A repeated NEWADDR whose flags changed (DAD completed, address deprecated) is kept.
+// addrFilter drops link-local and multicast addresses, and a repeated RTM_NEWADDR that only refreshes
+// lifetimes (router advertisements); one whose flags changed (DAD completed, deprecated) is kept.
 type addrFilter struct {
 	seen map[addrKey]addrState
 }
@@ -49,8 +46,7 @@ func (f *addrFilter) Ignore(u netlink.AddrUpdate) bool {
 	if f.seen == nil {
 		f.seen = make(map[addrKey]addrState)
 	}
-	var k addrKey
-	k.index = u.LinkIndex
+	k := addrKey{index: u.LinkIndex}
 	copy(k.ip[:], ip.To16())
 	k.ones, _ = u.LinkAddress.Mask.Size()
 	if !u.NewAddr {
@@ -71,17 +67,13 @@ func (f *addrFilter) Reset() { clear(f.seen) }
 // routeFilter drops route notifications that a route lookup toward a target cannot use: routes in
 // tables no lookup consults, multicast and link-local destinations, and cached (cloned) entries.
 type routeFilter struct {
-	// Tables that lookups can use; nil means main, local and default only. Policy routing tables
-	// are added by the watcher from the rule list.
+	// Tables that lookups can use beyond main, local and default (from the rule list).
 	Tables map[int]bool
 }
 
 // Ignore reports whether u can be dropped.
 func (f *routeFilter) Ignore(u netlink.RouteUpdate) bool {
-	if u.Flags&unix.RTM_F_CLONED != 0 {
-		return true
-	}
-	if !f.tableUsable(u.Table) {
+	if u.Flags&unix.RTM_F_CLONED != 0 || !f.tableUsable(u.Table) {
 		return true
 	}
 	if d := u.Dst; d != nil {
@@ -89,8 +81,7 @@ func (f *routeFilter) Ignore(u netlink.RouteUpdate) bool {
 			return true
 		}
 	}
-	// u.Type is the netlink message type (RTM_NEWROUTE/RTM_DELROUTE); the route's own type is
-	// u.Route.Type.
+	// u.Type is the netlink message type; the route's own type is u.Route.Type.
 	switch u.Route.Type {
 	case unix.RTN_MULTICAST, unix.RTN_BROADCAST, unix.RTN_ANYCAST:
 		return true
@@ -113,8 +104,7 @@ type linkState struct {
 	master    int
 }
 
-// linkFilter drops link notifications that repeat the link's known state (statistics refreshes,
-// changes of attributes that do not affect routing).
+// linkFilter drops link notifications that repeat the link's known state (statistics refreshes).
 type linkFilter struct {
 	seen map[int32]linkState
 }
@@ -129,12 +119,9 @@ func (f *linkFilter) Ignore(u netlink.LinkUpdate) bool {
 		delete(f.seen, idx)
 		return false
 	}
-	attrs := u.Attrs()
 	st := linkState{flags: u.Flags & (unix.IFF_UP | unix.IFF_RUNNING | unix.IFF_LOWER_UP)}
-	if attrs != nil {
-		st.operState = attrs.OperState
-		st.name = attrs.Name
-		st.master = attrs.MasterIndex
+	if attrs := u.Attrs(); attrs != nil {
+		st.operState, st.name, st.master = attrs.OperState, attrs.Name, attrs.MasterIndex
 	}
 	if old, ok := f.seen[idx]; ok && old == st {
 		return true
@@ -147,8 +134,7 @@ func (f *linkFilter) Ignore(u netlink.LinkUpdate) bool {
 func (f *linkFilter) Reset() { clear(f.seen) }
 
 // ruleFilter drops rule notifications that cannot change a route lookup: families other than IPv4
-// and IPv6 and no-op rules. Any other rule added or deleted (policy routing on a multi-homed host)
-// can move a target's route, and so its source, to another table.
+// and IPv6 and no-op rules; any other rule can move a target's route to another table.
 type ruleFilter struct{}
 
 // Ignore reports whether u can be dropped.

@@ -2,17 +2,14 @@ package watcher
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the watcher's collectors, registered by NewMetrics on the registerer it is given. A
-// nil *Metrics records nothing. They are cheap: netlinkEvent runs in the receive loop.
+// Metrics are the watcher's collectors (NewMetrics); a nil *Metrics records nothing.
 type Metrics struct {
 	events, resubscriptions *prometheus.CounterVec
-	// byKind holds each kind's events counter, so the receive loop does a plain map read instead of
-	// the vector's hashed, locked lookup.
+	// byKind spares the receive loop the vector's hashed, locked lookup.
 	byKind map[string]prometheus.Counter
 }
 
-// NewMetrics registers the watcher's metrics on reg, each kind's series at 0 (rates and alerts need
-// a 0).
+// NewMetrics registers the watcher's metrics on reg, each kind's series at 0.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// Signal is a one-slot "something changed" notification. Raising it never blocks: bursts of kernel
-// events coalesce into one pending signal, and the consumer learns when the first event of the burst
-// happened (for the reaction-latency metric) when it takes the signal.
+// Signal is a one-slot "something changed" notification: raising it never blocks, bursts coalesce,
+// and Take says when the burst's first event happened (for the reaction-latency metric).
 type Signal struct {
 	ch          chan struct{}
 	mu          sync.Mutex
@@ -17,8 +16,7 @@ type Signal struct {
 // NewSignal returns an empty signal.
 func NewSignal() *Signal { return &Signal{ch: make(chan struct{}, 1)} }
 
-// Raise records that something changed at now. Only the first Raise since the last Take keeps its
-// time. It is safe to call from any goroutine and costs a mutex and a non-blocking send.
+// Raise records that something changed at now (the first since the last Take keeps its time).
 func (s *Signal) Raise(now time.Time) {
 	s.mu.Lock()
 	if s.first.IsZero() {
@@ -39,8 +37,7 @@ func (s *Signal) RaiseLink(now time.Time) {
 	s.Raise(now)
 }
 
-// TakeLink clears and returns the time of the latest link event since the last TakeLink (zero if
-// none).
+// TakeLink clears and returns the time of the latest link event (zero if none).
 func (s *Signal) TakeLink() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,8 +1,7 @@
 package watcher
 
 // The subscription seam (tailscale netmon's osMon): the watcher opens its netlink subscriptions
-// through subscriber, so its resubscribe-and-resync logic runs in unit tests against a fake that
-// closes its channel or reports ENOBUFS, without root.
+// through subscriber, so its resubscribe logic runs in unit tests against a fake, without root.
 
 import (
 	"encoding/binary"
@@ -46,9 +45,8 @@ func (s netlinkSubscriber) Link(ch chan netlink.LinkUpdate, done chan struct{}, 
 		ErrorCallback: onError, ReceiveBufferSize: s.rcvbuf})
 }
 
-// Rule subscribes to RTM_NEWRULE and RTM_DELRULE of both families. netlink v1.3.1 has no
-// RuleSubscribe, so this is its Subscribe functions' receive loop on the library's socket
-// helpers, with the same contract.
+// Rule subscribes to RTM_NEWRULE and RTM_DELRULE of both families: netlink v1.3.1 has no
+// RuleSubscribe, so this is its Subscribe functions' receive loop, with the same contract.
 func (s netlinkSubscriber) Rule(ch chan ruleUpdate, done chan struct{}, onError func(error)) error {
 	sock, err := nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_RULE, unix.RTNLGRP_IPV6_RULE)
 	if err != nil {
@@ -93,8 +91,6 @@ type ruleUpdate struct {
 	Table  int // the table a FR_ACT_TO_TBL rule points at
 }
 
-var errShortRule = errors.New("short rule message")
-
 // parseRule decodes a rule message: a fib_rule_hdr (laid out as an rtmsg, the action where rtmsg
 // has its type) followed by attributes, of which only FRA_TABLE matters (tables above 255).
 func parseRule(m syscall.NetlinkMessage) (ruleUpdate, bool) {
@@ -104,6 +100,8 @@ func parseRule(m syscall.NetlinkMessage) (ruleUpdate, bool) {
 	u, err := decodeRule(m.Header.Type, m.Data)
 	return u, err == nil
 }
+
+var errShortRule = errors.New("short rule message")
 
 func decodeRule(typ uint16, b []byte) (ruleUpdate, error) {
 	if len(b) < unix.SizeofRtMsg {

@@ -1,11 +1,11 @@
-// Package watcher turns kernel netlink notifications (addresses, routes, links, rules) into a coalesced
-// "something changed" signal. It never computes addresses: the resolver takes a fresh snapshot of
-// kernel state whenever the signal fires.
+// Package watcher turns kernel netlink notifications (addresses, routes, links, rules) into a
+// coalesced "something changed" signal; the resolver then takes a fresh snapshot of kernel state.
 package watcher
 
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,8 +16,7 @@ import (
 // Config configures a Watcher.
 type Config struct {
 	// ReceiveBufferSize is the requested socket receive buffer in bytes (capped by
-	// net.core.rmem_max; forcing it would need CAP_NET_ADMIN, which the agent does not have). 0
-	// keeps the kernel default.
+	// net.core.rmem_max: forcing it needs CAP_NET_ADMIN); 0 keeps the kernel default.
 	ReceiveBufferSize int
 	// MinBackoff and MaxBackoff bound the delay between resubscription attempts.
 	MinBackoff, MaxBackoff time.Duration
@@ -26,8 +25,7 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// Watcher owns the four netlink subscriptions and raises Signal when a relevant message arrives or
-// after a resubscription.
+// Watcher owns the four netlink subscriptions and raises Signal on relevant messages and resubscriptions.
 type Watcher struct {
 	cfg    Config
 	signal *Signal
@@ -64,9 +62,8 @@ const subscriptions = 4
 func (w *Watcher) Healthy() bool { return w.active.Load() == subscriptions }
 
 // SetRouteTables sets the policy-routing tables (beyond main, local and default) whose route changes
-// matter. The resolver loop refreshes it from the rule list after every resolution; between two,
-// a rule event adds the table it points at (learnTable), so a route added to a new rule's table
-// right after the rule is not dropped.
+// matter, from the rule list after every resolution; between two, a rule event adds the table it
+// points at (learnTable), so a route added right after its rule is not dropped.
 func (w *Watcher) SetRouteTables(tables []int) {
 	m := make(map[int]bool, len(tables))
 	for _, t := range tables {
@@ -85,15 +82,12 @@ func (w *Watcher) learnTable(table int) {
 		return
 	}
 	m := make(map[int]bool, len(w.routes.Tables)+1)
-	for t := range w.routes.Tables {
-		m[t] = true
-	}
+	maps.Copy(m, w.routes.Tables)
 	m[table] = true
 	w.routes.Tables = m
 }
 
-// Run subscribes and delivers signals until ctx is cancelled. It returns only then, after every
-// subscription goroutine and socket is gone.
+// Run subscribes and delivers signals until ctx is cancelled and every subscription is gone.
 func (w *Watcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -133,9 +127,8 @@ func (w *Watcher) Run(ctx context.Context) {
 }
 
 // run keeps one subscription alive. netlink v1.3.1 closes the update channel on any receive error
-// (ENOBUFS when the kernel dropped messages) but keeps the socket open until done is closed; so each
-// attempt gets a fresh done, the channel is drained until it closes, and a resubscription forces a
-// resync because messages were lost.
+// (ENOBUFS) but keeps the socket open until done is closed; so each attempt gets a fresh done, the
+// channel is drained until it closes, and a resubscription forces a resync (messages were lost).
 func run[T any](ctx context.Context, w *Watcher, kind string,
 	subscribe func(ch chan T, done chan struct{}, cb func(error)) error,
 	ignore func(T) bool,
@@ -191,8 +184,7 @@ func run[T any](ctx context.Context, w *Watcher, kind string,
 	}
 }
 
-// receive is the hot loop: classify, count, raise. It returns true when the channel closed and false
-// when ctx was cancelled.
+// receive is the hot loop: classify, count, raise. It returns false when ctx was cancelled.
 func receive[T any](ctx context.Context, ch chan T, w *Watcher, kind string, ignore func(T) bool) bool {
 	raise := w.signal.Raise
 	if kind == KindLink {

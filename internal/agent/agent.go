@@ -1,9 +1,5 @@
-// Package agent assembles one nodeaddr agent and owns its Node. It builds the one Node informer,
-// registers every handler on it when it is built, and hands the one read-only view of the Node
-// (publisher.NodeView) to the publisher, the resolver loop and discovery's Events. The netlink
-// watcher signals the loop, and the loop publishes to the publisher (or, in a dry run, to a
-// printer). --run-once takes the same path once: read the Node, resolve, one reconcile.
-// cmd/nodeaddr builds an agent from flags; test/scale builds hundreds in one process.
+// Package agent assembles one nodeaddr agent and owns its Node: it builds the one Node informer and
+// hands its read-only view (publisher.NodeView) to the publisher, the resolver loop and discovery.
 package agent
 
 import (
@@ -28,24 +24,20 @@ import (
 type Config struct {
 	// NodeName is the Node the agent manages.
 	NodeName string
-	// Publisher configures the writes; New sets its NodeName, Node and Managed (from
-	// Loop.Policy). Publisher.Nodes nil means no cluster (--dry-run): resolved states are printed
-	// to DryRun instead.
+	// Publisher configures the writes; New sets its NodeName, Node and Managed. Publisher.Nodes nil
+	// means no cluster (--dry-run): resolved states are printed to DryRun instead.
 	Publisher publisher.Config
 	// Loop configures the resolver loop; New sets its Node, RouteTables and Discovery.
 	Loop resolver.LoopConfig
-	// Watcher, if set, turns kernel netlink notifications into the loop's trigger. Without it the
-	// loop is triggered by Trigger alone (test/scale).
+	// Watcher, if set, turns kernel netlink notifications into the loop's trigger.
 	Watcher *watcher.Config
 	// Trigger is the loop's trigger when Watcher is nil.
 	Trigger resolver.Trigger
-	// AllowPodCIDRs keeps the Node's pod CIDRs selectable (--default-exclusions=false); by default
-	// they are excluded.
+	// AllowPodCIDRs keeps the Node's pod CIDRs selectable (--default-exclusions=false).
 	AllowPodCIDRs bool
 	// DryRun receives one JSON line per change of the previewed Node when Publisher.Nodes is nil.
 	DryRun io.Writer
-	// Explain prints, before each of DryRun's lines, why each address was chosen or dropped
-	// (--explain, the pipeline's State.Explanation); ExplainJSON prints it as one JSON line (-o json).
+	// Explain prints the explanation before each DryRun line (--explain); ExplainJSON as JSON (-o json).
 	Explain, ExplainJSON bool
 	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
 	Discovery *discovery.Config
@@ -67,8 +59,7 @@ type Agent struct {
 	dad      *dadWarnings // warns about addresses whose DAD failed; nil in a dry run
 }
 
-// New assembles an agent: it builds the Node informer and registers its handler, so every reader
-// of the Node is wired before anything runs. Nothing runs until Run or RunOnce.
+// New assembles an agent, its Node informer's handler included. Nothing runs until Run or RunOnce.
 func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.cfg.Publisher.Managed = cfg.Loop.Policy.Managed
@@ -114,9 +105,7 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// nodeEvents is the informer's one handler: the publisher takes each event (it enqueues the Node
-// and detects overwrites) and the loop looks at the Node again (pod CIDRs, the provided-node-ip
-// annotation, other writers' addresses).
+// nodeEvents is the informer's one handler: the publisher's, then the loop looks at the Node again.
 func (a *Agent) nodeEvents() cache.ResourceEventHandlerFuncs {
 	pub := a.pub.NodeEvents()
 	return cache.ResourceEventHandlerFuncs{
@@ -126,8 +115,7 @@ func (a *Agent) nodeEvents() cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// resolverInput is what the resolver takes from the Node (LoopConfig.Node), false while there is
-// none.
+// resolverInput is what the resolver takes from the Node (LoopConfig.Node), false while there is none.
 func (a *Agent) resolverInput() (resolver.NodeInput, bool) {
 	n := a.node.Node()
 	if n == nil {
@@ -171,9 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// NodeState is what the node gauges read at scrape time (metrics.Metrics.ReadNodeState): the
-// addresses the publisher writes (the resolver's pipeline decided them) and the taint; nil in a
-// dry run, which has neither.
+// NodeState is what the node gauges read at scrape time; nil in a dry run.
 func (a *Agent) NodeState() metrics.NodeState {
 	if a.pub == nil {
 		return nil
@@ -181,8 +167,7 @@ func (a *Agent) NodeState() metrics.NodeState {
 	return a.pub
 }
 
-// Healthz reports whether the netlink subscriptions are up and the loop is not stuck (it turns at
-// least once per resync interval).
+// Healthz reports whether the netlink subscriptions are up and the loop is not stuck.
 func (a *Agent) Healthz() error {
 	if a.watcher != nil && !a.watcher.Healthy() {
 		return errors.New("netlink subscriptions not established")

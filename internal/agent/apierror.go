@@ -7,14 +7,11 @@ import (
 	"time"
 )
 
-// apiWarnEvery bounds how often a failing list/watch of the Node is logged at WARN: client-go
-// retries with a backoff from 800 ms, which would otherwise print a line a second.
+// apiWarnEvery bounds how often a failing list/watch of the Node is logged at WARN.
 const apiWarnEvery = 30 * time.Second
 
-// apiState follows the outcome of the Node informer's list and watch requests, so that an
-// unreachable or refusing API server is visible at the default log level and in /readyz's answer.
-// client-go logs these failures through klog at verbosity 2 and above only ("watch-list failed -
-// backing off"), so an agent pointed at the wrong API server looked idle, not broken.
+// apiState follows the Node informer's list and watch requests, so that an unreachable API server
+// is visible at the default log level and in /readyz (client-go logs them at verbosity 2 only).
 type apiState struct {
 	log *slog.Logger
 	now func() time.Time

@@ -10,8 +10,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
-// newDiscovery builds the discoverer of cfg: its disagreements become Warning Events on the Node
-// (the agent sets OnDisagreement; one given in cfg is replaced).
+// newDiscovery builds the discoverer of cfg; its disagreements become Warning Events on the Node.
 func (a *Agent) newDiscovery(cfg discovery.Config) *discovery.Discoverer {
 	if cfg.Logger == nil {
 		cfg.Logger = a.cfg.Loop.Logger
@@ -21,8 +20,7 @@ func (a *Agent) newDiscovery(cfg discovery.Config) *discovery.Discoverer {
 }
 
 // disagreement emits the Warning Event about the Node, as the informer has it (its UID included,
-// which the events admission policy checks). A dry run has no Node and no recorder: the log line
-// discovery writes is all.
+// which the events admission policy checks); nothing in a dry run.
 func (a *Agent) disagreement(f resolver.Family, reason string) {
 	rec := a.cfg.Publisher.Recorder
 	if rec == nil || a.node == nil {

@@ -12,8 +12,7 @@ import (
 )
 
 // printer is the dry run's sink: one JSON line per change of what would be written to a Node
-// without addresses and annotations (publisher.Preview), after the state's explanation with
-// --explain (docs/configuration.md, "Why this address? --explain").
+// without addresses and annotations (publisher.Preview), after the explanation with --explain.
 type printer struct {
 	w           io.Writer
 	annotations []publisher.AnnotationSpec

@@ -13,11 +13,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// dadWarnings tells the operator, once per address per agent process, about an address the
-// selection refused because duplicate address detection failed (resolver.State.DADFailed): a
-// Warning Event DuplicateAddress on the Node and a log record. The resolver refuses the address on
-// every resolution; the warning is not repeated, so a resync every second does not flood the Node's
-// Events (the recorder would fold them, but each fold is still a write).
+// dadWarnings warns (an Event and a log record), once per address per agent process, about an
+// address refused because duplicate address detection failed (resolver.State.DADFailed).
 type dadWarnings struct {
 	nodeName string
 	rec      record.EventRecorder // nil: no Events (a dry run has none)
@@ -28,9 +25,7 @@ type dadWarnings struct {
 	warned map[netip.Addr]bool
 }
 
-// observe warns about each address of s.DADFailed not warned about yet. Without the Node (not in
-// the informer's cache yet) nothing is recorded, and the next resolution tries again. A nil d (a
-// dry run) warns about nothing.
+// observe warns about each address of s.DADFailed not warned about yet; a nil d warns about nothing.
 func (d *dadWarnings) observe(s resolver.State) {
 	if d == nil || len(s.DADFailed) == 0 {
 		return

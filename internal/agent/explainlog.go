@@ -10,13 +10,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// explainLog logs, on each change of the addresses the agent publishes, the explanation the
-// resolver's stages wrote (State.Explanation, what --dry-run --explain prints): one INFO record
-// (identity.ExplainMessage) whose attribute identity.ExplainKey is the JSON array of its lines. One
-// record per change, at the rate of the "desired addresses changed" record, so it is in the log at
-// the default level. The contract with kubectl nodeaddr explain is the AddressesUpdated Event,
-// whose message carries the same explanation (publisher, resolver/explanation); the plugin reads
-// this record only when no such Event exists (Events expire after the API server's --event-ttl).
+// explainLog logs each change's explanation in one INFO record (identity.ExplainMessage, ExplainKey),
+// which kubectl nodeaddr explain reads when no AddressesUpdated Event is left (Events expire).
 type explainLog struct {
 	nodeName string
 	log      *slog.Logger
@@ -40,8 +35,7 @@ func (x *explainLog) observe(s resolver.State) {
 	x.log.Info(identity.ExplainMessage, "node", x.nodeName, "state", s.String(), identity.ExplainKey, string(b))
 }
 
-// explainedSink is the agent's sink with each change explained in the log first, and each
-// address refused for a failed DAD warned about.
+// explainedSink is the agent's sink, with the explanation logs and the DAD warnings first.
 type explainedSink struct {
 	resolver.Sink
 	x   *explainLog

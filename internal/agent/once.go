@@ -1,9 +1,5 @@
 package agent
 
-// --run-once: the long-running agent's path taken once. The agent reads the Node (a GET, into the
-// informer's store, which is the view the publisher reads), resolves with it, publishes the state
-// and calls the publisher's one reconcile, retrying on the publisher's schedule.
-
 import (
 	"context"
 	"errors"
@@ -18,10 +14,8 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
-// RunOnce resolves once and reconciles the Node with the result (or prints it in a dry run),
-// retrying until ctx ends (--timeout). It returns the state reconciled. The Node is read with GET
-// instead of a watch; a missing Node is waited for; authorization and resolution errors are
-// returned at once.
+// RunOnce (--run-once) resolves once and reconciles the Node (read with GET) with the result, retrying
+// until ctx ends; authorization and resolution errors are returned at once. A dry run prints it.
 func (a *Agent) RunOnce(ctx context.Context) (resolver.State, error) {
 	if a.pub == nil {
 		st, err := a.resolve(ctx, resolver.NodeInput{})
@@ -85,19 +79,15 @@ func (a *Agent) once(ctx context.Context) (resolver.State, error) {
 func (a *Agent) resolve(ctx context.Context, in resolver.NodeInput) (resolver.State, error) {
 	var d resolver.Discovery
 	if a.discover != nil {
-		d = onceDiscovery{ctx, a.discover}
+		d = onceDiscovery{a.discover, ctx}
 	}
 	return resolver.Once(a.cfg.Loop.Kernel, a.cfg.Loop.Policy, d, in)
 }
 
-// onceDiscovery is discovery for RunOnce: Update runs the rounds before it returns (no Run
-// goroutine exists), so the state resolved next carries their answers.
+// onceDiscovery is discovery for RunOnce: Update runs the rounds before it returns.
 type onceDiscovery struct {
+	*discovery.Discoverer
 	ctx context.Context
-	d   *discovery.Discoverer
 }
 
-func (o onceDiscovery) Update(sources map[resolver.Family]netip.Addr) { o.d.Once(o.ctx, sources) }
-func (o onceDiscovery) Mapped(f resolver.Family) (netip.Addr, bool)   { return o.d.Mapped(f) }
-func (o onceDiscovery) C() <-chan struct{}                            { return o.d.C() }
-func (o onceDiscovery) Covers(f resolver.Family) bool                 { return o.d.Covers(f) }
+func (o onceDiscovery) Update(sources map[resolver.Family]netip.Addr) { o.Once(o.ctx, sources) }

@@ -1,7 +1,5 @@
 // Package kube is the agent's Kubernetes client for core/v1: Nodes, Events and (for
-// --check-install) Pods. cmd/nodeaddr builds the agent's client with it, and test/scale builds every
-// agent of its fleet with the same constructor, so the benchmarks measure the requests the agent
-// really sends, retries included.
+// --check-install) Pods, shared by cmd/nodeaddr and test/scale.
 package kube
 
 import (
@@ -24,14 +22,10 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// The agent talks to two resources, Nodes and Events of core/v1. A clientset
-// (k8s.io/client-go/kubernetes) would link every API group and register all of them in a scheme at
-// start, which costs binary pages and heap for nothing; this is the same REST client the generated
+// A clientset would link and register every API group; this is the REST client the generated
 // typed clients use, over a scheme that knows only what the agent sends and receives.
 
-// Scheme holds core/v1 Node and Event (and their lists), PodList for --check-install, the
-// option types the requests carry, and WatchEvent/Status. The event recorder also uses it to turn a
-// Node into an object reference.
+// Scheme holds core/v1 Node, Event and Pod (and their lists) and the meta/v1 types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	s.AddKnownTypes(corev1.SchemeGroupVersion,
@@ -40,8 +34,7 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Client is a REST client for the core/v1 API group, implementing publisher.NodeClient; its
-// EventSink is the event recorder's record.EventSink.
+// Client is a REST client for core/v1, implementing publisher.NodeClient.
 type Client struct {
 	rest   rest.Interface
 	params runtime.ParameterCodec
@@ -57,8 +50,7 @@ func NewClient(cfg *rest.Config, scheme *runtime.Scheme) (*Client, error) {
 	return NewClientForConfigAndClient(c, scheme, hc)
 }
 
-// withUserAgent is a copy of cfg with client-go's default User-Agent if it sets none (the HTTP
-// client's transport sends it).
+// withUserAgent is a copy of cfg with client-go's default User-Agent if it sets none.
 func withUserAgent(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	if c.UserAgent == "" {
@@ -67,8 +59,7 @@ func withUserAgent(cfg *rest.Config) *rest.Config {
 	return c
 }
 
-// NewClientForConfigAndClient is NewClient over an HTTP client that other clients share (one
-// connection for all of them, as client-go's NewForConfigAndClient).
+// NewClientForConfigAndClient is NewClient over an HTTP client that other clients share.
 func NewClientForConfigAndClient(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client) (*Client, error) {
 	rc, err := NewGroupClient(cfg, scheme, hc, corev1.SchemeGroupVersion)
 	if err != nil {
@@ -77,8 +68,7 @@ func NewClientForConfigAndClient(cfg *rest.Config, scheme *runtime.Scheme, hc *h
 	return &Client{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
-// The Node methods are those of the generated typed client (k8s.io/client-go/gentype), which
-// prefers protobuf for core types.
+// The Node methods are those of the generated typed client, which prefers protobuf for core types.
 
 func (k *Client) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
 	n := &corev1.Node{}
@@ -101,11 +91,9 @@ func (k *Client) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 }
 
 // Patch sends one PATCH and returns its answer, including a 429 or a 5xx that carries Retry-After:
-// client-go would retry those itself, up to 10 times, after exactly the seconds the server asks,
-// so every agent of a fleet that the API server's priority and fairness rejected in one second
-// would come back in the same second, however the agent's own retries are spread. MaxRetries(0)
-// hands them to the publisher's retry schedule instead (publisher/retry.go), which keeps the
-// server's Retry-After as a lower bound. docs/bench/outage-5000-flowschema.md measures both.
+// client-go would retry those itself after exactly the seconds the server asks, so a fleet rejected
+// in one second would come back in the same second. MaxRetries(0) hands them to the publisher's
+// retry schedule instead (publisher/retry.go; docs/bench/outage-5000-flowschema.md).
 func (k *Client) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
 	n := &corev1.Node{}
 	err := k.rest.Patch(pt).MaxRetries(0).UseProtobufAsDefault().Resource("nodes").Name(name).SubResource(subresources...).
@@ -129,8 +117,7 @@ func Timeout(opts metav1.ListOptions) time.Duration {
 	return time.Duration(*opts.TimeoutSeconds) * time.Second
 }
 
-// EventSink is the event broadcaster's sink: record.EventSink on the same client, writing each
-// Event to its own namespace as typedcorev1.EventSinkImpl does.
+// EventSink is the event broadcaster's record.EventSink on the same client.
 type EventSink struct{ k *Client }
 
 // EventSink returns the sink for record.Broadcaster.StartRecordingToSink.
@@ -157,12 +144,9 @@ func (e EventSink) Patch(ev *corev1.Event, data []byte) (*corev1.Event, error) {
 	return out, err
 }
 
-// NewGroupClient is a REST client for one group version over scheme, sharing hc: what the
-// generated typed clients are, without linking every group's types. It is the one way nodeaddr
-// builds an API client: the agent's core/v1 client, its scraper reviews (cmd/nodeaddr/review.go)
-// and the central approver's five groups (internal/csrapproval/api.go). Measured on 2026-12-05, a
-// clientset would take the stripped binary from 21.1 MB to 33.1 MB, and client-go's
-// leaderelection alone to 23.5 MB.
+// NewGroupClient is a REST client for one group version over scheme, sharing hc: what the generated
+// typed clients are, without linking every group's types (a clientset took the stripped binary
+// from 21.1 MB to 33.1 MB, measured on 2026-12-05).
 func NewGroupClient(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client, gv schema.GroupVersion) (rest.Interface, error) {
 	c := withUserAgent(cfg)
 	c.GroupVersion = &gv
@@ -178,10 +162,9 @@ func NewGroupClient(cfg *rest.Config, scheme *runtime.Scheme, hc *http.Client, g
 	return rc, nil
 }
 
-// ServiceNetwork reads the cluster's Service network: the CIDRs of its ServiceCIDR objects
-// (networking.k8s.io/v1, served from Kubernetes 1.33 on; an older API server answers 404, which is
-// not an error) and the kubernetes Service's ClusterIPs (as single-address prefixes). The agent
-// excludes them, so that a ClusterIP on a host interface never becomes the Node's address.
+// ServiceNetwork reads the cluster's Service network, which the agent excludes: the CIDRs of its
+// ServiceCIDR objects (networking.k8s.io/v1, from Kubernetes 1.33 on; a 404 is not an error) and
+// the kubernetes Service's ClusterIPs (as single-address prefixes).
 func (k *Client) ServiceNetwork(ctx context.Context) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	add := func(raw string, single bool) {
@@ -193,28 +176,27 @@ func (k *Client) ServiceNetwork(ctx context.Context) ([]netip.Prefix, error) {
 			out = append(out, p.Masked())
 		}
 	}
-	body, err := k.rest.Get().AbsPath("/apis/networking.k8s.io/v1/servicecidrs").SetHeader("Accept", "application/json").Do(ctx).Raw()
-	switch {
+	getJSON := func(path string, into any) error {
+		body, err := k.rest.Get().AbsPath(path).SetHeader("Accept", "application/json").Do(ctx).Raw()
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(body, into)
+	}
+	var l networkingv1.ServiceCIDRList
+	switch err := getJSON("/apis/networking.k8s.io/v1/servicecidrs", &l); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, fmt.Errorf("list servicecidrs: %w", err)
 	default:
-		var l networkingv1.ServiceCIDRList
-		if err := json.Unmarshal(body, &l); err != nil {
-			return nil, fmt.Errorf("list servicecidrs: %w", err)
-		}
 		for _, sc := range l.Items {
 			for _, c := range sc.Spec.CIDRs {
 				add(c, false)
 			}
 		}
 	}
-	body, err = k.rest.Get().AbsPath("/api/v1/namespaces/default/services/kubernetes").SetHeader("Accept", "application/json").Do(ctx).Raw()
-	if err != nil {
-		return out, fmt.Errorf("get the kubernetes service: %w", err)
-	}
 	var svc corev1.Service
-	if err := json.Unmarshal(body, &svc); err != nil {
+	if err := getJSON("/api/v1/namespaces/default/services/kubernetes", &svc); err != nil {
 		return out, fmt.Errorf("get the kubernetes service: %w", err)
 	}
 	for _, ip := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {

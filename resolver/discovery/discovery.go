@@ -1,11 +1,6 @@
-// Package discovery finds the address the Internet reaches a node at when that address is on no
-// interface (the node is behind NAT): it asks STUN servers (RFC 8489 Binding requests) from the
-// route source and keeps the answer a majority of them agrees on.
-//
-// Discovery is a source of desired state for the resolver loop, never a writer: the loop calls
-// Update with its ExternalIP route sources after each resolution, reads Mapped, and resolves
-// again when C fires. Probes run in Run's goroutine, so Update and Mapped never wait for the
-// network.
+// Package discovery finds the address the Internet reaches a node behind NAT at: it asks STUN
+// servers (RFC 8489 Binding requests) from the route source and keeps the answer a majority of
+// them agrees on. Probes run in Run's goroutine, so Update and Mapped never wait for the network.
 package discovery
 
 import (
@@ -40,22 +35,19 @@ func ProbeResults() []string { return []string{ProbeSuccess, ProbeTimeout, Probe
 // Config configures a Discoverer.
 type Config struct {
 	Servers []Server
-	// Interval is the re-check period of a good answer (a NAT may change its public address with
-	// no local event); each wait is jittered by up to 10 %.
+	// Interval is the re-check period of a good answer, jittered by up to 10 %.
 	Interval time.Duration
 	// StaleAfter is how long an answer stays in use without a round confirming it.
 	StaleAfter time.Duration
 	// Timeout bounds one Binding request, retransmissions included.
 	Timeout time.Duration
-	// FirstRetry is the first backoff after a failed round (then doubled, jittered, capped at
-	// Interval).
+	// FirstRetry is the first backoff after a failed round (then doubled, capped at Interval).
 	FirstRetry time.Duration
 	Prober     Prober // nil: STUN{}
 	Logger     *slog.Logger
 	// Metrics, if set, counts probes and rounds (NewMetrics); New creates its servers' series.
 	Metrics *Metrics
-	// OnDisagreement, if set, is called from Run when the servers' answers for a family start to
-	// disagree (once until a round agrees again), for a Warning event.
+	// OnDisagreement, if set, is called when the servers' answers for a family start to disagree.
 	OnDisagreement func(f resolver.Family, reason string)
 }
 
@@ -113,8 +105,7 @@ func New(cfg Config) *Discoverer {
 }
 
 // Update hands over the route sources (per family) the ExternalIP would have without discovery;
-// a family missing from sources, or that no server can ever answer for (IP literals of the other
-// family only), is not probed. A new source is probed at once. It never blocks.
+// a family missing from sources, or that no server can answer for, is not probed. It never blocks.
 func (d *Discoverer) Update(sources map[resolver.Family]netip.Addr) {
 	d.mu.Lock()
 	same := maps.Equal(d.sources, sources)
@@ -127,10 +118,8 @@ func (d *Discoverer) Update(sources map[resolver.Family]netip.Addr) {
 	}
 }
 
-// Covers reports whether family f is discovered: some server can answer for it (an IP literal of
-// that family, or a name), and the last round did not find that none has an address of it (names
-// without an AAAA record, on a dual-stack node). A family not covered keeps its route source as
-// its ExternalIP.
+// Covers reports whether family f is discovered: some server can answer for it, and the last
+// round did not find that none has an address of it (names without an AAAA record).
 func (d *Discoverer) Covers(f resolver.Family) bool {
 	d.mu.Lock()
 	uncovered := d.uncovered[f]
@@ -138,8 +127,7 @@ func (d *Discoverer) Covers(f resolver.Family) bool {
 	return !uncovered && d.mayCover(f)
 }
 
-// mayCover reports whether any configured server can answer for family f: a name, or an IP
-// literal of that family.
+// mayCover reports whether any server can answer for family f: a name, or an IP of that family.
 func (d *Discoverer) mayCover(f resolver.Family) bool {
 	for _, s := range d.cfg.Servers {
 		ip, err := netip.ParseAddr(s.Host)
@@ -150,8 +138,7 @@ func (d *Discoverer) mayCover(f resolver.Family) bool {
 	return false
 }
 
-// Mapped returns the current answer for family f: the address a majority of the servers gave
-// less than StaleAfter ago.
+// Mapped returns the address a majority of the servers gave for family f less than StaleAfter ago.
 func (d *Discoverer) Mapped(f resolver.Family) (netip.Addr, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -260,8 +247,7 @@ func signal(c chan struct{}) {
 	}
 }
 
-// Once runs one round for each family of sources now, whatever the schedules say, and returns
-// when they are done: --run-once, where no Run goroutine exists. Mapped then has the answers.
+// Once runs one round for each family of sources now, for --run-once (no Run goroutine).
 func (d *Discoverer) Once(ctx context.Context, sources map[resolver.Family]netip.Addr) {
 	d.Update(sources)
 	for _, f := range families {

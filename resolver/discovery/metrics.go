@@ -8,8 +8,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// Metrics are discovery's collectors, registered by NewMetrics on the registerer it is given. A nil
-// *Metrics records nothing. New creates the probe series of its servers.
+// Metrics are discovery's collectors (NewMetrics); a nil *Metrics records nothing.
 type Metrics struct {
 	probes      *prometheus.CounterVec
 	rounds      *prometheus.CounterVec
@@ -17,8 +16,7 @@ type Metrics struct {
 	latency     prometheus.Histogram
 }
 
-// NewMetrics registers discovery's metrics on reg. Every family and outcome exists from the start,
-// so the discovery alert's rate has a 0, even while discovery is off.
+// NewMetrics registers discovery's metrics on reg, every family and outcome at 0 for the alerts.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,8 +58,7 @@ func (m *Metrics) servers(servers []Server) {
 	}
 }
 
-// probe counts one Binding request (result ProbeSuccess, ProbeTimeout or ProbeError) and observes
-// its latency.
+// probe counts one Binding request and observes its latency.
 func (m *Metrics) probe(server, result string, d time.Duration) {
 	if m != nil {
 		m.probes.WithLabelValues(server, result).Inc()

@@ -12,8 +12,7 @@ import (
 )
 
 // round asks every server from src, votes, and records the outcome. It reports whether the
-// answer appeared or changed, or the family's coverage changed (the caller signals C once for all
-// the rounds of a step).
+// answer or the family's coverage changed.
 func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Addr, fs *family) bool {
 	replies := d.probeAll(ctx, f, src)
 	if ctx.Err() != nil {
@@ -22,8 +21,7 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	now := time.Now()
 	covChanged, covered := d.updateCoverage(f, len(replies) > 0, now)
 	if !covered {
-		// No server has an address of this family (names without AAAA, say): the family keeps
-		// its route source; look again at the next re-check, DNS may gain one.
+		// No server has an address of this family: look again at the next re-check.
 		fs.sched.succeeded(now)
 		if covChanged {
 			d.cfg.Logger.Info("no STUN server has an address of this family; its ExternalIP stays the route source",
@@ -43,10 +41,8 @@ func (d *Discoverer) round(ctx context.Context, f resolver.Family, src netip.Add
 	return covChanged
 }
 
-// updateCoverage records whether family f is covered: some server has an address of it (it
-// answered the lookup for f), or, failing that, the family still has a current answer (a server
-// that had an address of it a moment ago is a failed probe until the answer is stale, not a reason
-// to publish the route source). changed reports a difference from before.
+// updateCoverage records whether family f is covered: some server has an address of it, or the
+// family still has a current answer (a lost server is a failed probe until the answer is stale).
 func (d *Discoverer) updateCoverage(f resolver.Family, hasServer bool, now time.Time) (changed, covered bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -73,8 +69,7 @@ func (d *Discoverer) agreed(f resolver.Family, src, addr netip.Addr, fs *family,
 	return false
 }
 
-// failed records a round without an agreed address: a retry with backoff, the last answer kept
-// until it is stale, and a disagreement reported once per episode.
+// failed records a round without an agreed address (the last answer is kept until it is stale).
 func (d *Discoverer) failed(f resolver.Family, src netip.Addr, v Verdict, fs *family, now time.Time) {
 	fs.sched.failed(now)
 	d.mu.Lock()
@@ -87,8 +82,7 @@ func (d *Discoverer) failed(f resolver.Family, src netip.Addr, v Verdict, fs *fa
 	}
 	d.cfg.Logger.Warn("external address discovery failed", attrs...)
 	if v.Outcome == Disagreement && !fs.disagreeing {
-		// Once per episode, until a round agrees: a NAT that maps each destination to another
-		// address from a pool changes the reason every round; the log line has each one.
+		// Once per episode, until a round agrees: the reason may change every round.
 		fs.disagreeing = true
 		if d.cfg.OnDisagreement != nil {
 			d.cfg.OnDisagreement(f, v.Reason)
@@ -96,9 +90,8 @@ func (d *Discoverer) failed(f resolver.Family, src netip.Addr, v Verdict, fs *fa
 	}
 }
 
-// probeAll sends one Binding request to each server in parallel, each with its own timeout. A
-// server that has no address of family f (an IP literal of the other family, a name without one)
-// takes no part.
+// probeAll sends one Binding request to each server in parallel, each with its own timeout; a
+// server that has no address of family f takes no part.
 func (d *Discoverer) probeAll(ctx context.Context, f resolver.Family, src netip.Addr) []Reply {
 	replies := make([]Reply, len(d.cfg.Servers))
 	var wg sync.WaitGroup

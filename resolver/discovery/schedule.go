@@ -8,13 +8,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// intervalJitter spreads re-checks: each waits between Interval and 1.1×Interval, so that a fleet
-// started together does not probe together.
+// intervalJitter spreads re-checks, so that a fleet started together does not probe together.
 const intervalJitter = 0.1
 
-// schedule decides when a family is probed next: at once when asked (start, a new route source),
-// every Interval (jittered) after a good round, and with jittered exponential backoff after a
-// failed one, never waiting longer than Interval plus its jitter.
+// schedule decides when a family is probed next: at once when asked, every Interval (jittered)
+// after a good round, and with jittered exponential backoff after a failed one.
 type schedule struct {
 	interval time.Duration
 	retry    wait.Backoff // the policy; cur is the sequence in progress
@@ -52,9 +50,8 @@ func (s *schedule) failed(t time.Time) {
 	s.next = t.Add(d)
 }
 
-// answer is the last address a majority agreed on, when, and from which route source it was
-// asked; it stays current for staleAfter after the last round that confirmed it, so a STUN server
-// outage shorter than that changes nothing on the Node.
+// answer is the last address a majority agreed on, and when; it stays current for staleAfter
+// after the last round that confirmed it.
 type answer struct {
 	addr netip.Addr
 	at   time.Time

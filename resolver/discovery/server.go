@@ -19,9 +19,7 @@ type Server struct {
 func (s Server) String() string { return net.JoinHostPort(s.Host, strconv.Itoa(int(s.Port))) }
 
 // ParseServers reads --external-ip-discovery: comma-separated stun:HOST:PORT items (an IPv6
-// literal in brackets). Empty means no discovery. The port is required: a default of 3478 would
-// hide a typo. stuns: (TLS) and turn: are refused: a Binding request over UDP is all discovery
-// needs, and TLS would change the source port a NAT maps.
+// literal in brackets; the port is required). stuns: (TLS) and turn: are refused.
 func ParseServers(s string) ([]Server, error) {
 	var out []Server
 	seen := map[Server]bool{}

@@ -18,28 +18,21 @@ type Prober interface {
 	Probe(ctx context.Context, src netip.Addr, server Server) (netip.Addr, error)
 }
 
-// STUN sends RFC 8489 Binding requests over UDP; github.com/pion/stun builds and parses the
-// messages.
+// STUN sends RFC 8489 Binding requests over UDP (github.com/pion/stun).
 type STUN struct {
-	// Resolver looks up server names, one record type per probe (A for an IPv4 probe, AAAA for an
-	// IPv6 one), so a failing query of one family never fails the other family's probe; nil means
-	// net.DefaultResolver.
+	// Resolver looks up server names, one record type per probe; nil: net.DefaultResolver.
 	Resolver *net.Resolver
-	// RTO is the first retransmission timeout (RFC 8489 section 6.2.1: 500 ms), doubled after each
-	// retransmission until the context ends.
+	// RTO is the first retransmission timeout (RFC 8489 section 6.2.1: 500 ms), then doubled.
 	RTO time.Duration
 }
 
-// errNoFamily marks a server that has no address of the family probed: an IP literal of the
-// other family, or a name with no record of the family's type but addresses of the other family.
-// It takes no part in that family's vote. A lookup that fails (timeout, SERVFAIL), or a name with
-// no address at all, is a failed probe.
+// errNoFamily marks a server that has no address of the family probed, but one of the other: it
+// takes no part in that family's vote. A lookup that fails is a failed probe.
 var errNoFamily = errors.New("no address of this family")
 
-// Probe sends a Binding request from a fresh UDP socket bound to src (a NAT's conntrack entry
-// for an old socket would keep an old mapping; the bind makes the kernel use that source whatever
-// the route says) and returns the XOR-MAPPED-ADDRESS (MAPPED-ADDRESS from an RFC 3489 server).
-// It retransmits until ctx ends.
+// Probe sends a Binding request from a fresh UDP socket bound to src (a NAT's conntrack entry for
+// an old socket would keep an old mapping) and returns the XOR-MAPPED-ADDRESS (MAPPED-ADDRESS from
+// an RFC 3489 server). It retransmits until ctx ends.
 func (p STUN) Probe(ctx context.Context, src netip.Addr, server Server) (netip.Addr, error) {
 	dst, err := p.resolve(ctx, server, resolver.FamilyOf(src))
 	if err != nil {
@@ -157,10 +150,9 @@ func (p STUN) resolve(ctx context.Context, s Server, f resolver.Family) (netip.A
 // lookupFunc is net.Resolver.LookupNetIP.
 type lookupFunc func(ctx context.Context, network, host string) ([]netip.Addr, error)
 
-// lookupFamily looks up host's address of family f alone (network "ip4" or "ip6": one A or AAAA
-// query). When the name has no record of that type, a second lookup of the other family tells a
-// name of the other family only (errNoFamily: no part in f's vote) from one that has no address
-// or cannot be looked up (a failed probe, with the first lookup's error).
+// lookupFamily looks up host's address of family f alone (one A or AAAA query). When the name has
+// none, a lookup of the other family tells a name of the other family only (errNoFamily) from one
+// that has no address (the first lookup's error).
 func lookupFamily(ctx context.Context, lookup lookupFunc, host string, f resolver.Family) (netip.Addr, error) {
 	ips, err := lookup(ctx, network(f), host)
 	for _, ip := range ips {

@@ -36,10 +36,8 @@ type Verdict struct {
 }
 
 // Vote keeps an address only when more than half of the configured servers (not of those that
-// answered) gave it: with two servers both must answer alike, with three one may be down.
-// A server that cannot be reached says nothing about the NAT; but any two servers that answer
-// differently, even one against a majority, give no answer at all (a per-destination NAT mapping
-// or a lying server is a reason to stop, not to out-vote; the caller keeps its last good one).
+// answered) gave it. Any two servers that answer differently give no answer at all: a
+// per-destination NAT mapping or a lying server is a reason to stop, not to out-vote.
 func Vote(replies []Reply, configured int) Verdict {
 	counts := map[netip.Addr]int{}
 	var errs []string

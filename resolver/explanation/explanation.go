@@ -1,23 +1,12 @@
-// Package explanation is the text form of an address explanation (why each candidate address was
-// chosen or dropped), the one contract between the agent, which records it in the message of the
-// AddressesUpdated Event of each change it writes, and kubectl nodeaddr explain, which reads that
-// Event back. Format and Parse live together here so they cannot drift apart; the package imports
-// nothing of nodeaddr and builds on every platform (the plugin is released for darwin too, the
-// resolver is Linux-only).
+// Package explanation is the text form of an address explanation, the contract between the agent,
+// which records it in the message of each AddressesUpdated Event, and kubectl nodeaddr explain,
+// which reads it back (docs/plugin.md). It imports nothing of nodeaddr and builds on every platform.
 //
-// The message (docs/plugin.md, "kubectl nodeaddr explain"):
-//
-//	Addresses changed from [] to [{InternalIP 192.0.2.2}]
-//	+ InternalIP IPv4 192.0.2.2 (route to 192.0.2.1): chosen
-//	- InternalIP IPv6: no target of this family: not published; ...
-//	(2 more lines: --explain)
-//
-// The first line is the change (the header, free text without a newline). Each line after it is
-// one Line: "+ " for a line whose address was chosen, "- " for any other, then Line.String() — the
-// line `nodeaddr --dry-run --explain` prints — with any newline in it replaced by a space. Lines
-// keep their order. When the whole does not fit the limit, every chosen line is kept first, then
-// the others in order as room allows, and a last line "(N more lines: --explain)" counts those left
-// out. The Event recorder's aggregation prefix "(combined from similar events): " is ignored.
+// The first line is the change (the header). Each line after it is one Line: "+ " for a chosen
+// line, "- " for any other, then Line.String() with any newline replaced by a space, in order.
+// When the whole does not fit the limit, the chosen lines are kept first, then the others as room
+// allows, and a last line "(N more lines: --explain)" counts those left out. The Event recorder's
+// aggregation prefix "(combined from similar events): " is ignored.
 package explanation
 
 import (
@@ -29,13 +18,11 @@ import (
 	"unicode/utf8"
 )
 
-// EventReason is the reason of the Event whose message is an explanation: publisher's
-// ReasonAddressesUpdated, which the agent records on each change of the addresses it writes.
+// EventReason is the reason of the Event whose message is an explanation (ReasonAddressesUpdated).
 const EventReason = "AddressesUpdated"
 
-// Line is one line of an explanation: a candidate address of a type and family (or none, for a
-// type and family without candidates), where it came from, and the rule that chose or dropped it.
-// The resolver's Explained converts to it; the JSON names are those of `--explain -o json`.
+// Line is one line of an explanation (resolver.Explained in portable form); the JSON names are
+// those of `--explain -o json`.
 type Line struct {
 	Type    string `json:"type"`
 	Family  string `json:"family"`
@@ -60,8 +47,7 @@ func (e Line) String() string {
 	return s + ": " + e.Reason
 }
 
-// Message is an explanation as an Event carries it: the change it explains, the lines that fit,
-// and how many were left out.
+// Message is an explanation as an Event carries it; More counts the lines left out.
 type Message struct {
 	Header string
 	Lines  []Line
@@ -71,8 +57,7 @@ type Message struct {
 const (
 	chosenMark  = "+ "
 	droppedMark = "- "
-	// AggregatePrefix is what client-go's Event recorder puts before the message of an Event that
-	// stands for several similar ones.
+	// AggregatePrefix is what client-go's Event recorder puts before a folded Event's message.
 	AggregatePrefix = "(combined from similar events): "
 )
 
@@ -86,9 +71,8 @@ func text(e Line) string {
 	return mark + strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(e.String())
 }
 
-// Format writes header and lines as one message of at most limit bytes (see the package comment).
-// header should fit in a line of its own; a header too long for the limit is cut on a UTF-8
-// boundary.
+// Format writes header and lines as one message of at most limit bytes (see the package comment);
+// a header too long for the limit is cut on a UTF-8 boundary.
 func Format(header string, lines []Line, limit int) string {
 	header = strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(header)
 	texts := make([]string, len(lines))
@@ -142,8 +126,7 @@ func cut(s string, n int) string {
 	return s[:n]
 }
 
-// ErrNoLines is returned by Parse for a message without explanation lines: an Event of an agent
-// older than this format, whose message is the change alone.
+// ErrNoLines is returned by Parse for a message without explanation lines (an older agent's).
 var ErrNoLines = errors.New("the message carries no explanation")
 
 // Parse reads a message Format wrote. It returns ErrNoLines for a message that is a header alone.
@@ -172,9 +155,8 @@ func Parse(msg string) (Message, error) {
 	return m, nil
 }
 
-// parseLine reads a mark and a Line.String(): TYPE FAMILY[ ADDRESS][ (FROM)]: REASON, where the
-// family may be empty, the address is an IP address (IPv6 ones contain colons, never spaces) and the
-// reason is the rest.
+// parseLine reads a mark and a Line.String(): TYPE FAMILY[ ADDRESS][ (FROM)]: REASON (the family
+// may be empty; IPv6 addresses contain colons, never spaces).
 func parseLine(r string) (Line, error) {
 	var l Line
 	switch {
@@ -236,8 +218,7 @@ func validIP(s string) bool {
 	return err == nil
 }
 
-// checked returns l when it prints as the row it was read from, else an error: Parse accepts only
-// what Format writes.
+// checked returns l when it prints as row, else an error: Parse accepts only what Format writes.
 func checked(l Line, row string) (Line, error) {
 	if text(l) != row {
 		return Line{}, fmt.Errorf("%q: not a line of an explanation (reads back as %q)", row, text(l))
