@@ -126,50 +126,42 @@ func TestStale(t *testing.T) {
 		{"node-e", "-", "csr/csr-node-e", "spec.request IP SANs, pending <age>", "198.51.100.2", approve},
 	}
 	unknown := want[4]
-	// --pending-after=0s: a CSR's age cannot be backdated, so the test lowers the threshold.
-	stdout, stderr, code := c.run(t, "stale", "--pending-after=0s")
-	if got := fields(stdout); code != 1 || !slices.EqualFunc(got, want, slices.Equal) {
-		t.Fatalf("stale: exit %d (want 1), stderr %q\n%s\nwant rows %q", code, stderr, stdout, want)
+	// One line per run of stale on the scene before the fixes, each a thing only the real API
+	// server shows: the objects as it lists and filters them (the approver's facts among them), its
+	// errors as kubectl prints them, its RBAC. The printers (-o name, jsonpath, custom-columns) and
+	// a named Node with nothing stale are cmd/kubectl-nodeaddr's TestOutputFormats, TestNameOutput
+	// and TestExitCodes.
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		rows   [][]string // stdout's rows; nil: no stdout
+		stderr string
+	}{
+		// --pending-after=0s: a CSR's age cannot be backdated, so the test lowers the threshold.
+		{"every finding, the CSRs' fixes from the approver's facts", []string{"stale", "--pending-after=0s"}, 1, want, ""},
+		{"the default --pending-after (5m): the CSRs not yet", []string{"stale"}, 1, slices.Delete(slices.Delete(slices.Clone(want), 7, 8), 3, 4), ""},
+		// What the plugin cannot read is exit 3 (cannot tell), never 1 (stale).
+		{"a Node named that does not exist", []string{"stale", "node-x"}, 3, nil, "Error from server (NotFound): nodes \"node-x\" not found\n"},
+		{"a user without the right to list Nodes (RBAC)", []string{"stale", "--as=nobody"}, 3, nil,
+			`Error from server (Forbidden): nodes is forbidden: User "nobody" cannot list resource "nodes" in API group "" at the cluster scope` + "\n"},
+	} {
+		stdout, stderr, code := c.run(t, tc.args...)
+		var got [][]string
+		if stdout != "" {
+			got = fields(stdout)
+		}
+		if code != tc.code || !slices.EqualFunc(got, tc.rows, slices.Equal) || stderr != tc.stderr {
+			t.Errorf("%s: %q: exit %d (want %d), stderr %q (want %q)\n%s\nwant rows %q", tc.name, tc.args, code, tc.code, stderr, tc.stderr, stdout, tc.rows)
+		}
+		t.Logf("kubectl-nodeaddr %s (exit %d):\n%s", strings.Join(tc.args, " "), code, stdout)
 	}
-	t.Logf("kubectl nodeaddr stale --pending-after=0s (exit %d):\n%s", code, stdout)
-
-	// The default threshold (5m): the CSRs are not listed yet.
-	stdout, _, code = c.run(t, "stale")
-	if got := fields(stdout); code != 1 || !slices.EqualFunc(got, slices.Delete(slices.Delete(slices.Clone(want), 7, 8), 3, 4), slices.Equal) {
-		t.Errorf("stale with --pending-after=5m: exit %d\n%s", code, stdout)
-	}
-	// A Node with nothing stale; an unreachable kubelet alone changes nothing either.
-	if stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "node-b"); code != 0 || stdout != "" || stderr != "Nothing names an old address.\n" {
-		t.Errorf("stale node-b: exit %d, stdout %q, stderr %q", code, stdout, stderr)
-	}
-	if stdout, _, code = c.run(t, "stale", "--pending-after=0s", "node-d"); code != 0 || !slices.EqualFunc(fields(stdout), [][]string{want[0], unknown}, slices.Equal) {
-		t.Errorf("stale node-d: exit %d\n%s", code, stdout)
-	}
-	// What the plugin cannot read is exit 3 (cannot tell), never 1 (stale): a Node named that does not
-	// exist, a user without the right to list Nodes.
-	if _, stderr, code = c.run(t, "stale", "node-x"); code != 3 || stderr != "Error from server (NotFound): nodes \"node-x\" not found\n" {
-		t.Errorf("stale node-x: exit %d (want 3), stderr %q", code, stderr)
-	}
-	if stdout, stderr, code = c.run(t, "stale", "--as=nobody"); code != 3 || stdout != "" ||
-		stderr != `Error from server (Forbidden): nodes is forbidden: User "nobody" cannot list resource "nodes" in API group "" at the cluster scope`+"\n" {
-		t.Errorf("stale --as=nobody: exit %d (want 3), stdout %q, stderr %q", code, stdout, stderr)
-	}
-
-	// kubectl's printers on the real findings: -o name names each object listed once, -o jsonpath
-	// (the --help example) gives the fix commands; the exit code stays 1.
-	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "-o", "name")
-	if want := "pod/nodeaddr-a\nnode/node-a\ncertificatesigningrequest.certificates.k8s.io/csr-node-a\nnode/node-d\n" +
-		"pod/ingress-ctrl-e\nendpointslice.discovery.k8s.io/ingress-http\ncertificatesigningrequest.certificates.k8s.io/csr-node-e\n"; code != 1 || stdout != want {
-		t.Errorf("stale -o name: exit %d, stderr %q\n%s\nwant:\n%s", code, stderr, stdout, want)
-	}
-	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s", "-o", `jsonpath={range .items[?(@.state=="stale")]}{.fix}{"\n"}{end}`)
-	if want := "kubectl -n kube-system delete pod nodeaddr-a\n" + restart + "\n" + deny + "\n" +
-		"kubectl -n ingress delete pod ingress-ctrl-e\nkubectl -n ingress delete pod ingress-ctrl-e\n" + approve + "\n"; code != 1 || stdout != want {
-		t.Errorf("stale -o jsonpath: exit %d, stderr %q\n%s\nwant:\n%s", code, stderr, stdout, want)
+	if t.Failed() {
+		t.FailNow() // the watch and the fixes start from these findings
 	}
 
 	// -o json: the same findings, as a stable structure.
-	stdout, _, code = c.run(t, "stale", "--pending-after=0s", "-o", "json")
+	stdout, _, code := c.run(t, "stale", "--pending-after=0s", "-o", "json")
 	var l struct {
 		Kind  string            `json:"kind"`
 		Items []inspect.Finding `json:"items"`
@@ -187,7 +179,7 @@ func TestStale(t *testing.T) {
 		t.Errorf("stale --watch exited %d after nothing was stale, want 0", code)
 	}
 
-	stdout, stderr, code = c.run(t, "stale", "--pending-after=0s")
+	stdout, stderr, code := c.run(t, "stale", "--pending-after=0s")
 	if got := fields(stdout); code != 0 || !slices.EqualFunc(got, [][]string{want[0], unknown}, slices.Equal) {
 		t.Errorf("after the fixes: exit %d (want 0: an unknown kubelet is not stale), stderr %q\n%s", code, stderr, stdout)
 	}
@@ -239,10 +231,12 @@ func (c *cluster) gate(t *testing.T, kubeconfig string) (int, string) {
 	return cmd.ProcessState.ExitCode(), string(out)
 }
 
-// TestCannotTell: without a cluster to read, every command exits 3, never 1 (stale), so that the
-// documented gate stops at once instead of waiting forever: an API server that refuses the
-// connection, a KUBECONFIG or --kubeconfig naming no file (kubectl's messages, not a fallback to
-// localhost:8080).
+// TestCannotTell: without a cluster to read, the built binary exits 3, never 1 (stale), so that the
+// documented gate, run by bash through kubectl, stops at once instead of waiting forever: an API
+// server that refuses the connection, a KUBECONFIG naming no file. That every command exits 3 on
+// each such error, with kubectl's messages (no fallback to localhost:8080), is
+// cmd/kubectl-nodeaddr's TestExitCodes and TestMissingKubeconfig; a line here is what the process
+// itself shows.
 func TestCannotTell(t *testing.T) {
 	c := &cluster{plugin: harness.MustBuildPlugin(t), kubectl: harness.MustBuild(t).Kubectl}
 	port, err := harness.FreePort() // nothing listens there
@@ -256,12 +250,7 @@ func TestCannotTell(t *testing.T) {
 		args   []string
 		stderr string // its end
 	}{
-		{unreachable, []string{"stale"}, refused},
-		{unreachable, []string{"stale", "--watch"}, refused},
-		{unreachable, []string{"status", "-o", "json"}, refused},
-		{unreachable, []string{"explain", "node-a"}, refused},
-		{"/nonexistent", []string{"stale"}, "error: Config not found: /nonexistent\n"},
-		{unreachable, []string{"stale", "--kubeconfig", "/nonexistent"}, "error: stat /nonexistent: no such file or directory\n"},
+		{unreachable, []string{"stale"}, refused}, // the process's exit status, from main
 	} {
 		cmd := exec.Command(c.plugin, tc.args...)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+tc.env)
@@ -393,7 +382,11 @@ func (w *watcher) stop(t *testing.T) int {
 }
 
 // TestStatus compares `kubectl nodeaddr status` with testdata/status.golden, the ages masked; checks
-// -o json against the Node's managedFields; and runs the plugin through kubectl's own plugin lookup.
+// -o json and -o wide against the Node's managedFields and its Warning Event, -n against the API
+// server's namespaced pod list, -v=6 on the process's stderr; and runs the plugin through kubectl's
+// own plugin lookup. The printers on the same columns (-o name, jsonpath, go-template,
+// custom-columns) and --version are cmd/kubectl-nodeaddr's TestOutputFormats and TestVerbosity
+// (the built binary's version: TestInstallFromCheckout).
 func TestStatus(t *testing.T) {
 	c := setup(t)
 	stdout, stderr, code := c.run(t, "status")
@@ -455,32 +448,12 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status -n ingress:\n%s", stdout)
 	}
 
-	// kubectl's printers on the real objects: -o name, jsonpath, go-template (the --help example:
-	// the Nodes that need attention) and custom-columns.
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"status", "-o", "name"}, "node/node-a\nnode/node-b\nnode/node-c\nnode/node-d\nnode/node-e\n"},
-		{[]string{"status", "-o", "jsonpath={.items[*].node}"}, "node-a node-b node-c node-d node-e"},
-		{[]string{"status", "-o", `go-template={{range .items}}{{if .attention}}{{.node}} {{index .attention 0}}{{"\n"}}{{end}}{{end}}`},
-			"node-c no-agent\nnode-d agent-not-ready\n"},
-		{[]string{"status", "node-a", "node-b", "-o", "custom-columns=NODE:.node,WRITERS:.writers[*].manager,RESTARTS:.agent.restarts"},
-			"NODE    WRITERS   RESTARTS\nnode-a  " + publisher.DefaultFieldManager + "  2\nnode-b  kubelet   0\n"},
-	} {
-		if stdout, stderr, code := c.run(t, tc.args...); code != 0 || stdout != tc.want {
-			t.Errorf("%q: exit %d, stderr %q\n%s\nwant:\n%s", tc.args, code, stderr, stdout, tc.want)
-		}
-	}
-
-	// -v=6, as kubectl's: client-go logs each request on stderr; --version is the version.
+	// -v=6, as kubectl's: the process's client-go logs each request on its stderr (TestVerbosity
+	// reads klog's output in the test's process, not the binary's stderr).
 	stdout, stderr, code = c.run(t, "status", "node-a", "-v=6")
 	if code != 0 || !regexp.MustCompile(`\] "Response" verb="GET" url="`+regexp.QuoteMeta(c.cp.Config.Host)+`/api/v1/nodes/node-a" status="200 OK" milliseconds=\d+\n`).MatchString(stderr) ||
 		!strings.Contains(stdout, "node-a") {
 		t.Errorf("status node-a -v=6: exit %d, stderr:\n%s", code, stderr)
-	}
-	if stdout, _, code = c.run(t, "--version"); code != 0 || !strings.HasPrefix(stdout, "kubectl nodeaddr version ") {
-		t.Errorf("--version: exit %d, %q", code, stdout)
 	}
 
 	// kubectl finds the plugin on PATH.
