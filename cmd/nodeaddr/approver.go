@@ -4,6 +4,7 @@ package main
 // leader-elected Deployment for the cluster. The per-node agents hold no CSR right.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,19 +71,18 @@ func parseApproverFlags(args []string, getenv func(string) string, out io.Writer
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q", fs.Args())
 	}
-	for _, c := range cidrs {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return nil, usagef("--service-cidr: %q is not a CIDR", c)
+	for _, f := range []struct {
+		name string
+		in   []string
+		out  *[]netip.Prefix
+	}{{"--service-cidr", cidrs, &o.serviceCIDRs}, {"--allowed-ip-prefixes", prefixes, &o.policy.IPPrefixes}} {
+		for _, c := range f.in {
+			p, err := netip.ParsePrefix(strings.TrimSpace(c))
+			if err != nil {
+				return nil, usagef("%s: %q is not a CIDR", f.name, c)
+			}
+			*f.out = append(*f.out, p.Masked())
 		}
-		o.serviceCIDRs = append(o.serviceCIDRs, p.Masked())
-	}
-	for _, c := range prefixes {
-		p, err := netip.ParsePrefix(strings.TrimSpace(c))
-		if err != nil {
-			return nil, usagef("--allowed-ip-prefixes: %q is not a CIDR", c)
-		}
-		o.policy.IPPrefixes = append(o.policy.IPPrefixes, p.Masked())
 	}
 	for _, s := range o.policy.DNSSuffixes {
 		if s = strings.Trim(s, "."); s == "" || strings.Contains(s, "*") {
@@ -99,15 +99,8 @@ func parseApproverFlags(args []string, getenv func(string) string, out io.Writer
 		return nil, usagef("--log-format: %q is not text or json", o.logFormat)
 	}
 	if o.namespace == "" {
-		o.namespace = getenv("POD_NAMESPACE")
-	}
-	if o.namespace == "" {
-		if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil {
-			o.namespace = strings.TrimSpace(string(b))
-		}
-	}
-	if o.namespace == "" {
-		o.namespace = "kube-system"
+		b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace") // none out of a pod
+		o.namespace = cmp.Or(getenv("POD_NAMESPACE"), strings.TrimSpace(string(b)), "kube-system")
 	}
 	return o, nil
 }

@@ -17,6 +17,7 @@ package csrapproval
 // approver may own what this one leaves pending.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,8 +26,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	certv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -83,20 +86,12 @@ func Scheme() *runtime.Scheme {
 // byNode indexes CSRs by the node that asks (Nodes by name is the store's key).
 const byNode = "node"
 
-// Source is what the approver reads and writes. ListerWatchers rather than a clientset: a clientset
-// links every API group's types into the binary the agents also run (cmd/nodeaddr measured 20.6 MB
-// → 33.1 MB stripped), so cmd/nodeaddr builds these on REST clients over a small scheme.
+// Source is what the approver reads and writes: ListerWatchers, which API.Source builds without a
+// clientset (see API), and tests on a fake one.
 type Source struct {
-	// CSRs lists and watches kubelet-serving CSRs (field selector SignerFieldSelector).
-	CSRs cache.ListerWatcher
-	// Nodes lists and watches every Node.
-	Nodes cache.ListerWatcher
-	// Services lists and watches the kubernetes Service in default; EndpointSlices its
-	// EndpointSlices (label kubernetes.io/service-name=kubernetes).
-	Services, EndpointSlices cache.ListerWatcher
-	// ServiceCIDRs lists and watches networking.k8s.io/v1 ServiceCIDRs; nil where the API server
-	// serves none (before 1.33).
-	ServiceCIDRs cache.ListerWatcher
+	// Kubelet-serving CSRs, every Node, the kubernetes Service in default and its EndpointSlices,
+	// and the ServiceCIDRs (nil where the API server serves none, before 1.33).
+	CSRs, Nodes, Services, EndpointSlices, ServiceCIDRs cache.ListerWatcher
 	// Approve writes csr, with one Approved condition added, to the approval subresource.
 	Approve func(ctx context.Context, csr *certv1.CertificateSigningRequest) error
 }
@@ -121,18 +116,14 @@ type Config struct {
 
 // Controller approves the kubelet-serving CSRs that rules.Decide approves.
 type Controller struct {
-	cfg      Config
-	queue    workqueue.TypedRateLimitingInterface[string]
-	csrs     cache.SharedIndexInformer
-	nodes    cache.SharedIndexInformer
-	services cache.SharedIndexInformer
-	slices   cache.SharedIndexInformer
-	cidrs    cache.SharedIndexInformer // nil without ServiceCIDR objects
-	synced   []cache.InformerSynced
+	cfg                           Config
+	queue                         workqueue.TypedRateLimitingInterface[string]
+	csrs, nodes, services, slices cache.SharedIndexInformer
+	cidrs                         cache.SharedIndexInformer // nil without ServiceCIDR objects
+	ready                         atomic.Bool
 
 	mu       sync.Mutex
 	reported map[string]string // pending CSR → the reason last reported (an Event once per reason)
-	ready    bool
 }
 
 // NewController builds the informers and the queue; nothing runs until Run.
@@ -141,55 +132,54 @@ func NewController(cfg Config) (*Controller, error) {
 	if src.CSRs == nil || src.Nodes == nil || src.Services == nil || src.EndpointSlices == nil || src.Approve == nil {
 		return nil, errors.New("csr approver: CSRs, Nodes, Services, EndpointSlices and Approve are required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{}
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	cfg.Logger = orDiscard(cfg.Logger)
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(prometheus.NewRegistry()) // records what nobody reads
 	}
-	if cfg.Resync <= 0 {
-		cfg.Resync = 10 * time.Minute
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
-	}
+	orDefault(&cfg.Resync, 10*time.Minute)
+	orDefault(&cfg.Workers, 2)
 	cfg.Policy = cfg.Policy.WithDefaults()
-	c := &Controller{
-		cfg:      cfg,
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-approver"}),
-		reported: map[string]string{},
-	}
-	c.csrs = cache.NewSharedIndexInformer(src.CSRs, &certv1.CertificateSigningRequest{}, cfg.Resync, cache.Indexers{})
-	c.nodes = cache.NewSharedIndexInformer(src.Nodes, &corev1.Node{}, 0, cache.Indexers{})
-	c.services = cache.NewSharedIndexInformer(src.Services, &corev1.Service{}, 0, cache.Indexers{})
-	c.slices = cache.NewSharedIndexInformer(src.EndpointSlices, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
+	rl := workqueue.DefaultTypedControllerRateLimiter[string]()
+	c := &Controller{cfg: cfg, reported: map[string]string{}, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-approver"})}
+	inf := cache.NewSharedIndexInformer
+	c.csrs = inf(src.CSRs, &certv1.CertificateSigningRequest{}, cfg.Resync, cache.Indexers{byNode: csrNode})
+	c.nodes = inf(src.Nodes, &corev1.Node{}, 0, rules.NodeIndexers())
+	c.services = inf(src.Services, &corev1.Service{}, 0, cache.Indexers{})
+	c.slices = inf(src.EndpointSlices, &discoveryv1.EndpointSlice{}, 0, cache.Indexers{})
 	if src.ServiceCIDRs != nil {
-		c.cidrs = cache.NewSharedIndexInformer(src.ServiceCIDRs, &networkingv1.ServiceCIDR{}, 0, cache.Indexers{})
-	}
-	for _, inf := range c.informers() {
-		// The approver keeps thousands of Nodes and CSRs: their managedFields are never read.
-		if err := inf.SetTransform(stripManagedFields); err != nil {
-			return nil, err
-		}
-		c.synced = append(c.synced, inf.HasSynced)
-	}
-	if err := c.csrs.AddIndexers(cache.Indexers{byNode: func(o any) ([]string, error) {
-		if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
-			if n := rules.NodeOf(csr); n != "" {
-				return []string{n}, nil
-			}
-		}
-		return nil, nil
-	}}); err != nil {
-		return nil, err
-	}
-	if err := c.nodes.AddIndexers(rules.NodeIndexers()); err != nil {
-		return nil, err
+		c.cidrs = inf(src.ServiceCIDRs, &networkingv1.ServiceCIDR{}, 0, cache.Indexers{})
 	}
 	return c, c.addHandlers()
+}
+
+// orDefault sets an unset (zero or negative) option to d.
+func orDefault[T int | time.Duration](p *T, d T) {
+	if *p <= 0 {
+		*p = d
+	}
+}
+
+// orDiscard is log, or a logger that discards when log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// csrNode indexes a kubelet-serving CSR by the node that asks.
+func csrNode(o any) ([]string, error) {
+	if csr, ok := o.(*certv1.CertificateSigningRequest); ok && rules.NodeOf(csr) != "" {
+		return []string{rules.NodeOf(csr)}, nil
+	}
+	return nil, nil
 }
 
 // stripManagedFields drops what the approver never reads from a cached object.
@@ -208,39 +198,35 @@ func (c *Controller) informers() []cache.SharedIndexInformer {
 	return out
 }
 
+// addHandlers sets each informer's transform and event handlers.
 func (c *Controller) addHandlers() error {
-	if _, err := c.csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The API server's addresses and the Service network change rarely; when they do, every
+	// pending CSR is examined again.
+	all := func(any) { c.requeueAll() }
+	requeueAll := cache.ResourceEventHandlerFuncs{AddFunc: all, DeleteFunc: all,
+		UpdateFunc: func(any, any) { c.requeueAll() }}
+	handlers := []cache.ResourceEventHandlerFuncs{{ // CSRs
 		AddFunc:    c.onCSR,
 		UpdateFunc: func(_, o any) { c.onCSR(o) },
 		DeleteFunc: func(o any) {
-			if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
-				o = t.Obj
-			}
-			if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
-				c.forget(csr.Name)
+			if name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
+				c.forget(name) // a CSR is cluster-scoped: its key is its name
 			}
 		},
-	}); err != nil {
-		return err
-	}
-	if _, err := c.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { c.onNode(nil, o) },
+	}, { // Nodes
+		AddFunc: c.onNode,
 		UpdateFunc: func(old, o any) {
 			if nodeFactsChanged(old, o) {
-				c.onNode(old, o)
+				c.onNode(o)
 			}
 		},
-	}); err != nil {
-		return err
-	}
-	// The API server's addresses and the Service network change rarely; when they do, every
-	// pending CSR is examined again.
-	for _, inf := range c.informers()[2:] {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { c.requeueAll() },
-			UpdateFunc: func(any, any) { c.requeueAll() },
-			DeleteFunc: func(any) { c.requeueAll() },
-		}); err != nil {
+	}, requeueAll, requeueAll, requeueAll} // Services, EndpointSlices, ServiceCIDRs
+	for i, inf := range c.informers() {
+		// The approver keeps thousands of Nodes and CSRs: their managedFields are never read.
+		if err := inf.SetTransform(stripManagedFields); err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(handlers[i]); err != nil {
 			return err
 		}
 	}
@@ -263,13 +249,11 @@ func (c *Controller) onCSR(o any) {
 }
 
 // onNode queues a Node whose facts changed, when it has CSRs.
-func (c *Controller) onNode(_, o any) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return
-	}
-	if keys, _ := c.csrs.GetIndexer().IndexKeys(byNode, n.Name); len(keys) > 0 {
-		c.queue.Add(n.Name)
+func (c *Controller) onNode(o any) {
+	if n, ok := o.(*corev1.Node); ok {
+		if keys, _ := c.csrs.GetIndexer().IndexKeys(byNode, n.Name); len(keys) > 0 {
+			c.queue.Add(n.Name)
+		}
 	}
 }
 
@@ -277,10 +261,8 @@ func (c *Controller) onNode(_, o any) {
 func nodeFactsChanged(old, o any) bool {
 	a, ok1 := old.(*corev1.Node)
 	b, ok2 := o.(*corev1.Node)
-	if !ok1 || !ok2 {
-		return true
-	}
-	return !slices.Equal(a.Status.Addresses, b.Status.Addresses) || a.Annotations[rules.RecordAnnotation] != b.Annotations[rules.RecordAnnotation]
+	return !ok1 || !ok2 || !slices.Equal(a.Status.Addresses, b.Status.Addresses) ||
+		a.Annotations[rules.RecordAnnotation] != b.Annotations[rules.RecordAnnotation]
 }
 
 // requeueAll queues every node with CSRs.
@@ -298,9 +280,7 @@ func (c *Controller) forget(name string) {
 
 // Ready reports whether the informers have synced and the workers run.
 func (c *Controller) Ready() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.ready {
+	if !c.ready.Load() {
 		return errors.New("csr approver: informers not synced")
 	}
 	return nil
@@ -311,15 +291,15 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
 	var informers sync.WaitGroup
 	defer informers.Wait()
+	var synced []cache.InformerSynced
 	for _, inf := range c.informers() {
 		informers.Go(func() { inf.RunWithContext(ctx) })
+		synced = append(synced, inf.HasSynced)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("csr approver: informers did not sync: %w", context.Cause(ctx))
 	}
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
+	c.ready.Store(true)
 	c.cfg.Logger.Info("csr approver running", "workers", c.cfg.Workers, "service_cidr_objects", c.cidrs != nil)
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
@@ -343,9 +323,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	if err := c.Sync(ctx, node); err != nil && ctx.Err() == nil {
 		c.cfg.Logger.Warn("kubelet serving CSRs of a node not handled, retrying", "node", node, "err", err)
 		c.queue.AddRateLimited(node)
-		return true
+	} else {
+		c.queue.Forget(node)
 	}
-	c.queue.Forget(node)
 	return true
 }
 
@@ -408,10 +388,7 @@ const nextPass = time.Second
 
 // newestFirst orders CSRs by creation, newest first (then by name, for a stable order).
 func newestFirst(a, b *certv1.CertificateSigningRequest) int {
-	if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
-		return c
-	}
-	return strings.Compare(b.Name, a.Name)
+	return cmp.Or(b.CreationTimestamp.Compare(a.CreationTimestamp.Time), strings.Compare(b.Name, a.Name))
 }
 
 // Facts gathers what rules.Decide needs about node from the informers' caches, with the Service
@@ -465,7 +442,8 @@ func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigning
 	}
 	c.forget(u.Name)
 	latency := c.cfg.Now().Sub(csr.CreationTimestamp.Time)
-	c.cfg.Metrics.approved(latency)
+	c.cfg.Metrics.approvedTotal.Inc()
+	c.cfg.Metrics.latency.Observe(latency.Seconds())
 	c.cfg.Logger.Info("kubelet serving CSR approved", "node", node, "csr", csr.Name,
 		"addresses", fmt.Sprint(f.Published), "latency", latency)
 	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, EventApproved, "%s", publisher.EventMessage(
@@ -482,7 +460,7 @@ func (c *Controller) reportPending(csr *certv1.CertificateSigningRequest, node s
 	if seen {
 		return
 	}
-	c.cfg.Metrics.pending(v.Reason)
+	c.cfg.Metrics.pendingTotal.WithLabelValues(v.Reason).Inc()
 	c.cfg.Logger.Warn("kubelet serving CSR left pending", "node", node, "csr", csr.Name, "reason", v.Reason, "message", v.Message)
 	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, EventPending, "%s", publisher.EventMessage(
 		fmt.Sprintf("Kubelet serving CSR %s left pending (%s): %s", csr.Name, v.Reason, v.Message)))

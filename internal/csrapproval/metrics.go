@@ -1,15 +1,12 @@
 package csrapproval
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 )
 
-// Metrics are the approver's collectors, registered by NewMetrics on the registerer it is given. A
-// nil *Metrics records nothing.
+// Metrics are the approver's collectors, registered by NewMetrics on the registerer it is given.
 type Metrics struct {
 	pendingTotal  *prometheus.CounterVec
 	approvedTotal prometheus.Counter
@@ -43,17 +40,4 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.pendingTotal.WithLabelValues(r)
 	}
 	return m
-}
-
-func (m *Metrics) pending(reason string) {
-	if m != nil {
-		m.pendingTotal.WithLabelValues(reason).Inc()
-	}
-}
-
-func (m *Metrics) approved(latency time.Duration) {
-	if m != nil {
-		m.approvedTotal.Inc()
-		m.latency.Observe(latency.Seconds())
-	}
 }

@@ -15,6 +15,7 @@
 package rules
 
 import (
+	"cmp"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -35,28 +36,25 @@ const RecordAnnotation = identity.RecordAnnotation
 
 // Reasons a CSR is left pending, as Event and metric label values.
 const (
-	ReasonNotNodeGroup      = "NotNodeGroup"         // spec.groups lacks system:nodes
-	ReasonSubject           = "SubjectMismatch"      // CN is not spec.username or O is not exactly [system:nodes]
-	ReasonUsages            = "UsagesNotServing"     // not {digital signature, server auth} (+ key encipherment)
-	ReasonNoSAN             = "NoSubjectAltName"     // neither a DNS nor an IP SAN
-	ReasonEmailOrURI        = "EmailOrURISAN"        // an email or URI SAN
-	ReasonTooManySANs       = "TooManySANs"          // more SANs than --max-sans
-	ReasonNodeUnknown       = "NodeUnknown"          // no Node of that name (yet)
-	ReasonIPNotPublished    = "IPNotPublished"       // an IP SAN nodeaddr did not publish for this Node
-	ReasonIPOfAnotherNode   = "IPOfAnotherNode"      // an IP SAN another Node lists
-	ReasonIPOfAPIServer     = "IPOfAPIServer"        // an IP SAN of the API server (endpoints, kubernetes Service)
-	ReasonIPInServiceCIDR   = "IPInServiceCIDR"      // an IP SAN inside the cluster's Service CIDRs
-	ReasonIPNotRoutable     = "IPNotRoutable"        // loopback, link-local, unspecified or multicast
-	ReasonIPNotAllowed      = "IPNotAllowed"         // outside --allowed-ip-prefixes
-	ReasonDNSNotNode        = "DNSNameNotNode"       // a DNS SAN that is neither the node's name nor <name>.<allowed suffix>
-	ReasonDNSOfAnotherNode  = "DNSNameOfAnotherNode" // a DNS SAN that is another Node's name or DNS entry
-	ReasonDNSOfAPIServer    = "DNSNameOfAPIServer"   // kubernetes, kubernetes.default…, or any name under .svc
-	ReasonDNSWildcard       = "DNSWildcard"          // a DNS SAN with a wildcard
-	ReasonMalformedRequest  = "MalformedRequest"     // spec.request is not one PEM CERTIFICATE REQUEST with a valid signature
-	nodeUsernamePrefix      = "system:node:"
-	defaultClusterDomain    = "cluster.local"
-	defaultMaxSANs          = 10
-	defaultMaxPendingByNode = 10
+	ReasonNotNodeGroup     = "NotNodeGroup"         // spec.groups lacks system:nodes
+	ReasonSubject          = "SubjectMismatch"      // CN is not spec.username or O is not exactly [system:nodes]
+	ReasonUsages           = "UsagesNotServing"     // not {digital signature, server auth} (+ key encipherment)
+	ReasonNoSAN            = "NoSubjectAltName"     // neither a DNS nor an IP SAN
+	ReasonEmailOrURI       = "EmailOrURISAN"        // an email or URI SAN
+	ReasonTooManySANs      = "TooManySANs"          // more SANs than --max-sans
+	ReasonNodeUnknown      = "NodeUnknown"          // no Node of that name (yet)
+	ReasonIPNotPublished   = "IPNotPublished"       // an IP SAN nodeaddr did not publish for this Node
+	ReasonIPOfAnotherNode  = "IPOfAnotherNode"      // an IP SAN another Node lists
+	ReasonIPOfAPIServer    = "IPOfAPIServer"        // an IP SAN of the API server (endpoints, kubernetes Service)
+	ReasonIPInServiceCIDR  = "IPInServiceCIDR"      // an IP SAN inside the cluster's Service CIDRs
+	ReasonIPNotRoutable    = "IPNotRoutable"        // loopback, link-local, unspecified or multicast
+	ReasonIPNotAllowed     = "IPNotAllowed"         // outside --allowed-ip-prefixes
+	ReasonDNSNotNode       = "DNSNameNotNode"       // a DNS SAN that is neither the node's name nor <name>.<allowed suffix>
+	ReasonDNSOfAnotherNode = "DNSNameOfAnotherNode" // a DNS SAN that is another Node's name or DNS entry
+	ReasonDNSOfAPIServer   = "DNSNameOfAPIServer"   // kubernetes, kubernetes.default…, or any name under .svc
+	ReasonDNSWildcard      = "DNSWildcard"          // a DNS SAN with a wildcard
+	ReasonMalformedRequest = "MalformedRequest"     // spec.request is not one PEM CERTIFICATE REQUEST with a valid signature
+	nodeUsernamePrefix     = "system:node:"
 )
 
 // Reasons lists every reason, for metrics that pre-create a series per reason.
@@ -73,8 +71,7 @@ type Facts struct {
 	// Node is the requester's Node name (from spec.username); Exists whether such a Node is known.
 	Node   string
 	Exists bool
-	// Published are the IPs nodeaddr published for Node: in its RecordAnnotation and in its
-	// status.addresses as InternalIP or ExternalIP.
+	// Published are the IPs nodeaddr published for Node (see Published).
 	Published []netip.Addr
 	// OtherNodeWithIP and OtherNodeWithName name another Node that lists the IP in its status, or
 	// whose name or Hostname/InternalDNS/ExternalDNS entry is the (lower-case) name; "" for none.
@@ -104,14 +101,12 @@ type Policy struct {
 
 // WithDefaults is p with every zero field at its default.
 func (p Policy) WithDefaults() Policy {
-	if p.ClusterDomain == "" {
-		p.ClusterDomain = defaultClusterDomain
-	}
+	p.ClusterDomain = cmp.Or(p.ClusterDomain, "cluster.local")
 	if p.MaxSANs <= 0 {
-		p.MaxSANs = defaultMaxSANs
+		p.MaxSANs = 10
 	}
 	if p.MaxPendingPerNode <= 0 {
-		p.MaxPendingPerNode = defaultMaxPendingByNode
+		p.MaxPendingPerNode = 10
 	}
 	return p
 }
@@ -126,14 +121,11 @@ type Verdict struct {
 // NodeOf is the Node a kubelet-serving CSR asks for: the node name of its requester
 // (system:node:NAME), "" when the requester is not a node or the CSR is not kubelet-serving.
 func NodeOf(csr *certv1.CertificateSigningRequest) string {
-	if csr.Spec.SignerName != certv1.KubeletServingSignerName {
-		return ""
+	if name, ok := strings.CutPrefix(csr.Spec.Username, nodeUsernamePrefix); ok &&
+		csr.Spec.SignerName == certv1.KubeletServingSignerName {
+		return name
 	}
-	name, ok := strings.CutPrefix(csr.Spec.Username, nodeUsernamePrefix)
-	if !ok {
-		return ""
-	}
-	return name
+	return ""
 }
 
 // Pending reports whether the CSR is neither approved, denied nor failed.
@@ -150,10 +142,8 @@ func Pending(csr *certv1.CertificateSigningRequest) bool {
 // Decide applies the rules to a pending kubelet-serving CSR of f.Node.
 func Decide(csr *certv1.CertificateSigningRequest, f Facts) Verdict {
 	f.Policy = f.WithDefaults()
-	if r, msg := check(csr, f); r != "" {
-		return Verdict{Reason: r, Message: msg}
-	}
-	return Verdict{Approve: true}
+	r, msg := check(csr, f)
+	return Verdict{Approve: r == "", Reason: r, Message: msg}
 }
 
 // check returns the first rule csr breaks, with a message naming what broke it, or "".
@@ -258,16 +248,10 @@ func checkIP(raw []byte, f Facts) (reason, msg string) {
 // servingUsages reports whether usages are exactly {digital signature, server auth}, optionally
 // with key encipherment: the two sets the kubelet-serving signer accepts.
 func servingUsages(usages []certv1.KeyUsage) bool {
-	seen := map[certv1.KeyUsage]bool{}
-	for _, u := range usages {
-		switch u {
-		case certv1.UsageDigitalSignature, certv1.UsageServerAuth, certv1.UsageKeyEncipherment:
-			seen[u] = true
-		default:
-			return false
-		}
-	}
-	return seen[certv1.UsageDigitalSignature] && seen[certv1.UsageServerAuth]
+	sign, server := certv1.UsageDigitalSignature, certv1.UsageServerAuth
+	allowed := []certv1.KeyUsage{sign, server, certv1.UsageKeyEncipherment}
+	return !slices.ContainsFunc(usages, func(u certv1.KeyUsage) bool { return !slices.Contains(allowed, u) }) &&
+		slices.Contains(usages, sign) && slices.Contains(usages, server)
 }
 
 // ParseRequest decodes the one PEM CERTIFICATE REQUEST of a CSR and checks its signature.

@@ -61,10 +61,9 @@ func NodeIndex(nodes []*corev1.Node) cache.Indexer {
 // FactsFrom gathers what Decide needs about node from c, with the operator's policy p.
 func FactsFrom(node string, c Cluster, p Policy) Facts {
 	f := Facts{Node: node, Policy: p}
-	if o, ok, _ := c.Nodes.GetByKey(node); ok {
+	if o, _, _ := c.Nodes.GetByKey(node); o != nil {
 		if n, ok := o.(*corev1.Node); ok {
-			f.Exists = true
-			f.Published = Published(n)
+			f.Exists, f.Published = true, Published(n)
 		}
 	}
 	other := func(index, key string) string {
@@ -78,25 +77,22 @@ func FactsFrom(node string, c Cluster, p Policy) Facts {
 	}
 	f.OtherNodeWithIP = func(ip netip.Addr) string { return other(indexIP, ip.String()) }
 	f.OtherNodeWithName = func(name string) string { return other(indexName, name) }
-	addAPIServer := func(raw string) {
-		if ip, err := netip.ParseAddr(raw); err == nil && !slices.Contains(f.APIServer, ip.Unmap()) {
-			f.APIServer = append(f.APIServer, ip.Unmap())
-		}
-	}
+	var apiServer []string
 	for _, s := range c.Services {
 		if s.Namespace == APIServerNamespace && s.Name == APIServerService {
-			for _, raw := range append([]string{s.Spec.ClusterIP}, s.Spec.ClusterIPs...) {
-				addAPIServer(raw)
-			}
+			apiServer = append(append(apiServer, s.Spec.ClusterIP), s.Spec.ClusterIPs...)
 		}
 	}
 	for _, s := range c.EndpointSlices {
 		if s.Namespace == APIServerNamespace && s.Labels[discoveryv1.LabelServiceName] == APIServerService {
 			for _, ep := range s.Endpoints {
-				for _, raw := range ep.Addresses {
-					addAPIServer(raw)
-				}
+				apiServer = append(apiServer, ep.Addresses...)
 			}
+		}
+	}
+	for _, raw := range apiServer {
+		if ip, err := netip.ParseAddr(raw); err == nil && !slices.Contains(f.APIServer, ip.Unmap()) {
+			f.APIServer = append(f.APIServer, ip.Unmap())
 		}
 	}
 	for _, sc := range c.ServiceCIDRs {
@@ -152,10 +148,9 @@ func Published(n *corev1.Node) []netip.Addr {
 	}
 	var out []netip.Addr
 	for _, a := range n.Status.Addresses {
-		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a.Address); err == nil && slices.Contains(record, ip.Unmap()) && !slices.Contains(out, ip.Unmap()) {
+		ip, err := netip.ParseAddr(a.Address)
+		if (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) && err == nil &&
+			slices.Contains(record, ip.Unmap()) && !slices.Contains(out, ip.Unmap()) {
 			out = append(out, ip.Unmap())
 		}
 	}
