@@ -1,10 +1,11 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"log/slog"
-	"net"
+	"maps"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -23,8 +24,7 @@ type User struct {
 	Extra  map[string][]string
 }
 
-// Reviewer asks the API server about a scraper: TokenReview, then SubjectAccessReview for the
-// non-resource request (verb get, path /metrics). cmd/nodeaddr implements it with two POSTs.
+// Reviewer asks the API server about a scraper: TokenReview, then SubjectAccessReview.
 type Reviewer interface {
 	// Authenticate returns the token's user, or ok=false when the API server does not know it.
 	Authenticate(ctx context.Context, token string) (u User, ok bool, err error)
@@ -32,8 +32,7 @@ type Reviewer interface {
 	Authorize(ctx context.Context, u User, verb, path string) (allowed bool, err error)
 }
 
-// LocalAuthorizer is implemented by a Reviewer whose Authorize asks no API server (an allow-list):
-// its answers are not counted as SubjectAccessReviews.
+// LocalAuthorizer is a Reviewer whose Authorize asks no API server (not counted as a review).
 type LocalAuthorizer interface {
 	AuthorizesLocally() bool
 }
@@ -61,17 +60,11 @@ type AuthConfig struct {
 	AllowedTTL, DeniedTTL time.Duration
 	// MaxEntries bounds the cache [256]; when full, expired entries go first, then refusals.
 	MaxEntries int
-	// The review budget (reviewBudget): random tokens sent from the network must not turn into a
-	// flood of TokenReviews, nor crowd out a scraper. A miss over its budget is answered 429 without
-	// asking. KnownReview* limit refreshes of tokens allowed before and new tokens from their sources
-	// [2/s, 5]; SourceReview* the other tokens of one source [1/s, 3]; Review* all those together
-	// [3/s, 5]. The API server sees at most 5 reviews a second in the long run.
-	KnownReviewRate   rate.Limit
-	KnownReviewBurst  int
-	SourceReviewRate  rate.Limit
-	SourceReviewBurst int
-	ReviewRate        rate.Limit
-	ReviewBurst       int
+	// The review budget (reviewBudget; a miss over it is answered 429 without asking): KnownReview*
+	// for tokens allowed before and new tokens from their sources [2/s, 5]; SourceReview* the other
+	// tokens of one source [1/s, 3]; Review* all those together [3/s, 5].
+	KnownReviewRate, SourceReviewRate, ReviewRate    rate.Limit
+	KnownReviewBurst, SourceReviewBurst, ReviewBurst int
 	// Timeout bounds the two reviews of one miss [10s].
 	Timeout  time.Duration
 	Logger   *slog.Logger
@@ -80,10 +73,8 @@ type AuthConfig struct {
 }
 
 // AuthFilter lets through only requests whose bearer token the API server authenticates and
-// authorizes for a non-resource get on the request's path, as Kubernetes components (and
-// kube-rbac-proxy, controller-runtime's filters.WithAuthenticationAndAuthorization) do for their
-// /metrics. Decisions are cached by the SHA-256 of the path and token so that a scrape every 30 s costs no API
-// request once the first one is answered.
+// authorizes for a non-resource get on the path, as kube-rbac-proxy does. Decisions are cached by
+// the SHA-256 of path and token, so that a scrape every 30 s costs no API request.
 type AuthFilter struct {
 	cfg    AuthConfig
 	budget *reviewBudget
@@ -91,8 +82,7 @@ type AuthFilter struct {
 	mu    sync.Mutex
 	cache map[[32]byte]entry
 
-	decisions *prometheus.CounterVec
-	reviews   *prometheus.CounterVec
+	decisions, reviews *prometheus.CounterVec
 }
 
 type entry struct {
@@ -102,34 +92,14 @@ type entry struct {
 
 // NewAuthFilter returns a filter with cfg's defaults filled in.
 func NewAuthFilter(cfg AuthConfig) *AuthFilter {
-	if cfg.AllowedTTL == 0 {
-		cfg.AllowedTTL = 2 * time.Minute
-	}
-	if cfg.DeniedTTL == 0 {
-		cfg.DeniedTTL = 10 * time.Second
-	}
-	if cfg.MaxEntries == 0 {
-		cfg.MaxEntries = 256
-	}
-	for _, d := range []struct {
-		rate  *rate.Limit
-		burst *int
-		r     rate.Limit
-		b     int
-	}{{&cfg.KnownReviewRate, &cfg.KnownReviewBurst, 2, 5}, {&cfg.SourceReviewRate, &cfg.SourceReviewBurst, 1, 3}, {&cfg.ReviewRate, &cfg.ReviewBurst, 3, 5}} {
-		if *d.rate == 0 {
-			*d.rate = d.r
-		}
-		if *d.burst == 0 {
-			*d.burst = d.b
-		}
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.AllowedTTL = cmp.Or(cfg.AllowedTTL, 2*time.Minute)
+	cfg.DeniedTTL = cmp.Or(cfg.DeniedTTL, 10*time.Second)
+	cfg.MaxEntries = cmp.Or(cfg.MaxEntries, 256)
+	cfg.KnownReviewRate, cfg.KnownReviewBurst = cmp.Or(cfg.KnownReviewRate, 2), cmp.Or(cfg.KnownReviewBurst, 5)
+	cfg.SourceReviewRate, cfg.SourceReviewBurst = cmp.Or(cfg.SourceReviewRate, 1), cmp.Or(cfg.SourceReviewBurst, 3)
+	cfg.ReviewRate, cfg.ReviewBurst = cmp.Or(cfg.ReviewRate, 3), cmp.Or(cfg.ReviewBurst, 5)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -210,14 +180,12 @@ func (f *AuthFilter) Decide(ctx context.Context, r *http.Request) Decision {
 		f.cfg.Logger.Warn("cannot authorize a metrics scraper", "err", err)
 		return Failed
 	}
-	if d != Allowed {
-		f.cfg.Logger.Debug("metrics request refused", "reason", d.String(), "user", user, "remote", r.RemoteAddr)
-	}
-	ttl := f.cfg.DeniedTTL
+	ttl := f.cfg.AllowedTTL
 	if d == Allowed {
-		ttl = f.cfg.AllowedTTL
 		f.budget.allowed(key, src, now)
 	} else {
+		f.cfg.Logger.Debug("metrics request refused", "reason", d.String(), "user", user, "remote", r.RemoteAddr)
+		ttl = f.cfg.DeniedTTL
 		f.budget.refused(key)
 	}
 	f.store(key, entry{d: d, expires: now.Add(ttl)}, now)
@@ -251,11 +219,7 @@ func (f *AuthFilter) store(key [32]byte, e entry, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.cache[key]; !ok && len(f.cache) >= f.cfg.MaxEntries {
-		for k, old := range f.cache {
-			if !now.Before(old.expires) {
-				delete(f.cache, k)
-			}
-		}
+		maps.DeleteFunc(f.cache, func(_ [32]byte, old entry) bool { return !now.Before(old.expires) })
 		// Refusals go before scrapers: random tokens must not push Prometheus out.
 		for _, evictAllowed := range []bool{false, true} {
 			for k, old := range f.cache {
@@ -271,22 +235,6 @@ func (f *AuthFilter) store(key [32]byte, e entry, now time.Time) {
 	f.cache[key] = e
 }
 
-// Len is the number of cached decisions.
-func (f *AuthFilter) Len() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.cache)
-}
-
-// sourceOfRemote is sourceOf for a request's RemoteAddr ("ip:port").
-func sourceOfRemote(remote string) netip.Prefix {
-	ap, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return netip.Prefix{}
-	}
-	return sourceOf(net.TCPAddrFromAddrPort(ap))
-}
-
 // bearer extracts the token of an "Authorization: Bearer TOKEN" header.
 func bearer(h string) (string, bool) {
 	scheme, token, ok := strings.Cut(h, " ")
@@ -295,4 +243,112 @@ func bearer(h string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// reviewBudget decides which cache misses may cost API requests, so that random tokens from the
+// network can neither flood the API server nor crowd out Prometheus: a token allowed before, and a
+// new token from a source that presented an allowed one (Prometheus' rotated token), draw on the
+// known budget, which strangers cannot reach; any other token draws on its source's budget (an IPv4
+// address, an IPv6 /64), then on the strangers' shared one.
+type reviewBudget struct {
+	mu        sync.Mutex
+	known     *rate.Limiter
+	strangers *rate.Limiter
+	srcLimit  rate.Limit
+	srcBurst  int
+	perSource map[netip.Prefix]*sourceLimiter
+	tokens    map[[32]byte]time.Time     // allowed tokens → when last allowed
+	sources   map[netip.Prefix]time.Time // sources of allowed tokens → when last allowed
+}
+
+type sourceLimiter struct {
+	*rate.Limiter
+	used time.Time
+}
+
+// Bounds of what the budget remembers, beyond which the least recently used entry goes.
+const (
+	knownRemembered   = 64
+	sourcesRemembered = 1024
+	knownFor          = 24 * time.Hour // a ServiceAccount token lives at most a day by default
+)
+
+func newReviewBudget(cfg AuthConfig) *reviewBudget {
+	return &reviewBudget{
+		known:     rate.NewLimiter(cfg.KnownReviewRate, cfg.KnownReviewBurst),
+		strangers: rate.NewLimiter(cfg.ReviewRate, cfg.ReviewBurst),
+		srcLimit:  cfg.SourceReviewRate, srcBurst: cfg.SourceReviewBurst,
+		perSource: map[netip.Prefix]*sourceLimiter{},
+		tokens:    map[[32]byte]time.Time{},
+		sources:   map[netip.Prefix]time.Time{},
+	}
+}
+
+// allow reports whether a miss for token key from src may be reviewed now.
+func (b *reviewBudget) allow(key [32]byte, src netip.Prefix, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if known(b.tokens, key, now) {
+		return b.known.AllowN(now, 1)
+	}
+	if !b.source(src, now).AllowN(now, 1) {
+		return false
+	}
+	if known(b.sources, src, now) {
+		return b.known.AllowN(now, 1)
+	}
+	return b.strangers.AllowN(now, 1)
+}
+
+// allowed records that key, presented from src, was allowed.
+func (b *reviewBudget) allowed(key [32]byte, src netip.Prefix, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	remember(b.tokens, key, now, knownRemembered)
+	remember(b.sources, src, now, knownRemembered)
+}
+
+// refused forgets key (an expired or revoked token is a stranger again).
+func (b *reviewBudget) refused(key [32]byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.tokens, key)
+}
+
+func (b *reviewBudget) source(src netip.Prefix, now time.Time) *sourceLimiter {
+	l, ok := b.perSource[src]
+	if !ok {
+		if len(b.perSource) >= sourcesRemembered {
+			delete(b.perSource, oldest(b.perSource, func(l *sourceLimiter) time.Time { return l.used }))
+		}
+		l = &sourceLimiter{Limiter: rate.NewLimiter(b.srcLimit, b.srcBurst)}
+		b.perSource[src] = l
+	}
+	l.used = now
+	return l
+}
+
+func known[K comparable](m map[K]time.Time, k K, now time.Time) bool {
+	at, ok := m[k]
+	return ok && now.Sub(at) < knownFor
+}
+
+// remember sets m[k] = now, dropping the least recently set entry beyond n.
+func remember[K comparable](m map[K]time.Time, k K, now time.Time, n int) {
+	if _, ok := m[k]; !ok && len(m) >= n {
+		delete(m, oldest(m, func(t time.Time) time.Time { return t }))
+	}
+	m[k] = now
+}
+
+// oldest returns the key of m whose time is the earliest.
+func oldest[K comparable, V any](m map[K]V, at func(V) time.Time) K {
+	var k K
+	var first time.Time
+	for o, v := range m {
+		if t := at(v); first.IsZero() || t.Before(first) {
+			k, first = o, t
+		}
+	}
+	return k
 }

@@ -10,10 +10,8 @@ import (
 	clientmetrics "k8s.io/client-go/tools/metrics"
 )
 
-// Client-go's request metrics, under the names Kubernetes components use (component-base's
-// restclient adapter), so the same dashboards and alerts work. The code label tells an unreachable
-// API server (code="<error>": no HTTP response at all) from a refusal (403, 422) or overload (429,
-// 5xx).
+// Client-go's request metrics, under the names Kubernetes components use, so the same dashboards
+// and alerts work; code="<error>" (no HTTP response) tells an unreachable API server apart.
 var (
 	clientRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rest_client_requests_total",
@@ -28,31 +26,26 @@ var (
 	installClientHooks sync.Once
 )
 
-// RegisterClientMetrics adds client-go's request metrics to m's registry and makes every client-go
-// REST client of the process report to them. client-go accepts its hooks once per process
-// (k8s.io/client-go/tools/metrics.Register), so the collectors are shared by every Metrics that
-// registers them; call it before the first request.
+// RegisterClientMetrics adds client-go's request metrics to m's registry; call it before the first
+// request. client-go accepts its hooks once per process, so every Metrics shares the collectors.
 func (m *Metrics) RegisterClientMetrics() {
 	installClientHooks.Do(func() {
 		clientmetrics.Register(clientmetrics.RegisterOpts{
-			RequestResult:  requestResult{clientRequests},
-			RequestLatency: requestLatency{clientLatency},
+			RequestResult:  clientHooks{},
+			RequestLatency: clientHooks{},
 		})
 	})
 	m.Registry.MustRegister(clientRequests, clientLatency)
 }
 
-// requestResult adapts a counter to client-go's ResultMetric.
-type requestResult struct{ c *prometheus.CounterVec }
+// clientHooks adapt the collectors to client-go's ResultMetric and LatencyMetric.
+type clientHooks struct{}
 
-func (r requestResult) Increment(_ context.Context, code, method, host string) {
-	r.c.WithLabelValues(code, method, host).Inc()
+func (clientHooks) Increment(_ context.Context, code, method, host string) {
+	clientRequests.WithLabelValues(code, method, host).Inc()
 }
 
-// requestLatency adapts a histogram to client-go's LatencyMetric. Only the URL's host becomes a
-// label: the path carries object names (unbounded cardinality).
-type requestLatency struct{ h *prometheus.HistogramVec }
-
-func (l requestLatency) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
-	l.h.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
+// Observe labels only the URL's host: the path carries object names (unbounded cardinality).
+func (clientHooks) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
+	clientLatency.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
 }

@@ -9,33 +9,26 @@ import (
 	"time"
 )
 
-// connBudget keeps a listener serving while hostile clients hold connections open. Any pod can reach
-// a node's host-network ports, and every hostNetwork pod shares the node's loopback, so neither port
+// connBudget keeps a listener serving while hostile clients hold connections open: any pod can
+// reach a node's host-network ports and every hostNetwork pod shares its loopback, so neither port
 // can trust its clients to send a request, or to send it quickly.
 //
-// Every connection is accepted at once (nobody queues in the kernel's backlog behind idle
-// clients) and is first silent: the budget waits for its first byte itself, with a small goroutine,
-// and hands it to net/http only then. A connection handed over is waiting until net/http has read
-// a whole request header (http.StateActive), and again between keep-alive requests (StateIdle);
-// otherwise it is busy. So:
-//   - at most maxSilent silent connections, and perSource of one source (an IPv4 address, an IPv6
-//     /64): one more closes the longest-silent connection of its own source, or of the source
-//     holding the most silent ones;
-//   - at most max connections handed to net/http, and perSource of one source: one more closes the
-//     longest-waiting connection of its own source, or of the source holding the most; with none
-//     waiting it stays silent until a busy one ends (busy connections end on their own: a handler,
-//     or net/http's 500 ms linger after refusing a header with 431). Busy connections are never
-//     closed for someone else, so net/http's goroutines stay bounded by max;
-//   - a connection that has not completed its first request header within firstRequest of being
-//     accepted is closed (net/http's ReadHeaderTimeout bounds the TLS handshake and each header).
+// Every connection is accepted at once (nobody queues in the backlog behind idle clients) and is
+// silent until its first byte, which a small goroutine awaits before handing it to net/http. A
+// handed-over connection is waiting until a whole request header is read (http.StateActive) and
+// again between keep-alive requests (StateIdle); otherwise it is busy. So:
+//   - at most maxSilent silent connections, perSource of one source (an IPv4 address, an IPv6 /64):
+//     one more closes the longest-silent one of its own source, or of the source holding the most;
+//   - at most max handed to net/http, perSource of one source: one more closes the longest-waiting
+//     one of its source, or of the source holding the most; with none waiting it stays silent
+//     until a busy one ends. Busy ones are never closed for someone else, so net/http's goroutines
+//     stay bounded by max;
+//   - one that has not completed its first request header within firstRequest is closed.
 //
-// The kubelet probes with a new connection per probe and writes its request as soon as it connects
-// (pkg/probe/http: DisableKeepAlives): its connection is silent only until its request arrives, and
-// is handed over with the request already in the socket. A neighbour holding idle connections to
-// 127.0.0.1 (the kubelet's own source address) would have to open maxSilent-1 new ones within that
-// moment to close it. On the probe port perSource is the whole listener, since on loopback every
-// neighbour is the kubelet's source. Prometheus' connection is alone on its source, so it is never
-// the one a full listener closes while others hold more.
+// The kubelet writes its probe as soon as it connects (a new connection per probe), so a neighbour
+// holding idle connections to 127.0.0.1 would have to open maxSilent-1 new ones within that moment
+// to close it; on the probe port perSource is the whole listener, as every neighbour shares the
+// kubelet's source. Prometheus' connection is alone on its source, so never the one closed first.
 type connBudget struct {
 	net.Listener
 	max, maxSilent, perSource int
@@ -66,9 +59,6 @@ func newConnBudget(l net.Listener, maxServed, maxSilent, perSource int, firstReq
 	if perSource <= 0 {
 		perSource = max(maxServed, maxSilent)
 	}
-	if closed == nil {
-		closed = func(string) {}
-	}
 	b := &connBudget{Listener: l, max: max(maxServed, 1), maxSilent: max(maxSilent, 1), perSource: perSource,
 		firstRequest: firstRequest, closed: closed,
 		ready: make(chan *budgetConn), errc: make(chan error, 1), done: make(chan struct{}),
@@ -81,10 +71,9 @@ func newConnBudget(l net.Listener, maxServed, maxSilent, perSource int, firstReq
 // budgetConn is one accepted connection; the fields after first are guarded by the budget's mu.
 type budgetConn struct {
 	net.Conn
-	b        *connBudget
-	source   netip.Prefix
-	accepted time.Time
-	first    []byte // the byte read while silent, returned by the first Read
+	b      *connBudget
+	source netip.Prefix
+	first  []byte // the byte read while silent, returned by the first Read
 
 	since     time.Time // last change of state
 	silent    bool      // no byte received yet: not handed to net/http
@@ -139,8 +128,7 @@ func (b *connBudget) acceptLoop() {
 			}
 			continue
 		}
-		bc := &budgetConn{Conn: c, b: b, source: sourceOf(c.RemoteAddr()), accepted: time.Now(), silent: true}
-		bc.since = bc.accepted
+		bc := &budgetConn{Conn: c, b: b, source: sourceOf(c.RemoteAddr()), since: time.Now(), silent: true}
 		b.admitSilent(bc)
 		go b.awaitFirstByte(bc)
 	}
@@ -167,13 +155,6 @@ func (b *connBudget) awaitFirstByte(c *budgetConn) {
 	}
 }
 
-// drop stops counting c.
-func (b *connBudget) drop(c *budgetConn) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.forget(c)
-}
-
 // forget stops counting c (mu held).
 func (b *connBudget) forget(c *budgetConn) {
 	if c.gone {
@@ -181,18 +162,28 @@ func (b *connBudget) forget(c *budgetConn) {
 	}
 	c.gone = true
 	delete(b.conns, c)
-	count, by := &b.served, b.servedBy
-	if c.silent {
-		count, by = &b.silent, b.silentBy
-	}
-	*count--
-	if by[c.source]--; by[c.source] <= 0 {
-		delete(by, c.source)
-	}
+	b.count(c, -1)
 	if c.timeout != nil {
 		c.timeout.Stop()
 	}
 	b.freed.Broadcast()
+}
+
+// pool is the count and per-source counts of the silent or the served connections (mu held).
+func (b *connBudget) pool(silent bool) (*int, map[netip.Prefix]int) {
+	if silent {
+		return &b.silent, b.silentBy
+	}
+	return &b.served, b.servedBy
+}
+
+// count adds delta to the counts of c's pool (mu held).
+func (b *connBudget) count(c *budgetConn, delta int) {
+	n, by := b.pool(c.silent)
+	*n += delta
+	if by[c.source] += delta; by[c.source] <= 0 {
+		delete(by, c.source)
+	}
 }
 
 // expire closes c if it has not completed a request header by now.
@@ -234,7 +225,9 @@ func (c *budgetConn) Read(p []byte) (int, error) {
 
 func (c *budgetConn) Close() error {
 	err := c.Conn.Close()
-	c.b.drop(c)
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	c.b.forget(c)
 	return err
 }
 
@@ -248,15 +241,127 @@ func (c *budgetConn) CloseWrite() error {
 
 // unwrapBudgetConn finds the budgetConn under a *tls.Conn (or returns nc itself).
 func unwrapBudgetConn(nc net.Conn) *budgetConn {
-	for nc != nil {
-		if c, ok := nc.(*budgetConn); ok {
+	for {
+		switch c := nc.(type) {
+		case *budgetConn:
 			return c
-		}
-		u, ok := nc.(interface{ NetConn() net.Conn })
-		if !ok {
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
 			return nil
 		}
-		nc = u.NetConn()
 	}
-	return nil
+}
+
+// admitSilent counts a new connection, closing others as connBudget says.
+func (b *connBudget) admitSilent(c *budgetConn) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.silentBy[c.source] >= b.perSource {
+		b.evict(b.longest(func(o *budgetConn) bool { return o.silent && o.source == c.source }), closedSourceBudget)
+	}
+	if b.silent >= b.maxSilent {
+		b.evict(b.pickFull(func(o *budgetConn) bool { return o.silent }), closedListenerFull)
+	}
+	b.conns[c] = struct{}{}
+	b.count(c, 1)
+	if b.firstRequest > 0 {
+		c.timeout = time.AfterFunc(b.firstRequest, func() { b.expire(c) })
+	}
+}
+
+// admitServed moves c from the silent connections to those handed to net/http, closing a waiting
+// one if they are full, or waiting until a busy one ends; false: c was closed meanwhile.
+func (b *connBudget) admitServed(c *budgetConn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		select {
+		case <-b.done:
+			return false
+		default:
+		}
+		if c.gone {
+			return false
+		}
+		waiting := func(o *budgetConn) bool { return !o.silent && !o.active }
+		switch {
+		case b.servedBy[c.source] >= b.perSource:
+			if v := b.longest(func(o *budgetConn) bool { return waiting(o) && o.source == c.source }); v != nil {
+				b.evict(v, closedSourceBudget)
+				continue
+			}
+		case b.served >= b.max:
+			if v := b.pickFull(func(o *budgetConn) bool { return !o.silent }); v != nil {
+				b.evict(v, closedListenerFull)
+				continue
+			}
+		default:
+			b.count(c, -1)
+			c.silent, c.since = false, time.Now()
+			b.count(c, 1)
+			return true
+		}
+		b.freed.Wait()
+	}
+}
+
+// evict stops counting c and closes it (mu held); the goroutine reading it fails and ends.
+func (b *connBudget) evict(c *budgetConn, reason string) {
+	if c == nil {
+		return
+	}
+	b.forget(c)
+	b.closed(reason)
+	c.Conn.Close()
+}
+
+// longest returns the connection match accepts that has been in its state the longest (mu held).
+func (b *connBudget) longest(match func(*budgetConn) bool) *budgetConn {
+	var v *budgetConn
+	for o := range b.conns {
+		if match(o) && (v == nil || o.since.Before(v.since)) {
+			v = o
+		}
+	}
+	return v
+}
+
+// pickFull returns the connection to close when the pool inPool selects is full (mu held): the
+// longest-waiting one of the source holding the most connections in the pool among those with
+// one waiting; nil when every one is busy.
+func (b *connBudget) pickFull(inPool func(*budgetConn) bool) *budgetConn {
+	var from netip.Prefix
+	most := 0
+	for o := range b.conns {
+		if !inPool(o) || o.active {
+			continue
+		}
+		if _, by := b.pool(o.silent); by[o.source] > most {
+			from, most = o.source, by[o.source]
+		}
+	}
+	if most == 0 {
+		return nil
+	}
+	return b.longest(func(o *budgetConn) bool { return inPool(o) && !o.active && o.source == from })
+}
+
+// sourceOf is the budget's unit of source: an IPv4 address, or the /64 of an IPv6 address (one host
+// usually holds a whole /64, and picking a new address from it is free).
+func sourceOf(a net.Addr) netip.Prefix { return sourceOfRemote(a.String()) }
+
+// sourceOfRemote is sourceOf for a request's RemoteAddr ("ip:port").
+func sourceOfRemote(remote string) netip.Prefix {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	ip := ap.Addr().Unmap().WithZone("")
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
 }

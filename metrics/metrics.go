@@ -1,9 +1,6 @@
-// Package metrics serves nodeaddr's Prometheus registry and the health and readiness probes:
-// TLS, the scrapers' authentication and authorization, and the listeners' limits. The agent's
-// stages register their own metrics on the registry (watcher, resolver, resolver/discovery,
-// publisher: each a metrics.go beside its code); this package holds only the collectors that
-// belong to none of them: nodeaddr_build_info, the Go and process collectors, the Node state read
-// at scrape time and the listeners' own counters.
+// Package metrics serves nodeaddr's Prometheus registry and the health and readiness probes, with
+// TLS, the scrapers' authentication and authorization, and the listeners' limits. Each stage
+// registers its own metrics; this package holds only the collectors that belong to none of them.
 package metrics
 
 import (
@@ -22,8 +19,8 @@ type Metrics struct {
 	listenerClosed *prometheus.CounterVec
 }
 
-// New returns a registry holding the Go and process collectors, nodeaddr_build_info (version and
-// VCS revision as stamped at build time), the Node state gauges and the listeners' counters.
+// New returns a registry with the Go and process collectors, nodeaddr_build_info, the Node state
+// gauges and the listeners' counters.
 func New(version, revision string) *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
@@ -50,7 +47,11 @@ func New(version, revision string) *Metrics {
 	return m
 }
 
-// onListenerClose returns the counter of connections listener's budget closed, by reason.
+// onListenerClose returns the counter of connections listener's budget closed, by reason (a no-op
+// without Metrics).
 func (m *Metrics) onListenerClose(listener string) func(reason string) {
+	if m == nil {
+		return func(string) {}
+	}
 	return func(reason string) { m.listenerClosed.WithLabelValues(listener, reason).Inc() }
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,43 +17,33 @@ import (
 // Check returns nil when healthy, else why not.
 type Check func() error
 
-// Server serves /metrics on one address and /healthz, /readyz on another. Both listen on the host
-// network of a hostNetwork pod, so both have the limits of Limits; /metrics is served over TLS to
-// authorized scrapers only when MetricsTLS and MetricsAuth are set.
+// Server serves /metrics on one address and /healthz, /readyz on another, both on the host network
+// and so under Limits.
 type Server struct {
-	MetricsAddr string // "" or "0" disables /metrics
-	ProbeAddr   string // "" or "0" disables the probes
-	Metrics     *Metrics
-	Healthz     Check
-	Readyz      Check
-	Logger      *slog.Logger
+	MetricsAddr, ProbeAddr string // "" or "0" disables one
+	Metrics                *Metrics
+	Healthz, Readyz        Check
+	Logger                 *slog.Logger
 	// MetricsTLS serves /metrics over HTTPS (nil: plain HTTP).
 	MetricsTLS *tls.Config
 	// MetricsAuth admits only authenticated, authorized scrapers to /metrics (nil: everyone).
 	MetricsAuth *AuthFilter
-	// Limits of both servers; the zero value means defaultLimits.
-	Limits Limits
+	Limits      Limits // the zero value means defaultLimits
 }
 
 // Limits bound what one client can make a server hold: time, header memory and connections.
 type Limits struct {
-	// ReadHeaderTimeout bounds the TLS handshake, and then reading each request header from its
-	// first byte.
+	// ReadHeaderTimeout bounds the TLS handshake, then each request header from its first byte.
 	ReadHeaderTimeout time.Duration
-	// FirstRequestTimeout closes a connection that has not completed its first request header
-	// (TLS handshake included) this long after it was accepted.
-	FirstRequestTimeout time.Duration
-	ReadTimeout         time.Duration
-	WriteTimeout        time.Duration
-	// IdleTimeout is how long a keep-alive connection may wait for its next request.
-	IdleTimeout time.Duration
-	// MaxHeaderBytes: a request whose header is larger gets 431 (net/http reads at most this plus
-	// 4 KiB of slack before refusing).
+	// FirstRequestTimeout closes a connection without a complete first request header (TLS
+	// handshake included) this long after it was accepted.
+	FirstRequestTimeout                    time.Duration
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes: a larger request header gets 431 (net/http reads 4 KiB more before refusing).
 	MaxHeaderBytes int
-	// MaxConns is the number of connections per listener handed to net/http (they have sent
-	// something), MaxSilentConns the number that have not sent anything yet (each costs a small
-	// goroutine), and MaxConnsPerSource the number one source (IPv4 address, IPv6 /64) may hold of
-	// both; see connBudget for what happens beyond them.
+	// MaxConns is the connections per listener handed to net/http (they have sent something),
+	// MaxSilentConns those that have not (each costs a small goroutine), MaxConnsPerSource what one
+	// source (IPv4 address, IPv6 /64) may hold of both: see connBudget.
 	MaxConns, MaxSilentConns, MaxConnsPerSource int
 }
 
@@ -72,17 +63,11 @@ var defaultLimits = Limits{
 	MaxConnsPerSource:   4,
 }
 
-// Listen binds the configured addresses (so a port in use is reported at start) and serves until
-// ctx ends.
+// Listen binds the addresses (so a port in use is reported at start); the returned func serves
+// until ctx ends.
 func (s *Server) Listen(ctx context.Context) (func() error, error) {
-	lim := s.Limits
-	if lim == (Limits{}) {
-		lim = defaultLimits
-	}
-	log := s.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	lim := cmp.Or(s.Limits, defaultLimits)
+	log := cmp.Or(s.Logger, slog.New(slog.DiscardHandler))
 	eps, err := s.endpoints()
 	if err != nil {
 		return nil, err
@@ -97,15 +82,12 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			}
 			return nil, fmt.Errorf("listen on %s: %w", ep.addr, err)
 		}
-		var closed func(string)
-		if s.Metrics != nil {
-			closed = s.Metrics.onListenerClose(ep.name)
-		}
 		perSource := lim.MaxConnsPerSource
 		if ep.name == "probes" {
 			perSource = 0 // the whole listener: on loopback every neighbour is the kubelet's source
 		}
-		budget := newConnBudget(l, lim.MaxConns, lim.MaxSilentConns, perSource, lim.FirstRequestTimeout, closed)
+		budget := newConnBudget(l, lim.MaxConns, lim.MaxSilentConns, perSource, lim.FirstRequestTimeout,
+			s.Metrics.onListenerClose(ep.name))
 		l = budget
 		if ep.tls != nil {
 			l = tls.NewListener(l, ep.tls)
@@ -122,8 +104,7 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			// TLS handshake errors from port scanners are not worth more than a debug line.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
-		// The kubelet opens a new connection per probe: a probe connection left open is only
-		// something a neighbour can hold.
+		// The kubelet opens a connection per probe: one left open is only a neighbour's to hold.
 		srv.SetKeepAlivesEnabled(ep.keepAlive)
 		servers = append(servers, srv)
 	}
@@ -162,7 +143,7 @@ type endpoint struct {
 // on one plain-HTTP listener when the two addresses are the same.
 func (s *Server) endpoints() ([]endpoint, error) {
 	var eps []endpoint
-	if enabled(s.MetricsAddr) {
+	if Enabled(s.MetricsAddr) {
 		h := promhttp.HandlerFor(s.Metrics.Registry, handlerOpts)
 		if s.MetricsAuth != nil {
 			h = s.MetricsAuth.Wrap(h)
@@ -171,7 +152,7 @@ func (s *Server) endpoints() ([]endpoint, error) {
 		m.Handle("GET /metrics", h) // HEAD too; the review asks for get
 		eps = append(eps, endpoint{name: "metrics", addr: s.MetricsAddr, mux: m, tls: s.MetricsTLS, keepAlive: true})
 	}
-	if enabled(s.ProbeAddr) {
+	if Enabled(s.ProbeAddr) {
 		m := http.NewServeMux()
 		m.Handle("/healthz", probe(s.Healthz))
 		m.Handle("/readyz", probe(s.Readyz))
@@ -192,7 +173,8 @@ func (s *Server) endpoints() ([]endpoint, error) {
 // of compressor state, which the agent's anonymous memory (about 4 MiB idle) shows.
 var handlerOpts = promhttp.HandlerOpts{DisableCompression: true}
 
-func enabled(addr string) bool { return addr != "" && addr != "0" }
+// Enabled reports whether a listener address is set: "" and "0" disable it.
+func Enabled(addr string) bool { return addr != "" && addr != "0" }
 
 func probe(c Check) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -8,19 +8,15 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// NodeState is the state the node gauges mirror, read at scrape time (the agent's publisher):
-// the desired addresses, the address types the agent manages and whether the Node carries the
-// uninitialized taint.
+// NodeState is what the node gauges read at scrape time (the agent's publisher).
 type NodeState interface {
 	DesiredAddresses() []resolver.Address
 	Managed() []resolver.AddressType
 	Tainted() bool
 }
 
-// stateCollector reads nodeaddr_address_info and nodeaddr_uninitialized_taint from a NodeState
-// when scraped, as node_exporter's collectors read the system: no copy of the state to keep in
-// step, no series left behind by a missed update. Without a NodeState (--dry-run, or before the
-// agent is built) there is no address and no taint.
+// stateCollector reads the node gauges from a NodeState when scraped, as node_exporter's collectors
+// read the system: no copy to keep in step. Without a NodeState there is no address and no taint.
 type stateCollector struct {
 	addressInfo, managed, taint *prometheus.Desc
 

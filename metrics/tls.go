@@ -8,27 +8,20 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"math/big"
 	"net"
 	"time"
 )
 
-// SelfSignedTLS returns a TLS configuration with a fresh self-signed ECDSA P-256 certificate for
-// hosts (names or IP addresses) plus localhost, valid for a year. The key never leaves memory;
-// scrapers skip verification (the ServiceMonitor's insecureSkipVerify) and rely on the bearer
-// token check for access, as for the kubelet's self-signed serving certificate.
+// SelfSignedTLS returns a TLS configuration with a fresh self-signed certificate for hosts plus
+// localhost, valid for a year; the key never leaves memory. Scrapers skip verification and rely on
+// the bearer token check, as for the kubelet's self-signed serving certificate.
 func SelfSignedTLS(hosts ...string) (*tls.Config, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
+	tmpl := &x509.Certificate{ // no SerialNumber: CreateCertificate draws a random one
 		Subject:               pkix.Name{CommonName: "nodeaddr"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(365 * 24 * time.Hour),

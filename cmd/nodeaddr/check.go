@@ -1,9 +1,7 @@
 package main
 
-// --check-install: the chart's `helm test`. The image is scratch with the nodeaddr binary alone, so
-// the check is a mode of the binary: it reads the Nodes the DaemonSet selects and the agent pods
-// with its own, read-only ServiceAccount (the hook's, not the agent's) and judges them with
-// internal/inspect, as `kubectl nodeaddr status` does.
+// --check-install: the chart's `helm test`, a mode of the binary as the image holds nothing else. It
+// judges the Nodes and agent pods with internal/inspect, with the hook's read-only ServiceAccount.
 
 import (
 	"context"
@@ -15,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
@@ -22,10 +21,8 @@ import (
 
 // checkOptions are the flags of --check-install.
 type checkOptions struct {
-	enabled       bool
-	namespace     string // the agents' namespace; "" for every namespace
-	agentSelector string
-	nodeSelector  string
+	enabled                                bool
+	namespace, agentSelector, nodeSelector string // namespace "": every namespace
 }
 
 // installLister reads what the check judges (kube.Client; a fake clientset in tests).
@@ -47,21 +44,13 @@ func (c checkOptions) validate() error {
 // checkInstall judges the install every interval until it passes or timeout ends, then prints the
 // last verdict, one line per Node, to out. It fails when the verdict is not OK.
 func checkInstall(ctx context.Context, l installLister, c checkOptions, timeout, interval time.Duration, out io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	var verdict inspect.InstallCheck
 	var err error
-	for {
-		if verdict, err = judge(ctx, l, c); err == nil && verdict.OK {
-			break
-		}
-		t := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return checkFailure(verdict, err, timeout, out)
-		case <-t.C:
-		}
+	if wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		verdict, err = judge(ctx, l, c)
+		return err == nil && verdict.OK, nil
+	}) != nil {
+		return checkFailure(verdict, err, timeout, out)
 	}
 	fmt.Fprintln(out, strings.Join(verdict.Lines, "\n"))
 	fmt.Fprintf(out, "nodeaddr install check passed: %d Node(s)\n", len(verdict.Lines))

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -9,70 +11,71 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// effective is the configuration in force for one address type and family, as the flags, their
-// defaults and their cross-rules left it: startup logs one INFO line per effective value, so an
-// operator reads what nodeaddr will do for, say, IPv6 ExternalIP without re-deriving the defaults.
-type effective struct {
-	Type   resolver.AddressType
-	Family resolver.Family
-	// Source is how the type and family is selected: "route" (targets), "interfaces",
-	// "route+interfaces", or "none" when managed without a source of this family (the Node's entry
-	// is removed) or not managed at all.
-	Source string
-	// Targets, Interfaces, Exclude and CIDRs are the values of this family ("" when none).
-	Targets, Interfaces, Exclude, CIDRs string
-	// Unmanaged, when not empty, says why nodeaddr leaves the Node's entries of this type and
-	// family alone or removes them.
-	Unmanaged string
-}
-
-// effectiveConfig lists the effective configuration per address type (InternalIP first) and family
-// (IPv4 first).
-func (o *options) effectiveConfig() []effective {
-	var out []effective
-	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
-		for _, f := range []resolver.Family{resolver.IPv4, resolver.IPv6} {
-			out = append(out, o.effectiveOf(t, f))
+// logEffectiveConfig logs one INFO line per address type and family: the configuration in force
+// as the flags, their defaults and cross-rules left it, so an operator reads what nodeaddr will do
+// for, say, IPv6 ExternalIP without re-deriving the defaults (settings common to all are on the
+// "nodeaddr starting" line).
+func (o *options) logEffectiveConfig(log *slog.Logger) {
+	for _, t := range addressTypes {
+		for _, f := range families {
+			log.Info("effective configuration", o.effectiveAttrs(t, f)...)
 		}
 	}
-	return out
 }
 
-func (o *options) effectiveOf(t resolver.AddressType, f resolver.Family) effective {
-	e := effective{Type: t, Family: f, Source: "none"}
-	pre := flagPrefix(t)
+// families are the address families, in the order logs name them.
+var families = []resolver.Family{resolver.IPv4, resolver.IPv6}
+
+// effectiveAttrs are the attributes of type t and family f. source is route (targets), interfaces,
+// route+interfaces, or none (no source of this family, or not managed: unmanaged says which).
+func (o *options) effectiveAttrs(t resolver.AddressType, f resolver.Family) []any {
+	a := []any{"type", t, "family", f.String()}
 	if !slices.Contains(o.managed(), t) {
-		e.Unmanaged = "--" + pre + "-target=none: nodeaddr leaves this type's Node entries alone"
-		return e
+		return append(a, "source", "none",
+			"unmanaged", "--"+flagPrefix(t)+"-target=none: nodeaddr leaves this type's Node entries alone")
 	}
 	tp := o.typePolicy[t]
-	var targets []string
-	for _, tg := range o.targets() {
-		if tg.Type == t && resolver.FamilyOf(tg.IP) == f {
-			targets = append(targets, tg.IP.String())
+	var targets []netip.Addr
+	for _, tg := range *o.targetsOf(t) {
+		if resolver.FamilyOf(tg.IP) == f {
+			targets = append(targets, tg.IP)
 		}
 	}
-	e.Targets = strings.Join(targets, ",")
-	e.Interfaces = joinRegexps(tp.Interfaces)
-	e.Exclude = joinRegexps(tp.ExcludeInterfaces)
-	var cidrs []string
+	var cidrs []resolver.CIDRRule
 	for _, r := range tp.CIDRs {
 		if resolver.FamilyOf(r.Prefix.Addr()) == f {
-			cidrs = append(cidrs, r.String())
+			cidrs = append(cidrs, r)
 		}
 	}
-	e.CIDRs = strings.Join(cidrs, ",")
+	source, unmanaged := "none", ""
 	switch route, ifaces := len(targets) > 0, o.enumerates(t); {
 	case route && ifaces:
-		e.Source = "route+interfaces"
+		source = "route+interfaces"
 	case route:
-		e.Source = "route"
+		source = "route"
 	case ifaces:
-		e.Source = "interfaces"
+		source = "interfaces"
 	default:
-		e.Unmanaged = resolver.NoTarget
+		unmanaged = resolver.NoTarget
 	}
-	return e
+	a = append(a, "source", source)
+	for _, kv := range [][2]string{{"targets", join(targets)}, {"interfaces", joinRegexps(tp.Interfaces)},
+		{"exclude_interfaces", joinRegexps(tp.ExcludeInterfaces)}, {"cidrs", join(cidrs)},
+		{"unmanaged", unmanaged}} {
+		if kv[1] != "" {
+			a = append(a, kv[0], kv[1])
+		}
+	}
+	return a
+}
+
+// join is the comma-separated String of each x.
+func join[T fmt.Stringer](xs []T) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
 }
 
 func joinRegexps(rs []*regexp.Regexp) string {
@@ -83,22 +86,77 @@ func joinRegexps(rs []*regexp.Regexp) string {
 	return strings.Join(s, ",")
 }
 
-// attrs are the log line's attributes, with the stable keys type and family first.
-func (e effective) attrs() []any {
-	a := []any{"type", e.Type, "family", e.Family.String(), "source", e.Source}
-	for _, kv := range [][2]string{{"targets", e.Targets}, {"interfaces", e.Interfaces},
-		{"exclude_interfaces", e.Exclude}, {"cidrs", e.CIDRs}, {"unmanaged", e.Unmanaged}} {
-		if kv[1] != "" {
-			a = append(a, kv[0], kv[1])
-		}
-	}
-	return a
+// cidrMiss is a managed type and family whose --*-ip-cidrs list accepts no address of the host, so
+// the Node loses its address: a typo would take the InternalIP away with no other word.
+type cidrMiss struct {
+	Type   resolver.AddressType
+	Family resolver.Family
+	// CIDRs are the family's accepting rules; none when the list accepts only the other family,
+	// which rejects every address of this one (no rule matches them).
+	CIDRs []netip.Prefix
 }
 
-// logEffectiveConfig logs one INFO line per address type and family (the settings that apply to all
-// of them are on the "nodeaddr starting" line).
-func (o *options) logEffectiveConfig(log *slog.Logger) {
-	for _, e := range o.effectiveConfig() {
-		log.Info("effective configuration", e.attrs()...)
+// cidrMisses checks each managed type's CIDR list, per family, against the host's global unicast
+// addresses. A list of ! rules alone is not checked; a family with no accepting rule only when the
+// host has addresses of that family, which the list then rejects.
+func (o *options) cidrMisses(addrs []resolver.LocalAddr) []cidrMiss {
+	var out []cidrMiss
+	for _, t := range o.managed() {
+		rules := o.typePolicy[t].CIDRs
+		if !accepts(rules) {
+			continue
+		}
+		for _, f := range families {
+			var accepting []netip.Prefix
+			for _, r := range rules {
+				if !r.Exclude && resolver.FamilyOf(r.Prefix.Addr()) == f {
+					accepting = append(accepting, r.Prefix)
+				}
+			}
+			hostHas := func(a resolver.LocalAddr) bool { return a.IP.IsGlobalUnicast() && resolver.FamilyOf(a.IP) == f }
+			inside := func(a resolver.LocalAddr) bool {
+				return hostHas(a) && slices.ContainsFunc(accepting, func(p netip.Prefix) bool { return p.Contains(a.IP) })
+			}
+			if len(accepting) == 0 && !slices.ContainsFunc(addrs, hostHas) {
+				continue // nothing of this family to lose
+			}
+			if !slices.ContainsFunc(addrs, inside) {
+				out = append(out, cidrMiss{Type: t, Family: f, CIDRs: accepting})
+			}
+		}
+	}
+	return out
+}
+
+// message is the warning's text.
+func (m cidrMiss) message() string {
+	flag := "--" + flagPrefix(m.Type) + "-cidrs"
+	if len(m.CIDRs) == 0 {
+		return fmt.Sprintf("%s has no %s CIDR, so it rejects every %s address of this host: nodeaddr publishes no %s %s and removes the Node's; for a dual-stack Node add a CIDR of that family",
+			flag, m.Family, m.Family, m.Family, m.Type)
+	}
+	return fmt.Sprintf("%s matches no %s address of this host: nodeaddr publishes no %s %s and removes the Node's until such an address appears",
+		flag, m.Family, m.Family, m.Type)
+}
+
+// warnCIDRMisses logs a warning for each cidrMiss, from the host's addresses at start (k); one that
+// appears later is selected as usual.
+func (a *command) warnCIDRMisses(k resolver.Kernel) {
+	o := a.opts
+	hasCIDRs := func(t resolver.AddressType) bool { return accepts(o.typePolicy[t].CIDRs) }
+	if !slices.ContainsFunc(o.managed(), hasCIDRs) {
+		return // no CIDR filter: nothing to check, no need to list the addresses
+	}
+	addrs, err := k.Addresses()
+	if err != nil {
+		a.log.Warn("the host's addresses could not be read to check the --*-ip-cidrs filters", "err", err)
+		return
+	}
+	for _, m := range o.cidrMisses(addrs) {
+		attrs := []any{"type", m.Type, "family", m.Family.String()}
+		if len(m.CIDRs) > 0 {
+			attrs = append(attrs, "cidrs", join(m.CIDRs))
+		}
+		a.log.Warn(m.message(), attrs...)
 	}
 }

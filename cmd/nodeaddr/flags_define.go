@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -9,11 +12,11 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
 
-// defaultTargets are the targets of both address types when their flag is absent or empty: the
-// route toward the public Internet of each family (no packet is sent; the kernel is only asked
-// which source address it would use).
+// defaultTargets are the targets when a target flag is absent or empty: the route toward the
+// Internet of each family (no packet is sent; the kernel is only asked which source it would use).
 const defaultTargets = "8.8.8.8,2001:4860:4860::8888"
 
 // noTargets is the target flag value that leaves a type unmanaged.
@@ -36,8 +39,27 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs.BoolVar(&o.help, "help", false, "print this help and exit")
 	_ = fs.MarkHidden("help")
 
-	o.defineSelectionFlags(g.flagSet("Address selection"), r)
-	o.discovery.addFlags(g.flagSet("External address discovery"))
+	fs = g.flagSet("Address selection") // docs/configuration.md, "Selection policy"
+	fs.StringVar(&r.externalEqual, "external-ip-equal-internal", "drop", "an ExternalIP equal to an InternalIP on the Node (nodeaddr's or the kubelet's): drop (not published, as local-ccm does) or keep")
+	r.perType = map[resolver.AddressType]*typeFlags{resolver.InternalIP: {}, resolver.ExternalIP: {}}
+	for _, t := range addressTypes {
+		pre, tf, unless := flagPrefix(t), r.perType[t], ""
+		if t == resolver.InternalIP {
+			unless = " (unless --internal-ip-interfaces or an accepting --internal-ip-cidrs is set)"
+		}
+		fs.StringVar(&tf.target, pre+"-target", "", "comma-separated targets, at most one per family, whose route source becomes "+string(t)+"; empty or absent: "+defaultTargets+unless+"; none: "+string(t)+" not managed")
+		fs.StringVar(&tf.interfaces, pre+"-interfaces", "", "comma-separated regular expressions (anchored) of interfaces whose addresses are "+string(t)+" candidates besides the route source")
+		fs.StringVar(&tf.exclude, pre+"-exclude-interfaces", "", "comma-separated regular expressions (anchored) of interfaces never used for "+string(t)+", added to the default exclusions")
+		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface; a warning at start when they accept no address of the host in a family")
+	}
+	fs.BoolVar(&o.allowSecondary, "allow-secondary", false, "accept IPv4 secondary addresses (keepalived and kube-vip add VIPs as secondaries)")
+	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces(), " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
+	fs.StringVar(&r.serviceCIDR, "service-cidr", "", "the cluster's service CIDR(s), comma-separated: never a node address")
+
+	fs = g.flagSet("External address discovery")
+	fs.StringVar(&o.discovery.raw, "external-ip-discovery", "", "discover the ExternalIP behind NAT with STUN: comma-separated stun:HOST:PORT servers (an IPv6 address in brackets), asked from the route source; the address a majority agrees on replaces the route source as ExternalIP. Empty: off, nothing is sent")
+	fs.DurationVar(&o.discovery.interval, "external-ip-discovery-interval", discovery.DefaultInterval, "how often the discovered address is checked again (jittered by up to 10%), besides at start and whenever the route source changes")
+	fs.DurationVar(&o.discovery.staleAfter, "external-ip-discovery-stale-after", discovery.DefaultStaleAfter, "how long a discovered address stays published while no round of probes confirms it (servers down or disagreeing); then that family's ExternalIP is withdrawn")
 
 	fs = g.flagSet("Resolution")
 	fs.DurationVar(&o.debounce, "debounce", 10*time.Millisecond, "quiet time after the last address, route or rule event before resolving")
@@ -60,7 +82,11 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs = g.flagSet("Listeners")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
-	o.addFlags(fs)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to scrapers whose bearer token the API server authenticates (TokenReview) and whose user --metrics-allowed-scrapers lists (that list empty: a SubjectAccessReview for get on /metrics decides); false: plain HTTP for anyone, allowed only on a loopback --metrics-bind-address")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "PEM serving certificate for /metrics with --metrics-secure (empty: a self-signed one generated at start)")
+	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&o.tokenAudience, "metrics-token-audience", "nodeaddr", "audience a scraper's bearer token must be issued for (the TokenReview's spec.audiences): a projected ServiceAccount token with this audience, which the API server itself refuses; empty: the API server's own audiences (a token a compromised agent could replay against the API server)")
+	fs.StringSliceVar(&o.scrapers, "metrics-allowed-scrapers", nil, "comma-separated usernames allowed to scrape /metrics, e.g. system:serviceaccount:monitoring:prometheus-k8s: the agent authorizes them itself and sends no SubjectAccessReview (its RBAC can then drop subjectaccessreviews); empty: a SubjectAccessReview for get on /metrics decides")
 
 	fs = g.flagSet("Logging")
 	fs.StringVar(&r.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -79,19 +105,108 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	return g
 }
 
-// defineSelectionFlags declares the flags of the selection policy (docs/configuration.md, "Selection policy").
-func (o *options) defineSelectionFlags(fs *pflag.FlagSet, r *rawFlags) {
-	fs.StringVar(&r.internal, "internal-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes InternalIP; empty or absent: "+defaultTargets+" (unless --internal-ip-interfaces or an accepting --internal-ip-cidrs is set); none: InternalIP not managed")
-	fs.StringVar(&r.external, "external-ip-target", "", "comma-separated targets, at most one per family, whose route source becomes ExternalIP; empty or absent: "+defaultTargets+"; none: ExternalIP not managed")
-	fs.StringVar(&r.externalEqual, "external-ip-equal-internal", "drop", "an ExternalIP equal to an InternalIP on the Node (nodeaddr's or the kubelet's): drop (not published, as local-ccm does) or keep")
-	r.perType = map[resolver.AddressType]*typeFlags{resolver.InternalIP: {}, resolver.ExternalIP: {}}
-	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
-		pre, tf := flagPrefix(t), r.perType[t]
-		fs.StringVar(&tf.interfaces, pre+"-interfaces", "", "comma-separated regular expressions (anchored) of interfaces whose addresses are "+string(t)+" candidates besides the route source")
-		fs.StringVar(&tf.exclude, pre+"-exclude-interfaces", "", "comma-separated regular expressions (anchored) of interfaces never used for "+string(t)+", added to the default exclusions")
-		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface; a warning at start when they accept no address of the host in a family")
+// helpColumns is the width --help wraps flag descriptions to.
+const helpColumns = 100
+
+// namedFlagSets are the --help sections, in order, as k8s.io/component-base's cliflag.NamedFlagSets
+// (not imported: these few lines do not justify the dependency).
+type namedFlagSets struct{ sets []*pflag.FlagSet }
+
+// flagSet returns a new section called name.
+func (g *namedFlagSets) flagSet(name string) *pflag.FlagSet {
+	g.sets = append(g.sets, pflag.NewFlagSet(name, pflag.ContinueOnError))
+	return g.sets[len(g.sets)-1]
+}
+
+// all is the flag set the command line is parsed with, sharing the sections' *pflag.Flag values. It
+// prints nothing: parseFlags turns its errors into one line and prints --help itself.
+func (g *namedFlagSets) all() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("nodeaddr", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	// Flags after the first argument that is not one are not parsed, as with the flag package:
+	// nodeaddr takes no arguments, so the first one is the error.
+	fs.SetInterspersed(false)
+	for _, s := range g.sets {
+		fs.AddFlagSet(s)
 	}
-	fs.BoolVar(&o.allowSecondary, "allow-secondary", false, "accept IPv4 secondary addresses (keepalived and kube-vip add VIPs as secondaries)")
-	fs.BoolVar(&o.defaultExclusions, "default-exclusions", true, "exclude container/CNI interfaces ("+strings.Join(resolver.DefaultExcludeInterfaces(), " ")+"), the Node's pod CIDRs and VIP-style addresses (/32 on lo, labelled aliases, a /32 beside a wider address)")
-	fs.StringVar(&r.serviceCIDR, "service-cidr", "", "the cluster's service CIDR(s), comma-separated: never a node address")
+	return fs
+}
+
+// printUsage writes --help: a heading, then the non-empty sections, as cliflag.PrintSections does.
+func (g *namedFlagSets) printUsage(w io.Writer) {
+	fmt.Fprint(w, "Usage: nodeaddr [flags]\n\nKeeps this Node's status.addresses in step with the kernel.\n")
+	for _, s := range g.sets {
+		if usage := s.FlagUsagesWrapped(helpColumns); usage != "" {
+			fmt.Fprintf(w, "\n%s flags:\n\n%s", s.Name(), usage)
+		}
+	}
+	fmt.Fprint(w, helpExamples)
+}
+
+// helpExamples close --help: the common command lines, each one accepted as written (a test parses
+// them, shell quotes removed). docs/configuration.md has the scenarios in full.
+const helpExamples = `
+Examples:
+
+  # What nodeaddr would publish on this host, without a cluster: one JSON line, then exit.
+  nodeaddr --dry-run --run-once
+
+  # The same, with why each candidate address was chosen or dropped (-o json for JSON).
+  nodeaddr --dry-run --run-once --explain
+
+  # A DaemonSet's args: Kubernetes expands $(NODE_NAME), set from spec.nodeName.
+  nodeaddr --node-name=$(NODE_NAME) --log-format=json
+
+  # InternalIP from the route toward a private gateway, one target per family; ExternalIP unmanaged.
+  nodeaddr --node-name=node-1 --internal-ip-target=10.0.0.1,fd00::1 --external-ip-target=none
+
+  # InternalIP from the first matching subnet, on any interface; never from 10.9.0.0/16.
+  nodeaddr --node-name=node-1 --internal-ip-cidrs='!10.9.0.0/16,10.0.0.0/8'
+
+  # Reconcile the Node once with a kubeconfig's cluster and exit (0 on success, 1 on failure).
+  nodeaddr --node-name=node-1 --kubeconfig=$HOME/.kube/config --run-once
+`
+
+// discoveryOptions are the flags of external-address discovery (docs/nat.md).
+type discoveryOptions struct {
+	raw                  string
+	servers              []discovery.Server
+	interval, staleAfter time.Duration
+}
+
+// validate parses the servers and checks the durations once every flag is parsed.
+func (d *discoveryOptions) validate() error {
+	var err error
+	if d.servers, err = discovery.ParseServers(d.raw); err != nil {
+		return usagef("--external-ip-discovery: %v", err)
+	}
+	if d.interval <= 0 {
+		return usagef("--external-ip-discovery-interval: %s is not positive", d.interval)
+	}
+	if d.staleAfter <= 0 {
+		return usagef("--external-ip-discovery-stale-after: %s is not positive", d.staleAfter)
+	}
+	if d.staleAfter < d.interval {
+		return usagef("--external-ip-discovery-stale-after (%s) is shorter than --external-ip-discovery-interval (%s): the address would lapse between two checks",
+			d.staleAfter, d.interval)
+	}
+	return nil
+}
+
+func (d *discoveryOptions) enabled() bool { return len(d.servers) > 0 }
+
+// config is the discoverer's configuration (its Prober, Logger and Metrics are the caller's).
+func (d *discoveryOptions) config() discovery.Config {
+	return discovery.Config{Servers: d.servers, Interval: d.interval, StaleAfter: d.staleAfter}
+}
+
+// agentConfig is agent.Config.Discovery, nil when off.
+func (d *discoveryOptions) agentConfig(log *slog.Logger, m *discovery.Metrics) *discovery.Config {
+	if !d.enabled() {
+		return nil
+	}
+	cfg := d.config()
+	cfg.Logger, cfg.Metrics = log, m
+	return &cfg
 }

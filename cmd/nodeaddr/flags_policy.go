@@ -16,19 +16,31 @@ import (
 func (o *options) buildPolicy(fs *pflag.FlagSet, r *rawFlags) error {
 	var err error
 	o.typePolicy = map[resolver.AddressType]resolver.TypePolicy{}
-	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
-		if o.typePolicy[t], err = o.typePolicyOf(t, r.perType[t]); err != nil {
+	for _, t := range addressTypes {
+		tf, pre := r.perType[t], flagPrefix(t)
+		// InternalIP is the node's identity: it stays while the host has it (TypePolicy.Sticky).
+		tp := resolver.TypePolicy{Sticky: t == resolver.InternalIP}
+		if tp.Interfaces, err = interfaceRegexps(pre+"-interfaces", tf.interfaces); err != nil {
 			return err
 		}
+		if tp.ExcludeInterfaces, err = interfaceRegexps(pre+"-exclude-interfaces", tf.exclude); err != nil {
+			return err
+		}
+		if tp.CIDRs, err = resolver.ParseCIDRRules(tf.cidrs); err != nil {
+			return usagef("--%s-cidrs: %v", pre, err)
+		}
+		if o.defaultExclusions {
+			tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces()...), tp.ExcludeInterfaces...)
+		}
+		o.typePolicy[t] = tp
 	}
-	if o.internalTargets, err = o.parseTargets(resolver.InternalIP, r.internal, r.perType[resolver.InternalIP].interfaces); err != nil {
-		return err
+	for _, t := range addressTypes {
+		tf, ts := r.perType[t], o.targetsOf(t)
+		if *ts, err = o.parseTargets(t, tf.target, tf.interfaces); err != nil {
+			return err
+		}
+		o.warnings = append(o.warnings, o.oneFamilyWarning(t, tf.target, *ts)...)
 	}
-	if o.externalTargets, err = o.parseTargets(resolver.ExternalIP, r.external, r.perType[resolver.ExternalIP].interfaces); err != nil {
-		return err
-	}
-	o.warnings = append(o.oneFamilyWarning(resolver.InternalIP, r.internal, o.internalTargets),
-		o.oneFamilyWarning(resolver.ExternalIP, r.external, o.externalTargets)...)
 	switch r.externalEqual {
 	case "drop":
 	case "keep":
@@ -54,28 +66,6 @@ func (o *options) buildPolicy(fs *pflag.FlagSet, r *rawFlags) error {
 	return nil
 }
 
-// typePolicyOf parses the interface and CIDR flags of type t.
-func (o *options) typePolicyOf(t resolver.AddressType, tf *typeFlags) (resolver.TypePolicy, error) {
-	pre := flagPrefix(t)
-	var tp resolver.TypePolicy
-	var err error
-	if tp.Interfaces, err = interfaceRegexps(pre+"-interfaces", tf.interfaces); err != nil {
-		return tp, err
-	}
-	if tp.ExcludeInterfaces, err = interfaceRegexps(pre+"-exclude-interfaces", tf.exclude); err != nil {
-		return tp, err
-	}
-	if tp.CIDRs, err = resolver.ParseCIDRRules(tf.cidrs); err != nil {
-		return tp, usagef("--%s-cidrs: %v", pre, err)
-	}
-	if o.defaultExclusions {
-		tp.ExcludeInterfaces = append(resolver.MustInterfaceRegexps(resolver.DefaultExcludeInterfaces()...), tp.ExcludeInterfaces...)
-	}
-	// InternalIP is the node's identity: it stays while the host has it (TypePolicy.Sticky).
-	tp.Sticky = t == resolver.InternalIP
-	return tp, nil
-}
-
 // interfaceRegexps parses the value of the interface flag --name. Each expression must parse on its
 // own before the resolver anchors it as ^(?:EXPR)$: the error then quotes what the user wrote, not
 // the anchored form, and an expression that parses only once wrapped ("a)|(b", which would match
@@ -94,8 +84,7 @@ func interfaceRegexps(name, value string) ([]*regexp.Regexp, error) {
 	return res, nil
 }
 
-// checkManaged refuses a command line that manages nothing, or that selects addresses for a type
-// it does not manage.
+// checkManaged refuses a command line that manages nothing, or selects for a type it does not manage.
 func (o *options) checkManaged(fs *pflag.FlagSet, r *rawFlags) error {
 	if len(o.managed()) == 0 {
 		for _, name := range []string{"internal-ip-interfaces", "internal-ip-cidrs", "external-ip-interfaces", "external-ip-cidrs"} {
@@ -105,7 +94,7 @@ func (o *options) checkManaged(fs *pflag.FlagSet, r *rawFlags) error {
 		}
 		return usagef("--internal-ip-target and --external-ip-target are both none: nothing to manage")
 	}
-	for _, t := range []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP} {
+	for _, t := range addressTypes {
 		if slices.Contains(o.managed(), t) {
 			continue
 		}
@@ -121,10 +110,9 @@ func (o *options) checkManaged(fs *pflag.FlagSet, r *rawFlags) error {
 	return nil
 }
 
-// parseTargets reads a --*-ip-target value for type t: "none" leaves t unmanaged (an error when
-// the type's interfaces are set too), empty means defaultTargets, except for InternalIP chosen by
-// --internal-ip-interfaces or an accepting --internal-ip-cidrs, which keep selecting only from
-// interfaces as they did before InternalIP had default targets. Call it after typePolicy is set.
+// parseTargets reads a --*-ip-target value (after typePolicy is set): "none" leaves t unmanaged,
+// empty means defaultTargets, except for an InternalIP with an interface source, which keeps
+// selecting only from interfaces as before InternalIP had default targets.
 func (o *options) parseTargets(t resolver.AddressType, value, interfaces string) ([]resolver.Target, error) {
 	pre := flagPrefix(t)
 	v := strings.TrimSpace(value)
@@ -154,18 +142,29 @@ func (o *options) parseTargets(t resolver.AddressType, value, interfaces string)
 // managed lists the types nodeaddr owns: those with a target or an interface source.
 func (o *options) managed() []resolver.AddressType {
 	var m []resolver.AddressType
-	if len(o.internalTargets) > 0 || o.enumerates(resolver.InternalIP) {
-		m = append(m, resolver.InternalIP)
-	}
-	if len(o.externalTargets) > 0 || o.enumerates(resolver.ExternalIP) {
-		m = append(m, resolver.ExternalIP)
+	for _, t := range addressTypes {
+		if len(*o.targetsOf(t)) > 0 || o.enumerates(t) {
+			m = append(m, t)
+		}
 	}
 	return m
 }
 
+// targetsOf is the field holding type t's targets.
+func (o *options) targetsOf(t resolver.AddressType) *[]resolver.Target {
+	if t == resolver.InternalIP {
+		return &o.internalTargets
+	}
+	return &o.externalTargets
+}
+
 func (o *options) enumerates(t resolver.AddressType) bool {
-	tp := o.typePolicy[t]
-	return len(tp.Interfaces) > 0 || slices.ContainsFunc(tp.CIDRs, func(r resolver.CIDRRule) bool { return !r.Exclude })
+	return len(o.typePolicy[t].Interfaces) > 0 || accepts(o.typePolicy[t].CIDRs)
+}
+
+// accepts reports whether a CIDR list has an accepting (not !) rule.
+func accepts(rules []resolver.CIDRRule) bool {
+	return slices.ContainsFunc(rules, func(r resolver.CIDRRule) bool { return !r.Exclude })
 }
 
 // policy is the selection policy the flags describe (pod CIDRs are added at run time).
@@ -181,11 +180,9 @@ func (o *options) targets() []resolver.Target {
 	return append(append([]resolver.Target(nil), o.internalTargets...), o.externalTargets...)
 }
 
-// oneFamilyWarning warns when the user's --*-ip-target list for type t names one family only and
-// no interface source can add the other. nodeaddr keeps the list as given (a single-stack cluster
-// on a dual-stack host wants exactly that), but the type stays managed in both families: the other
-// family's address of that type is neither selected nor kept, so a dual-stack Node loses it (the
-// kubelet's IPv6 InternalIP, say) with no other word. The warning names the fix.
+// oneFamilyWarning warns when a --*-ip-target list names one family only and no interface source
+// adds the other: the list is kept as given (a single-stack cluster wants that), but the type stays
+// managed in both families, so a dual-stack Node would silently lose the other family's address.
 func (o *options) oneFamilyWarning(t resolver.AddressType, value string, ts []resolver.Target) []string {
 	if strings.Trim(value, ", ") == "" || len(ts) == 0 || o.enumerates(t) {
 		return nil // the defaults cover both families; "none" leaves the type alone

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
@@ -40,9 +43,9 @@ func main() {
 
 // run is main without the process: it returns the exit code (0 ok, 1 runtime failure, 2 usage).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	if len(args) > 0 && args[0] == "approver" {
-		ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-		defer stop()
 		return runApprover(ctx, args[1:], getenv, stdout, stderr)
 	}
 	o, err := parseFlags(args, getenv, os.Hostname, stdout)
@@ -61,17 +64,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, d := range append(o.deprecations, o.warnings...) {
 		log.Warn(d)
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	c := &command{opts: o, log: log, stdout: stdout}
+	runMode, failed := c.run, "nodeaddr failed"
 	if o.check.enabled {
-		if err := (&command{opts: o, log: log, stdout: stdout}).runCheck(ctx); err != nil {
-			log.Error("nodeaddr --check-install failed", "err", err)
-			return 1
-		}
-		return 0
+		runMode, failed = c.runCheck, "nodeaddr --check-install failed"
 	}
-	if err := (&command{opts: o, log: log, stdout: stdout}).run(ctx); err != nil {
-		log.Error("nodeaddr failed", "err", err)
+	if err := runMode(ctx); err != nil {
+		log.Error(failed, "err", err)
 		return 1
 	}
 	return 0
@@ -84,8 +83,7 @@ type command struct {
 	stdout io.Writer
 }
 
-// run builds the clients and the agent from the flags and runs it: once (--run-once), or with
-// the metrics and probe listeners until ctx ends.
+// run builds the clients and the agent and runs it once (--run-once) or beside the listeners.
 func (a *command) run(ctx context.Context) error {
 	o := a.opts
 	var client *kube.Client
@@ -135,10 +133,9 @@ func (a *command) run(ctx context.Context) error {
 	return a.serve(ctx, ag, m, reviewer)
 }
 
-// addServiceNetwork adds the cluster's Service network (its ServiceCIDRs and the kubernetes
-// Service's ClusterIPs) to --service-cidr's exclusions, read once at start: a Service address on a
-// host interface must never become the Node's address. Unreadable (an older RBAC, an API error), the
-// flag alone excludes, and the agent says so.
+// addServiceNetwork adds the cluster's Service network (ServiceCIDRs, the kubernetes Service's
+// ClusterIPs), read once at start, to --service-cidr's exclusions: a Service address on a host
+// interface must never become the Node's. Unreadable, the flag alone excludes, with a warning.
 func (a *command) addServiceNetwork(ctx context.Context, client *kube.Client) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -160,7 +157,7 @@ func (a *command) serve(ctx context.Context, ag *agent.Agent, m *metrics.Metrics
 		MetricsAddr: o.metricsAddr, ProbeAddr: o.probeAddr, Metrics: m, Logger: a.log,
 		Healthz: ag.Healthz, Readyz: ag.Readyz,
 	}
-	if o.dryRun && o.metricsSecure && enabledAddr(o.metricsAddr) {
+	if o.dryRun && o.metricsSecure && metrics.Enabled(o.metricsAddr) {
 		a.log.Warn("/metrics disabled: --dry-run has no API server to check scrapers' tokens; use --metrics-secure=false with a loopback --metrics-bind-address")
 		srv.MetricsAddr = ""
 	}
@@ -220,8 +217,7 @@ func (a *command) config(reg prometheus.Registerer) agent.Config {
 	}
 }
 
-// runOnce resolves once and prints the result (--dry-run) or reconciles the Node with it, retrying
-// until --timeout.
+// runOnce prints one resolution (--dry-run) or reconciles the Node with it, retrying until --timeout.
 func (a *command) runOnce(ctx context.Context, ag *agent.Agent) error {
 	o := a.opts
 	o.logEffectiveConfig(a.log)
@@ -239,8 +235,7 @@ func (a *command) runOnce(ctx context.Context, ag *agent.Agent) error {
 	return nil
 }
 
-// restConfig loads --kubeconfig (or $KUBECONFIG, which may list several files), else the in-cluster
-// configuration.
+// restConfig loads --kubeconfig (or $KUBECONFIG: several files), else the in-cluster configuration.
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	if kubeconfig == "" {
 		cfg, err := rest.InClusterConfig()
@@ -258,4 +253,29 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	return cfg, nil
+}
+
+// newLogger is the process's logger: --log-format's handler at --log-level (or what --v maps to),
+// with klog (client-go) routed into it at verbosity --v.
+func newLogger(o *options, w io.Writer) *slog.Logger {
+	hopts := &slog.HandlerOptions{Level: o.logLevel}
+	var h slog.Handler = slog.NewTextHandler(w, hopts)
+	if o.logFormat == "json" {
+		h = slog.NewJSONHandler(w, hopts)
+	}
+	log := slog.New(h)
+	// client-go logs through klog: one handler, one format. klog's V(n) arrives as level -n, gated
+	// first by klog's verbosity (which decides at client construction whether requests are traced).
+	klog.SetSlogLogger(log)
+	setKlogVerbosity(o.verbosity)
+	return log
+}
+
+// setKlogVerbosity sets klog's global -v, through its own flag as Kubernetes components do.
+func setKlogVerbosity(v int) {
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	if err := fs.Set("v", strconv.Itoa(v)); err != nil {
+		panic(err) // v is 0-10, checked by parseFlags
+	}
 }
