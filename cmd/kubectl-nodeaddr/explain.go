@@ -67,7 +67,8 @@ family, address, from, chosen, reason); -o name prints node/NAME.
 				return err
 			}
 			if !out.table() {
-				return out.print(o.stdout, newExplanationObject(e), []objectRef{{nodeKind, e.Node}})
+				obj := &explanationObject{metav1.TypeMeta{Kind: "Explanation"}, e}
+				return printObject(out, o.stdout, obj, []inspect.Explanation{e})
 			}
 			if e.Event != "" {
 				fmt.Fprintf(o.stdout, "Node %s, explained at %s by Event %s:\n%s\n", e.Node, e.Time, e.Event, e.Change)
@@ -93,28 +94,17 @@ type explanationObject struct {
 	inspect.Explanation `json:",inline"`
 }
 
-func newExplanationObject(e inspect.Explanation) *explanationObject {
-	return &explanationObject{TypeMeta: metav1.TypeMeta{Kind: "Explanation"}, Explanation: e}
-}
+func (e *explanationObject) DeepCopyObject() runtime.Object { return jsonCopy(e) }
 
-// DeepCopyObject copies through JSON, which is all a printer sees of the object.
-func (e *explanationObject) DeepCopyObject() runtime.Object {
-	out := &explanationObject{}
-	deepCopyJSON(e, out)
-	return out
-}
-
-// lastExplanation reads the newest explanation of node's addresses: from the agent's AddressesUpdated
-// Event about it, else (no such Event: expired after the API server's --event-ttl, or recorded by an
-// agent older than the format) from the log of the agent pod on node.
+// lastExplanation reads the newest explanation of node's addresses: from the agent's Event about it,
+// else (expired, or from an agent older than the format) from the agent pod's log.
 func lastExplanation(ctx context.Context, cs kubernetes.Interface, ns, selector, node string) (inspect.Explanation, error) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return inspect.Explanation{}, err
 	}
-	// Events about a cluster-scoped Node are recorded in the default namespace, but a recorder may
-	// choose another: search them all (as status does). The selector is the API server's; the
-	// filter in LastExplanationEvent is the same.
+	// Every namespace, as status searches (a recorder may choose another than default); the filter
+	// in LastExplanationEvent is the same as this selector.
 	fs := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "reason": explanation.EventReason,
 		"source": identity.EventComponent}.AsSelector().String()
 	events, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fs})
@@ -136,11 +126,15 @@ func explanationFromLog(ctx context.Context, cs kubernetes.Interface, ns, select
 	if err != nil {
 		return inspect.Explanation{}, fmt.Errorf("%s, and listing agent pods failed: %w", noEvent, err)
 	}
-	a, container := inspect.AgentFor(node, pods.Items)
+	a := inspect.AgentOn(node, pods.Items)
 	if a == nil {
 		return inspect.Explanation{}, fmt.Errorf("%s, and no nodeaddr agent pod on Node %s (selector %s) to read the log of", noEvent, node, selector)
 	}
-	log, err := cs.CoreV1().Pods(a.Namespace).GetLogs(a.Name, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	var opts corev1.PodLogOptions
+	if c := inspect.AgentContainer(a); c != nil {
+		opts.Container = c.Name
+	}
+	log, err := cs.CoreV1().Pods(a.Namespace).GetLogs(a.Name, &opts).DoRaw(ctx)
 	if err != nil {
 		return inspect.Explanation{}, fmt.Errorf("%s, and reading the log of %s/%s failed: %w", noEvent, a.Namespace, a.Name, err)
 	}

@@ -33,18 +33,16 @@ var (
 )
 
 // Exit codes, the same for every command, so that a script tells "stale" from "cannot tell"
-// (docs/plugin-reference.md, "Exit status"). kubectl exits 1 for any error; a gate such as
-// `until kubectl nodeaddr stale; do sleep 10; done` would then wait forever on a broken kubeconfig.
+// (docs/plugin-reference.md, "Exit status", and exitStatusHelp). kubectl exits 1 for any error; a
+// gate such as `until kubectl nodeaddr stale; do sleep 10; done` would then wait forever on a broken
+// kubeconfig. exitCannotTell is also for output that could not be written.
 const (
-	exitOK    = 0 // done; stale: nothing is stale
-	exitStale = 1 // stale: something is stale
-	exitUsage = 2 // the command line cannot run (kubectl's usage errors)
-	// exitCannotTell: the cluster could not be read (no kubeconfig, API server unreachable,
-	// unauthorized, forbidden, a named Node not found…) or the output could not be written.
+	exitOK         = 0
+	exitStale      = 1
+	exitUsage      = 2
 	exitCannotTell = 3
 )
 
-// exitStatusHelp is the exit codes as each command's help states them.
 const exitStatusHelp = `Exit status: 0 done (stale: nothing is stale), 1 something is stale (stale only), 2 a usage error,
 3 the cluster could not be read (no kubeconfig, API server unreachable, unauthorized, forbidden, a
 named Node not found): the command cannot tell.`
@@ -154,27 +152,23 @@ servicecidrs, as the CSR approver reads them; explain: get pods/log when no Even
 	return root
 }
 
-// klogFlags are kubectl's logging flags: -v (--v), the verbosity of klog, through which client-go
-// logs (6: each API request, its status and duration; 7: its headers; 8: the response body,
-// truncated; 9: in full), and --vmodule. -v has been --version's shorthand; --version stays.
+// klogFlags are kubectl's logging flags: -v (--v), klog's verbosity, through which client-go logs
+// (6: each API request; 7: its headers; 8, 9: the response body), and --vmodule.
 func klogFlags() *pflag.FlagSet {
 	gfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(gfs)
+	fs := pflag.NewFlagSet("klog", pflag.ContinueOnError)
 	// klog's flags are global: a new command line starts from klog's defaults (tests run several).
 	for name, value := range map[string]string{"v": "0", "vmodule": ""} {
 		if err := gfs.Set(name, value); err != nil {
 			panic(err)
 		}
-	}
-	fs := pflag.NewFlagSet("klog", pflag.ContinueOnError)
-	for _, name := range []string{"v", "vmodule"} {
 		fs.AddGoFlag(gfs.Lookup(name)) // a one-letter Go flag gets its shorthand: -v and --v
 	}
 	return fs
 }
 
-// clients builds the clientset from the kubeconfig flags, and the namespace to search agent pods in
-// ("" for every namespace unless -n was given).
+// clients builds the clientset, and the namespace to search agent pods in ("" unless -n was given).
 func (o *options) clients() (kubernetes.Interface, string, error) {
 	if err := kubeconfigExists(*o.config.KubeConfig, os.Getenv(clientcmd.RecommendedConfigPathEnvVar)); err != nil {
 		return nil, "", err
@@ -195,12 +189,10 @@ func (o *options) clients() (kubernetes.Interface, string, error) {
 	return cs, ns, err
 }
 
-// kubeconfigExists fails when the kubeconfig the user named does not exist. clientcmd (so kubectl)
-// already fails for --kubeconfig ("stat FILE: no such file or directory"), but when no file of
-// KUBECONFIG exists it only logs "Config not found: FILES" at -v=1 and goes on with no
-// configuration at all, that is to http://localhost:8080, whose "connection refused" hides the
-// cause. That message becomes the error. A KUBECONFIG list of which one file exists is merged
-// as kubectl merges it.
+// kubeconfigExists fails when no file of KUBECONFIG exists: clientcmd (so kubectl) then only logs
+// "Config not found: FILES" at -v=1 and goes on to http://localhost:8080, whose "connection refused"
+// hides the cause. clientcmd already fails for a missing --kubeconfig; a KUBECONFIG list of which
+// one file exists is merged as kubectl merges it.
 func kubeconfigExists(explicit, env string) error {
 	if explicit != "" {
 		return nil // clientcmd's own check

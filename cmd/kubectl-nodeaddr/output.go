@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -24,16 +23,12 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 )
 
-// outputFlags are one command's -o and the flags that go with it, as kubectl get has them:
-// cli-runtime's printers (json, yaml, kyaml, name, jsonpath, jsonpath-as-json, jsonpath-file,
-// go-template, go-template-file, template, templatefile; --template, --allow-missing-template-keys)
-// and the two kubectl get adds itself, wide and custom-columns (custom-columns-file). The default
-// and wide output are the command's own table.
+// outputFlags are one command's -o and its flags, as kubectl get has them: cli-runtime's printers,
+// and wide and custom-columns(-file), which kubectl get adds itself.
 type outputFlags struct {
 	flags     *genericclioptions.PrintFlags
 	noHeaders *bool
-	// printer prints every format but the default and wide; complete sets it.
-	printer printers.ResourcePrinter
+	printer   printers.ResourcePrinter // every format but the default and wide
 }
 
 // Formats kubectl get has beside cli-runtime's printers.
@@ -55,7 +50,6 @@ func addOutputFlags(cmd *cobra.Command, noHeaders *bool) *outputFlags {
 	return f
 }
 
-// allowed lists every -o format, sorted.
 func (f *outputFlags) allowed() []string {
 	formats := append(f.flags.AllowedFormats(), formatWide, formatCustomColumns, formatCustomColumnsFile)
 	slices.Sort(formats)
@@ -64,26 +58,20 @@ func (f *outputFlags) allowed() []string {
 
 func (f *outputFlags) format() string { return *f.flags.OutputFormat }
 
-// table says whether the command prints its own table (or text): no -o (and no --template), or
-// -o wide. This is kubectl get's "human-readable printer".
+// table says whether the command prints its own table or text (kubectl get's "human-readable printer").
 func (f *outputFlags) table() bool {
 	return (f.format() == "" && *f.flags.TemplatePrinterFlags.TemplateArgument == "") || f.format() == formatWide
 }
 
-// wide says whether -o wide was asked for.
 func (f *outputFlags) wide() bool { return f.format() == formatWide }
 
-// complete builds the printer of -o. A format it does not know, a missing template or one that does
-// not parse is a usage error.
-func (f *outputFlags) complete(cmd *cobra.Command) error {
-	if f.table() {
-		return nil
+// complete builds the printer of -o; an unknown format or a bad template is a usage error.
+func (f *outputFlags) complete(cmd *cobra.Command) (err error) {
+	if !f.table() {
+		if f.printer, err = f.toPrinter(); err != nil {
+			return usageError{err, cmd}
+		}
 	}
-	p, err := f.toPrinter()
-	if err != nil {
-		return usageError{err, cmd}
-	}
-	f.printer = p
 	return nil
 }
 
@@ -114,62 +102,25 @@ func (f *outputFlags) toPrinter() (printers.ResourcePrinter, error) {
 	return p, err
 }
 
-// print writes a command's result with the printer of -o: obj, or with -o name the API objects
-// the result is about (refs), as kubectl names them (pod/NAME, node/NAME,
-// endpointslice.discovery.k8s.io/NAME, …), each once.
-func (f *outputFlags) print(w io.Writer, obj runtime.Object, refs []objectRef) error {
-	if _, name := f.printer.(*printers.NamePrinter); name {
-		return f.printer.PrintObj(nameList(refs), w)
+// apiObject is a result that is about an API object: what -o name prints.
+type apiObject interface {
+	APIObject() (schema.GroupVersionKind, string)
+}
+
+// printObject writes obj with the printer of -o, or with -o name the API objects of items, each once.
+func printObject[T apiObject](f *outputFlags, w io.Writer, obj runtime.Object, items []T) error {
+	if _, name := f.printer.(*printers.NamePrinter); !name {
+		return f.printer.PrintObj(obj, w)
 	}
-	return f.printer.PrintObj(obj, w)
-}
-
-// objectList is the stable structure a list command prints with -o json, yaml, jsonpath, templates
-// and custom columns: {"kind": KIND, "items": [...]}, the same object for every printer, so that a
-// script can switch between them.
-type objectList[T any] struct {
-	metav1.TypeMeta `json:",inline"`
-	Items           []T `json:"items"`
-}
-
-func newList[T any](kind string, items []T) *objectList[T] {
-	if items == nil {
-		items = []T{}
-	}
-	return &objectList[T]{TypeMeta: metav1.TypeMeta{Kind: kind}, Items: items}
-}
-
-// DeepCopyObject copies through JSON, which is all a printer sees of the list.
-func (l *objectList[T]) DeepCopyObject() runtime.Object {
-	out := &objectList[T]{}
-	deepCopyJSON(l, out)
-	return out
-}
-
-func deepCopyJSON(in, out any) {
-	data, err := json.Marshal(in)
-	if err == nil {
-		err = json.Unmarshal(data, out)
-	}
-	if err != nil {
-		panic(fmt.Sprintf("deep copy %T: %v", in, err))
-	}
-}
-
-// objectRef is an API object a result is about, for -o name.
-type objectRef struct {
-	gvk  schema.GroupVersionKind
-	name string
-}
-
-var nodeKind = schema.GroupVersionKind{Version: "v1", Kind: "Node"}
-
-// nameList is the list cli-runtime's name printer prints, each object once, in order.
-func nameList(refs []objectRef) *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}}
-	seen := map[objectRef]bool{}
-	for _, r := range refs {
-		if seen[r] {
+	type ref struct {
+		gvk  schema.GroupVersionKind
+		name string
+	}
+	seen := map[ref]bool{}
+	for _, it := range items {
+		var r ref
+		if r.gvk, r.name = it.APIObject(); seen[r] {
 			continue
 		}
 		seen[r] = true
@@ -178,7 +129,36 @@ func nameList(refs []objectRef) *unstructured.UnstructuredList {
 		u.SetName(r.name)
 		l.Items = append(l.Items, u)
 	}
-	return l
+	return f.printer.PrintObj(l, w)
+}
+
+// printList prints items with the printer of -o as the list {"kind": KIND, "items": [...]}: the same
+// object for every printer, so that a script can switch between them.
+func printList[T apiObject](f *outputFlags, w io.Writer, kind string, items []T) error {
+	if items == nil {
+		items = []T{}
+	}
+	return printObject(f, w, &objectList[T]{TypeMeta: metav1.TypeMeta{Kind: kind}, Items: items}, items)
+}
+
+type objectList[T any] struct {
+	metav1.TypeMeta `json:",inline"`
+	Items           []T `json:"items"`
+}
+
+func (l *objectList[T]) DeepCopyObject() runtime.Object { return jsonCopy(l) }
+
+// jsonCopy deep-copies through JSON, which is all a printer sees of an object.
+func jsonCopy[T any](in *T) *T {
+	out := new(T)
+	data, err := json.Marshal(in)
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		panic(fmt.Sprintf("deep copy %T: %v", in, err))
+	}
+	return out
 }
 
 // printTable writes rows (header first) in aligned columns, as kubectl does.
@@ -193,12 +173,12 @@ func printTable(w io.Writer, table [][]string, noHeaders bool) error {
 	return tw.Flush()
 }
 
-// customColumns is kubectl get's -o custom-columns (k8s.io/kubectl's get.CustomColumnsPrinter, in
-// a module this one does not import): a table with one row per item of a list, else one for the
-// object; each cell holds the values a JSONPath finds, comma-separated, or <none>.
+// customColumns is kubectl get's -o custom-columns (k8s.io/kubectl, a module this one does not
+// import): a row per item of a list; a cell holds what its JSONPath finds, comma-separated, or <none>.
 type customColumns struct {
 	headers   []string
 	paths     []string // complete JSONPath templates: {.internalIPs[*]}
+	parsers   []*jsonpath.JSONPath
 	noHeaders bool
 }
 
@@ -217,8 +197,7 @@ func parseCustomColumns(spec string, noHeaders bool) (*customColumns, error) {
 	return c, nil
 }
 
-// parseCustomColumnsFile reads kubectl's custom-columns file: a line of headers, then a line of
-// paths, both separated by white space.
+// parseCustomColumnsFile reads a line of headers, then a line of paths.
 func parseCustomColumnsFile(r io.Reader, noHeaders bool) (*customColumns, error) {
 	sc := bufio.NewScanner(r)
 	var lines [2][]string
@@ -240,8 +219,7 @@ func parseCustomColumnsFile(r io.Reader, noHeaders bool) (*customColumns, error)
 	return c, nil
 }
 
-// relaxedPath accepts a JSONPath as kubectl's custom columns do: name.sub, .name.sub, {name.sub}
-// or {.name.sub}.
+// relaxedPath accepts name.sub, .name.sub, {name.sub} or {.name.sub}, as kubectl does.
 var relaxedPath = regexp.MustCompile(`^\{\.?([^{}]+)\}$|^\.?([^{}]+)$`)
 
 func (c *customColumns) add(header, path string) error {
@@ -250,10 +228,11 @@ func (c *customColumns) add(header, path string) error {
 		return fmt.Errorf("unexpected path string %q, expected a 'name1.name2' or '.name1.name2' or '{name1.name2}' or '{.name1.name2}'", path)
 	}
 	tmpl := "{." + m[1] + m[2] + "}"
-	if err := jsonpath.New(header).AllowMissingKeys(true).Parse(tmpl); err != nil {
+	p := jsonpath.New(header).AllowMissingKeys(true)
+	if err := p.Parse(tmpl); err != nil {
 		return fmt.Errorf("custom column %s: %w", header, err)
 	}
-	c.headers, c.paths = append(c.headers, header), append(c.paths, tmpl)
+	c.headers, c.paths, c.parsers = append(c.headers, header), append(c.paths, tmpl), append(c.parsers, p)
 	return nil
 }
 
@@ -274,12 +253,8 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 	}
 	table := [][]string{c.headers}
 	for _, row := range rows {
-		line := make([]string, len(c.paths))
-		for i, tmpl := range c.paths {
-			p := jsonpath.New(c.headers[i]).AllowMissingKeys(true)
-			if err := p.Parse(tmpl); err != nil {
-				return err
-			}
+		line := make([]string, len(c.parsers))
+		for i, p := range c.parsers {
 			results, err := p.FindResults(row)
 			if err != nil {
 				return err
@@ -287,7 +262,11 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 			var values []string
 			for _, r := range results {
 				for _, v := range r {
-					values = append(values, printers.EscapeTerminal(fmt.Sprint(cellValue(v))))
+					s := "<none>" // a missing key yields an invalid value
+					if v.IsValid() {
+						s = printers.EscapeTerminal(fmt.Sprint(v.Interface()))
+					}
+					values = append(values, s)
 				}
 			}
 			if len(values) == 0 {
@@ -298,12 +277,4 @@ func (c *customColumns) PrintObj(obj runtime.Object, w io.Writer) error {
 		table = append(table, line)
 	}
 	return printTable(w, table, c.noHeaders)
-}
-
-// cellValue is what a JSONPath result holds; a missing key yields an invalid value.
-func cellValue(v reflect.Value) any {
-	if !v.IsValid() {
-		return "<none>"
-	}
-	return v.Interface()
 }

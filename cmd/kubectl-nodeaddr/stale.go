@@ -1,21 +1,25 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
@@ -45,6 +49,7 @@ type staleOptions struct {
 	pendingAfter time.Duration
 	timeout      time.Duration
 	probe        bool
+	certs        certCache
 }
 
 func newStale(o *options) *cobra.Command {
@@ -95,7 +100,7 @@ once with 3 when it cannot read the cluster at the start, and on Ctrl-C with the
 			if err != nil {
 				return err
 			}
-			found := inspect.Stale(snap)
+			found := s.evaluate(cmd.Context(), cs, snap, ptrs(snap.Nodes), len(args) == 0)
 			if err := s.print(o.stdout, found); err != nil {
 				return err
 			}
@@ -113,14 +118,13 @@ once with 3 when it cannot read the cluster at the start, and on Ctrl-C with the
 
 // staleExit is stale's contract with scripts: exit 1 when something is stale, else 0.
 func staleExit(found []inspect.Finding) error {
-	if inspect.AnyStale(found) {
+	if inspect.CountStale(found) > 0 {
 		return exitCode(exitStale)
 	}
 	return nil
 }
 
-// gather reads what the rules need: the Nodes (the named ones, else all), the pods on them, every
-// EndpointSlice, the kubelet-serving CSRs and each Node's kubelet serving certificate.
+// gather lists the Nodes (the named ones, else all), their pods, the EndpointSlices and CSRs.
 func (s *staleOptions) gather(ctx context.Context, cs kubernetes.Interface, names []string) (inspect.Snapshot, error) {
 	snap := inspect.Snapshot{AllNodes: len(names) == 0, Now: time.Now(), PendingAfter: s.pendingAfter}
 	var err error
@@ -129,11 +133,8 @@ func (s *staleOptions) gather(ctx context.Context, cs kubernetes.Interface, name
 	}
 	// With named Nodes, list only their pods (a field selector per Node), not the cluster's.
 	selectors := []string{""}
-	if len(names) > 0 {
-		selectors = selectors[:0]
-		for _, n := range names {
-			selectors = append(selectors, fields.OneTermEqualSelector("spec.nodeName", n).String())
-		}
+	for i, n := range names {
+		selectors = append(selectors[:i], fields.OneTermEqualSelector("spec.nodeName", n).String())
 	}
 	for _, sel := range selectors {
 		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: sel})
@@ -152,23 +153,28 @@ func (s *staleOptions) gather(ctx context.Context, cs kubernetes.Interface, name
 		return snap, fmt.Errorf("list certificatesigningrequests: %w", err)
 	}
 	snap.CSRs = csrs.Items
+	return snap, nil
+}
+
+// evaluate applies the rules to snap, with the approver's facts while a CSR is pending (nodes: every
+// Node when all, else those checked) and the kubelet serving certificates.
+func (s *staleOptions) evaluate(ctx context.Context, cs kubernetes.Interface, snap inspect.Snapshot,
+	nodes []*corev1.Node, all bool) []inspect.Finding {
 	if anyPending(snap.CSRs) {
-		snap.Approval, snap.ApprovalUnknown = approvalFacts(ctx, cs, ptrs(snap.Nodes), len(names) == 0)
+		snap.Approval, snap.ApprovalUnknown = approvalFacts(ctx, cs, nodes, all)
 	}
 	if s.probe {
-		snap.Certs = probeCerts(ctx, snap.Nodes, s.timeout)
+		snap.Certs = s.certs.get(ctx, snap.Nodes, s.timeout)
 	}
-	return snap, nil
+	return inspect.Stale(snap)
 }
 
 func anyPending(csrs []certificatesv1.CertificateSigningRequest) bool {
 	return slices.ContainsFunc(csrs, func(c certificatesv1.CertificateSigningRequest) bool { return rules.Pending(&c) })
 }
 
-// approvalFacts reads, with the user's credentials, what the CSR approver decides from: every Node
-// (nodes, when they are all), the kubernetes Service, its EndpointSlices and the ServiceCIDRs.
-// unknown names what could not be read, and then no approval is advised; what the API server does
-// not serve (ServiceCIDRs before 1.33) is none, as for the approver.
+// approvalFacts reads what the CSR approver decides from; unknown names what could not be read (then
+// no approval is advised). What the API server does not serve (ServiceCIDRs before 1.33) is none.
 func approvalFacts(ctx context.Context, cs kubernetes.Interface, nodes []*corev1.Node, all bool) (c rules.Cluster, unknown string) {
 	var missing []string
 	read := func(what string, err error) bool {
@@ -206,15 +212,10 @@ func ptrs[T any](s []T) []*T {
 	return out
 }
 
-// print writes the findings as a table (NODE, NAMESPACE, OBJECT, WHERE, ADDRESS, FIX) or with the
-// printer of -o.
+// print writes the findings as stale's table or with the printer of -o.
 func (s *staleOptions) print(w io.Writer, found []inspect.Finding) error {
 	if !s.out.table() {
-		refs := make([]objectRef, len(found))
-		for i, f := range found {
-			refs[i] = objectRef{findingKinds[f.Kind], f.Name}
-		}
-		return s.out.print(w, newList("StaleList", found), refs)
+		return printList(s.out, w, "StaleList", found)
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(s.stderr, "Nothing names an old address.")
@@ -222,42 +223,102 @@ func (s *staleOptions) print(w io.Writer, found []inspect.Finding) error {
 	}
 	table := [][]string{{"NODE", "NAMESPACE", "OBJECT", "WHERE", "ADDRESS", "FIX"}}
 	for _, f := range found {
-		ns := f.Namespace
-		if ns == "" {
-			ns = "-"
-		}
+		ns := cmp.Or(f.Namespace, "-")
 		table = append(table, []string{f.Node, ns, f.Kind + "/" + f.Name, f.Where, f.Address, f.Fix})
 	}
 	return printTable(w, table, s.noHeaders)
 }
 
-// findingKinds are the API kinds of the objects findings name, for -o name.
-var findingKinds = map[string]schema.GroupVersionKind{
-	inspect.KindPod:           corev1.SchemeGroupVersion.WithKind("Pod"),
-	inspect.KindEndpointSlice: discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"),
-	inspect.KindServingCert:   nodeKind,
-	inspect.KindCSR:           certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"),
-}
-
-// nodeNames is the set of named Nodes (nil: every Node).
-func nodeNames(names []string) map[string]bool {
-	if len(names) == 0 {
-		return nil
+// kubeletEndpoint is where a Node's kubelet serves: its first InternalIP (else ExternalIP) and the
+// port the kubelet reports in status.daemonEndpoints. ok is false when the Node reports neither.
+func kubeletEndpoint(n *corev1.Node) (string, bool) {
+	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+	if port == 0 {
+		return "", false
 	}
-	m := make(map[string]bool, len(names))
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
-}
-
-// selected filters nodes to the named ones.
-func selected(nodes []*corev1.Node, names map[string]bool) []corev1.Node {
-	out := make([]corev1.Node, 0, len(nodes))
-	for _, n := range nodes {
-		if names == nil || names[n.Name] {
-			out = append(out, *n)
+	for _, t := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range n.Status.Addresses {
+			if a.Type == t {
+				return net.JoinHostPort(a.Address, strconv.Itoa(int(port))), true
+			}
 		}
 	}
+	return "", false
+}
+
+// probeCert completes a TLS handshake with endpoint only to read the certificate it presents: it
+// sends no credentials and verifies nothing (a stale certificate is what it looks for).
+func probeCert(ctx context.Context, endpoint string, timeout time.Duration) inspect.CertProbe {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d := tls.Dialer{Config: &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // reads the peer certificate only; nothing is sent after the handshake
+		MinVersion:         tls.VersionTLS12,
+	}}
+	conn, err := d.DialContext(ctx, "tcp", endpoint)
+	if err != nil {
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Err != nil {
+			err = opErr.Err
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = errors.New("no answer within " + timeout.String())
+		}
+		return inspect.CertProbe{Endpoint: endpoint, Err: err}
+	}
+	defer conn.Close()
+	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return inspect.CertProbe{Endpoint: endpoint, Err: errors.New("no certificate presented")}
+	}
+	return inspect.CertProbe{Endpoint: endpoint, Cert: certs[0]}
+}
+
+// certCache keeps each Node's probe while its kubelet endpoint is unchanged and no CSR changed, so
+// that --watch does not shake hands with every kubelet on every pod event. The generation keeps a
+// probe that started before an invalidate from being kept after it.
+type certCache struct {
+	mu         sync.Mutex
+	generation int
+	probes     map[string]cachedProbe
+}
+
+type cachedProbe struct {
+	generation int
+	probe      inspect.CertProbe
+}
+
+// invalidate makes the next get read every certificate again (after a CSR changed).
+func (c *certCache) invalidate() {
+	c.mu.Lock()
+	c.generation++
+	c.mu.Unlock()
+}
+
+// get returns a probe per Node, reading at once (each within timeout) those not read since their
+// endpoint changed or since invalidate.
+func (c *certCache) get(ctx context.Context, nodes []corev1.Node, timeout time.Duration) map[string]inspect.CertProbe {
+	c.mu.Lock()
+	gen := c.generation
+	if c.probes == nil {
+		c.probes = map[string]cachedProbe{}
+	}
+	out := map[string]inspect.CertProbe{}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		ep, ok := kubeletEndpoint(&n)
+		if p, hit := c.probes[n.Name]; ok && hit && p.probe.Endpoint == ep && p.generation == gen {
+			out[n.Name] = p.probe
+		} else if ok {
+			wg.Go(func() {
+				p := probeCert(ctx, ep, timeout)
+				c.mu.Lock()
+				c.probes[n.Name], out[n.Name] = cachedProbe{gen, p}, p
+				c.mu.Unlock()
+			})
+		}
+	}
+	c.mu.Unlock()
+	wg.Wait()
 	return out
 }

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
 )
 
 const statusExample = `  # Every Node: addresses, who wrote them, when nodeaddr last did, taint, agent, last Warning
@@ -63,11 +62,7 @@ uninitialized, agent, lastWarning, attention); -o name prints node/NAME for each
 				return err
 			}
 			if !out.table() {
-				refs := make([]objectRef, len(rows))
-				for i, r := range rows {
-					refs[i] = objectRef{nodeKind, r.Node}
-				}
-				return out.print(o.stdout, newList("NodeStatusList", rows), refs)
+				return printList(out, o.stdout, "NodeStatusList", rows)
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(o.stderr, "No resources found")
@@ -80,8 +75,7 @@ uninitialized, agent, lastWarning, attention); -o name prints node/NAME for each
 	return cmd
 }
 
-// statusRows reads the Nodes (the named ones, else all), nodeaddr's agent pods and the Warning
-// Events about Nodes, and builds one row per Node.
+// statusRows builds the row of each Node (the named ones, else all).
 func statusRows(ctx context.Context, cs kubernetes.Interface, ns, selector string, names []string) ([]inspect.NodeStatus, error) {
 	nodes, err := getNodes(ctx, cs, names)
 	if err != nil {
@@ -99,7 +93,7 @@ func statusRows(ctx context.Context, cs kubernetes.Interface, ns, selector strin
 	}
 	rows := make([]inspect.NodeStatus, 0, len(nodes))
 	for i := range nodes {
-		rows = append(rows, inspect.Status(&nodes[i], pods.Items, events.Items, identity.FieldManager))
+		rows = append(rows, inspect.Status(&nodes[i], pods.Items, events.Items))
 	}
 	return rows, nil
 }

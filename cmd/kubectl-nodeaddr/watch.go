@@ -6,20 +6,18 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	certlisters "k8s.io/client-go/listers/certificates/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
@@ -31,10 +29,8 @@ import (
 // announces that moment.
 const reprobeAfter = 3 * time.Second
 
-// watchStale lists, then re-evaluates whenever a Node's addresses, a hostNetwork pod, an
-// EndpointSlice or a kubelet-serving CSR changes, or a pending CSR crosses --pending-after, and prints
-// the findings each time they change. Informers without resync: nothing is polled. It returns when
-// ctx ends, with the exit code of the last evaluation.
+// watchStale re-evaluates on every change that matters (informers without resync: nothing is
+// polled) and prints the findings when they change, until ctx ends, with the last exit code.
 func (s *staleOptions) watchStale(ctx context.Context, cs kubernetes.Interface, names []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -51,26 +47,18 @@ func (s *staleOptions) watchStale(ctx context.Context, cs kubernetes.Interface, 
 	if _, err := getNodes(ctx, cs, names); err != nil {
 		return err
 	}
-	w, err := startWatches(ctx, cs, signal)
+	w, err := startWatches(ctx, cs, signal, s.certs.invalidate)
 	if err != nil {
 		return err
 	}
-	want := nodeNames(names)
 	var last []inspect.Finding
 	printed := false
 	var timer *time.Timer
 	for {
-		snap := w.snapshot(want, s.pendingAfter)
-		if anyPending(snap.CSRs) {
-			all, _ := w.nodes.List(labels.Everything())
-			snap.Approval, snap.ApprovalUnknown = approvalFacts(ctx, cs, all, true)
-		}
-		if s.probe {
-			snap.Certs = w.certs.get(ctx, snap.Nodes, s.timeout)
-		}
-		found := inspect.Stale(snap)
+		snap, all := w.snapshot(names, s.pendingAfter)
+		found := s.evaluate(ctx, cs, snap, all, true)
 		if !printed || !reflect.DeepEqual(found, last) {
-			fmt.Fprintf(s.stderr, "%s: %d stale\n", snap.Now.UTC().Format(time.RFC3339), countStale(found))
+			fmt.Fprintf(s.stderr, "%s: %d stale\n", snap.Now.UTC().Format(time.RFC3339), inspect.CountStale(found))
 			if err := s.print(s.stdout, found); err != nil {
 				return err
 			}
@@ -90,41 +78,32 @@ func (s *staleOptions) watchStale(ctx context.Context, cs kubernetes.Interface, 
 	}
 }
 
-// watches are the informers stale --watch reads, and the certificates it read last.
-type watches struct {
-	nodes corelisters.NodeLister
-	pods  corelisters.PodLister
-	eps   discoverylisters.EndpointSliceLister
-	csrs  certlisters.CertificateSigningRequestLister
-	certs *certCache
-}
+// watches are the informers stale --watch reads.
+type watches struct{ nodes, pods, eps, csrs cache.SharedIndexInformer }
 
-// startWatches starts the informers, each calling signal on the changes that matter, and waits for
-// their caches. A CSR change also invalidates the certificates, now and once more reprobeAfter later.
-// An error before the caches are filled (API server unreachable, forbidden) is returned, so that the
-// command ends with "cannot tell" instead of retrying silently; once they are, the informers retry
-// as usual.
-func startWatches(ctx context.Context, cs kubernetes.Interface, signal func()) (*watches, error) {
-	w := &watches{certs: &certCache{}}
+// startWatches starts the informers, calling signal on the changes that matter (and invalidate on
+// a CSR's, now and reprobeAfter later), and waits for their caches. An error before they are filled
+// is returned (exit 3) instead of retried silently; after, the informers retry as usual.
+func startWatches(ctx context.Context, cs kubernetes.Interface, signal, invalidate func()) (*watches, error) {
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	csrFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = rules.SignerFieldSelector }))
-	nodes, pods := factory.Core().V1().Nodes(), factory.Core().V1().Pods()
-	eps, csrs := factory.Discovery().V1().EndpointSlices(), csrFactory.Certificates().V1().CertificateSigningRequests()
-	w.nodes, w.pods, w.eps, w.csrs = nodes.Lister(), pods.Lister(), eps.Lister(), csrs.Lister()
+	w := &watches{factory.Core().V1().Nodes().Informer(), factory.Core().V1().Pods().Informer(),
+		factory.Discovery().V1().EndpointSlices().Informer(),
+		csrFactory.Certificates().V1().CertificateSigningRequests().Informer()}
 	csrChanged := func() {
-		w.certs.invalidate()
+		invalidate()
 		signal()
-		time.AfterFunc(reprobeAfter, func() { w.certs.invalidate(); signal() })
+		time.AfterFunc(reprobeAfter, func() { invalidate(); signal() })
 	}
 	handlers := []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler
 	}{
-		{nodes.Informer(), onChange(signal, nil, nodeChanged)},
-		{pods.Informer(), onChange(signal, hostNetwork, nil)},
-		{eps.Informer(), onChange(signal, nil, nil)},
-		{csrs.Informer(), onChange(csrChanged, nil, nil)},
+		{w.nodes, on(signal, nodeChanged)},
+		{w.pods, cache.FilteringResourceEventHandler{FilterFunc: hostNetwork, Handler: on(signal, nil)}},
+		{w.eps, on(signal, nil)},
+		{w.csrs, on(csrChanged, nil)},
 	}
 	syncCtx, failed := context.WithCancelCause(ctx)
 	defer failed(nil)
@@ -159,43 +138,30 @@ func startWatches(ctx context.Context, cs kubernetes.Interface, signal func()) (
 	return w, nil
 }
 
-// snapshot is what the caches hold now, for the named Nodes (want nil: every Node). Listing a
-// cache with labels.Everything() cannot fail.
-func (w *watches) snapshot(want map[string]bool, pendingAfter time.Duration) inspect.Snapshot {
-	snap := inspect.Snapshot{AllNodes: want == nil, Now: time.Now(), PendingAfter: pendingAfter}
-	nodes, _ := w.nodes.List(labels.Everything())
-	pods, _ := w.pods.List(labels.Everything())
-	eps, _ := w.eps.List(labels.Everything())
-	csrs, _ := w.csrs.List(labels.Everything())
-	snap.Nodes, snap.Pods, snap.Slices, snap.CSRs = selected(nodes, want), derefs(pods), derefs(eps), derefs(csrs)
-	return snap
+// snapshot is what the caches hold now, for the named Nodes (none: every Node), and every Node.
+func (w *watches) snapshot(names []string, pendingAfter time.Duration) (inspect.Snapshot, []*corev1.Node) {
+	snap := inspect.Snapshot{AllNodes: len(names) == 0, Now: time.Now(), PendingAfter: pendingAfter}
+	nodes := cached[corev1.Node](w.nodes)
+	for _, n := range nodes {
+		if len(names) == 0 || slices.Contains(names, n.Name) {
+			snap.Nodes = append(snap.Nodes, n)
+		}
+	}
+	snap.Pods, snap.Slices = cached[corev1.Pod](w.pods), cached[discoveryv1.EndpointSlice](w.eps)
+	snap.CSRs = cached[certificatesv1.CertificateSigningRequest](w.csrs)
+	return snap, ptrs(nodes)
 }
 
-// onChange signals for every add, update and delete of a relevant object (relevant nil: every
-// object), and for an update only when changed says so (changed nil: every update).
-func onChange(signal func(), relevant func(any) bool, changed func(old, o any) bool) cache.ResourceEventHandler {
-	rel := func(o any) bool {
-		if _, tomb := o.(cache.DeletedFinalStateUnknown); tomb || relevant == nil {
-			return true
-		}
-		return relevant(o)
-	}
+// on signals for every add, update and delete, and for an update only when changed says so (nil: always).
+func on(signal func(), changed func(old, o any) bool) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) {
-			if rel(o) {
-				signal()
-			}
-		},
+		AddFunc: func(any) { signal() },
 		UpdateFunc: func(old, o any) {
-			if (rel(old) || rel(o)) && (changed == nil || changed(old, o)) {
+			if changed == nil || changed(old, o) {
 				signal()
 			}
 		},
-		DeleteFunc: func(o any) {
-			if rel(o) {
-				signal()
-			}
-		},
+		DeleteFunc: func(any) { signal() },
 	}
 }
 
@@ -208,42 +174,29 @@ func nodeChanged(old, o any) bool {
 		a.Status.DaemonEndpoints != b.Status.DaemonEndpoints
 }
 
+// hostNetwork: only hostNetwork pods keep an old address (a deleted pod's tombstone may be one).
 func hostNetwork(o any) bool {
 	p, ok := o.(*corev1.Pod)
 	return !ok || p.Spec.HostNetwork
 }
 
-func derefs[T any](ptrs []*T) []T {
-	out := make([]T, len(ptrs))
-	for i, p := range ptrs {
-		out[i] = *p
+// cached copies the objects in an informer's cache.
+func cached[T any](inf cache.SharedIndexInformer) []T {
+	var out []T
+	for _, o := range inf.GetStore().List() {
+		out = append(out, *o.(*T))
 	}
 	return out
 }
 
-func countStale(found []inspect.Finding) int {
-	n := 0
-	for _, f := range found {
-		if f.State == inspect.StateStale {
-			n++
-		}
-	}
-	return n
-}
-
-// nextPending is how long until the next pending kubelet-serving CSR crosses after (ok false: none
-// will).
+// nextPending is how long until the next pending CSR crosses after (ok false: none will).
 func nextPending(csrs []certificatesv1.CertificateSigningRequest, now time.Time, after time.Duration) (time.Duration, bool) {
 	var next time.Duration
-	found := false
 	for _, c := range csrs {
-		if len(c.Status.Conditions) > 0 {
-			continue
-		}
 		d := c.CreationTimestamp.Add(after).Sub(now) + time.Second // metav1.Time has second precision
-		if d > 0 && (!found || d < next) {
-			next, found = d, true
+		if len(c.Status.Conditions) == 0 && d > 0 && (next == 0 || d < next) {
+			next = d
 		}
 	}
-	return next, found
+	return next, next > 0
 }

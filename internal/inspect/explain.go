@@ -11,52 +11,40 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
 
-// `kubectl nodeaddr explain` shows why a Node has its addresses without widening anyone's rights or
-// growing the Node: the agent's AddressesUpdated Event about the Node carries the explanation of
-// each change it writes (resolver/explanation, the text form both sides share), and the plugin
-// reads the newest such Event (events, with the operator's credentials). Events expire (the API
-// server's --event-ttl, 1h by default); without one, the plugin falls back to the agent pod's log,
-// where the agent logs the same explanation on each change (one record, identity.ExplainMessage).
-
-// Explanation is the newest explanation of a Node's addresses: where it was read (an Event, or the
-// log of an agent pod), when, the addresses it explains, and its lines. Node is filled in by the
-// caller, and Pod when it comes from a log.
+// Explanation is the newest explanation of a Node's addresses, read without widening anyone's rights
+// from the agent's AddressesUpdated Event about the Node (resolver/explanation's text form), else,
+// once Events expired (--event-ttl), from the agent pod's log. The caller fills in Node, and Pod.
 type Explanation struct {
-	Node string `json:"node"`
-	// Event is the namespace/name of the AddressesUpdated Event it was read from.
-	Event string `json:"event,omitempty"`
-	// Pod is the namespace/name of the agent pod whose log it was read from (no Event).
-	Pod  string `json:"pod,omitempty"`
-	Time string `json:"time"`
+	Node  string `json:"node"`
+	Event string `json:"event,omitempty"` // namespace/name of the Event it was read from
+	Pod   string `json:"pod,omitempty"`   // namespace/name of the agent pod whose log it was read from
+	Time  string `json:"time"`
 	// State is the addresses explained: as the Event's change names them ([{InternalIP 192.0.2.2}]),
 	// or as the log's record does ([InternalIP=192.0.2.2]).
-	State string `json:"state"`
-	// Change is the Event's first line, "Addresses changed from ... to ...".
-	Change string             `json:"change,omitempty"`
+	State  string             `json:"state"`
+	Change string             `json:"change,omitempty"` // the Event's "Addresses changed from ... to ..."
 	Lines  []explanation.Line `json:"lines"`
-	// More counts the lines the Event had no room for (nodeaddr --dry-run --explain prints them all).
-	More int `json:"more,omitempty"`
+	More   int                `json:"more,omitempty"` // lines the Event had no room for
 }
 
-// LastExplanationEvent reads the explanation from the newest of events that is an AddressesUpdated
-// Event of nodeaddr's about node (a Node of another UID, deleted and created again, does not count).
-// ok is false when there is none, or when the newest carries no explanation (an agent older than
-// the format): the caller then reads the agent's log.
+// APIObject is the explained Node, for -o name.
+func (e Explanation) APIObject() (schema.GroupVersionKind, string) { return nodeKind, e.Node }
+
+// LastExplanationEvent reads the explanation from the newest of events that is nodeaddr's
+// AddressesUpdated Event about node. ok is false when there is none, or when the newest carries no
+// explanation (an agent older than the format): the caller then reads the agent's log.
 func LastExplanationEvent(node *corev1.Node, events []corev1.Event) (e Explanation, ok bool, err error) {
 	var newest *corev1.Event
 	for i := range events {
 		ev := &events[i]
-		io := ev.InvolvedObject
-		if ev.Reason != explanation.EventReason || ev.Source.Component != identity.EventComponent || io.Kind != "Node" ||
-			io.Name != node.Name || io.UID != "" && node.UID != "" && io.UID != node.UID {
-			continue
-		}
-		if newest == nil || newer(ev, newest) {
+		if ev.Reason == explanation.EventReason && ev.Source.Component == EventComponent && about(ev, node) &&
+			(newest == nil || newer(ev, newest)) {
 			newest = ev
 		}
 	}
@@ -78,7 +66,7 @@ func LastExplanationEvent(node *corev1.Node, events []corev1.Event) (e Explanati
 	return e, true, nil
 }
 
-// newer orders Events by eventTime (agent.go), then by name: client-go names an Event after the Node and its
+// newer orders Events by eventTime, then by name: client-go names an Event after the Node and its
 // creation time in hexadecimal nanoseconds, which tells apart two Events of the same second.
 func newer(a, b *corev1.Event) bool {
 	ta, tb := eventTime(a), eventTime(b)
@@ -89,8 +77,7 @@ func newer(a, b *corev1.Event) bool {
 }
 
 // LastExplanation finds the newest explanation record in an agent's log (the fallback without an
-// Event), in either log format
-// (--log-format text or json). ok is false when the log has none.
+// Event), in either log format (--log-format text or json). ok is false when the log has none.
 func LastExplanation(log []byte) (e Explanation, ok bool, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(log))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
@@ -140,34 +127,16 @@ func logfmt(line string) map[string]string {
 		if !ok || strings.Contains(key, " ") {
 			break
 		}
+		v, after, _ := strings.Cut(rest, " ")
 		if strings.HasPrefix(rest, `"`) {
 			q, err := strconv.QuotedPrefix(rest)
 			if err != nil {
 				break
 			}
-			v, _ := strconv.Unquote(q)
-			out[key], line = v, rest[len(q):]
-			continue
+			v, _ = strconv.Unquote(q)
+			after = rest[len(q):]
 		}
-		v, after, _ := strings.Cut(rest, " ")
 		out[key], line = v, after
 	}
 	return out
-}
-
-// AgentFor is nodeaddr's pod on node among agents (a ready one first, else the newest) and the name
-// of its agent container, or nil.
-func AgentFor(node string, agents []corev1.Pod) (*AgentPod, string) {
-	a := agentOn(node, agents)
-	if a == nil {
-		return nil, ""
-	}
-	for i := range agents {
-		if agents[i].Namespace == a.Namespace && agents[i].Name == a.Name {
-			if c := agentContainer(&agents[i]); c != nil {
-				return a, c.Name
-			}
-		}
-	}
-	return a, ""
 }

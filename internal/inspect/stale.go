@@ -1,8 +1,11 @@
 package inspect
 
 import (
+	"bytes"
 	"cmp"
+	"crypto/x509"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 )
@@ -30,6 +34,13 @@ const (
 	KindCSR           = "csr"
 )
 
+var kinds = map[string]schema.GroupVersionKind{
+	KindPod:           corev1.SchemeGroupVersion.WithKind("Pod"),
+	KindEndpointSlice: discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"),
+	KindServingCert:   nodeKind,
+	KindCSR:           certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest"),
+}
+
 // Finding is one thing that still names an address of a Node's past: one line of `kubectl nodeaddr
 // stale`, and its JSON form.
 type Finding struct {
@@ -37,25 +48,22 @@ type Finding struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	Node      string `json:"node"`
-	// Where says where the object names the address.
-	Where string `json:"where"`
-	// Address is the address the object names that its Node no longer has ("-" when there is none
-	// to name: an unreachable kubelet port).
-	Address string `json:"address"`
-	State   string `json:"state"`
-	// Fix is the command (or, when none exists, the action) that makes the finding go away.
-	Fix string `json:"fix"`
+	Where     string `json:"where"`   // where the object names the address
+	Address   string `json:"address"` // the old address it names ("-": none to name)
+	State     string `json:"state"`
+	Fix       string `json:"fix"` // the command (or, when none exists, the action) that fixes it
 }
+
+// APIObject is the API object f names, for -o name.
+func (f Finding) APIObject() (schema.GroupVersionKind, string) { return kinds[f.Kind], f.Name }
 
 // Snapshot is what the stale rules read.
 type Snapshot struct {
-	// Nodes are the Nodes to check ([NODE…] on the command line, else every Node).
-	Nodes  []corev1.Node
+	Nodes  []corev1.Node // to check: [NODE…] on the command line, else every Node
 	Pods   []corev1.Pod
 	Slices []discoveryv1.EndpointSlice
 	CSRs   []certificatesv1.CertificateSigningRequest
-	// Certs is each Node's kubelet serving certificate as its kubelet port presented it.
-	Certs map[string]CertProbe
+	Certs  map[string]CertProbe // by Node
 	// AllNodes: no Node was named, so a pending CSR of a Node that no longer exists is listed too.
 	AllNodes     bool
 	Now          time.Time
@@ -81,12 +89,18 @@ func Stale(s Snapshot) []Finding {
 	return out
 }
 
-// AnyStale says whether a finding is stale (the exit code of `kubectl nodeaddr stale`).
-func AnyStale(fs []Finding) bool {
-	return slices.ContainsFunc(fs, func(f Finding) bool { return f.State == StateStale })
+// CountStale counts the stale findings (any: `kubectl nodeaddr stale` exits 1).
+func CountStale(fs []Finding) int {
+	n := 0
+	for _, f := range fs {
+		if f.State == StateStale {
+			n++
+		}
+	}
+	return n
 }
 
-// nodeAddresses maps each Node to its current IP addresses (every type; a Hostname is no IP).
+// nodeAddresses maps each Node to its current IP addresses (of every type).
 func nodeAddresses(nodes []corev1.Node) map[string][]netip.Addr {
 	m := make(map[string][]netip.Addr, len(nodes))
 	for _, n := range nodes {
@@ -101,16 +115,14 @@ func nodeAddresses(nodes []corev1.Node) map[string][]netip.Addr {
 	return m
 }
 
-// has says whether ip (text) is one of addrs.
 func has(addrs []netip.Addr, ip string) bool {
 	a, err := netip.ParseAddr(ip)
 	return err == nil && slices.Contains(addrs, a.Unmap())
 }
 
-// StalePods lists the addresses of hostNetwork pods that their Node no longer has. A hostNetwork
-// pod's IP is its Node's address when the pod started and never changes for that pod: only a new pod
-// takes the new address. A Node with no IP address at all is skipped (nothing to compare with), as
-// are finished pods and pods of Nodes not checked.
+// StalePods lists the addresses of hostNetwork pods that their Node no longer has: a hostNetwork
+// pod keeps the address its Node had when it started. Finished pods, Nodes not checked and Nodes
+// with no IP address (nothing to compare with) are skipped.
 func StalePods(pods []corev1.Pod, addrs map[string][]netip.Addr) []Finding {
 	var out []Finding
 	for _, p := range pods {
@@ -150,9 +162,8 @@ func podFix(p *corev1.Pod) string {
 	return fmt.Sprintf("kubectl -n %s delete pod %s", p.Namespace, p.Name)
 }
 
-// StaleEndpoints lists the EndpointSlice endpoints whose target pod is one of stalePods and that
-// carry that pod's stale address: traffic for the Service still goes to the old address until the
-// pod is replaced, which is also the fix.
+// StaleEndpoints lists the EndpointSlice endpoints that carry the stale address of their target pod:
+// traffic still goes there until the pod is replaced, which is also the fix.
 func StaleEndpoints(eps []discoveryv1.EndpointSlice, stalePods []Finding) []Finding {
 	type key struct{ ns, name, ip string }
 	stale := map[key]Finding{}
@@ -187,4 +198,158 @@ func joinAddrs(ips []netip.Addr) string {
 		s[i] = ip.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// CertProbe is what a Node's kubelet port (Endpoint) presented: its serving certificate, or why none
+// was read (Err: unreachable, or no TLS; the finding is unknown, not stale).
+type CertProbe struct {
+	Endpoint string
+	Cert     *x509.Certificate
+	Err      error
+}
+
+// StaleCerts lists the kubelet serving certificates that lack one of their Node's IP addresses:
+// clients that verify the kubelet (kube-apiserver with --kubelet-certificate-authority,
+// metrics-server) fail against the new address. The address shown is its IP SANs the Node lacks.
+func StaleCerts(s Snapshot, addrs map[string][]netip.Addr) []Finding {
+	var out []Finding
+	for _, n := range s.Nodes {
+		p, ok := s.Certs[n.Name]
+		if !ok {
+			continue
+		}
+		f := Finding{Kind: KindServingCert, Name: n.Name, Node: n.Name, Address: none,
+			Where: "kubelet serving certificate at " + p.Endpoint}
+		if p.Err != nil || p.Cert == nil {
+			f.State, f.Address, f.Fix = StateUnknown, StateUnknown, "-"
+			if p.Err != nil {
+				f.Where += " (" + p.Err.Error() + ")"
+			}
+			out = append(out, f)
+			continue
+		}
+		sans := ips(p.Cert.IPAddresses)
+		missing := minus(addrs[n.Name], sans)
+		if len(missing) == 0 {
+			continue
+		}
+		if old := minus(sans, addrs[n.Name]); len(old) > 0 {
+			f.Address = joinAddrs(old)
+		}
+		f.Where += ": IP SANs lack " + joinAddrs(missing)
+		f.State, f.Fix = StateStale, certFix(s, &n, missing, p.Cert)
+		out = append(out, f)
+	}
+	return out
+}
+
+// certFix: approve the Node's newest pending serving CSR with the missing addresses that the rules
+// approve (one they refuse is listed on its own, with the reason); else a self-signed certificate
+// (no serverTLSBootstrap) is only regenerated when removed; else a restarted kubelet files a CSR.
+func certFix(s Snapshot, n *corev1.Node, missing []netip.Addr, cert *x509.Certificate) string {
+	var best *certificatesv1.CertificateSigningRequest
+	for i := range s.CSRs {
+		c := &s.CSRs[i]
+		if rules.NodeOf(c) != n.Name || !rules.Pending(c) || len(minus(missing, requestIPs(c))) > 0 {
+			continue
+		}
+		if best == nil || best.CreationTimestamp.Before(&c.CreationTimestamp) {
+			if fix, _ := s.advice(c); fix == approve+c.Name {
+				best = c
+			}
+		}
+	}
+	if best != nil {
+		return approve + best.Name
+	}
+	if bytes.Equal(cert.RawIssuer, cert.RawSubject) {
+		return fmt.Sprintf("on node %s: remove the kubelet's self-signed kubelet.crt and kubelet.key (its --cert-dir) and restart the kubelet", n.Name)
+	}
+	return fmt.Sprintf("on node %s: restart the kubelet (it files a new kubelet-serving CSR)", n.Name)
+}
+
+// The fixes of a pending CSR.
+const (
+	approve = "kubectl certificate approve "
+	deny    = "kubectl certificate deny "
+)
+
+// Advice is what to do with a pending kubelet-serving CSR: the approver's own verdict (rules.Decide)
+// on the facts f. Deny, saying why, what it refuses; when a fact could not be read (unknown says
+// which), nothing: the facts missing could only add a refusal.
+func Advice(csr *certificatesv1.CertificateSigningRequest, f rules.Facts, unknown string) (fix, why string) {
+	switch v := rules.Decide(csr, f); {
+	case !v.Approve:
+		return deny + csr.Name, fmt.Sprintf("refused (%s): %s", v.Reason, v.Message)
+	case unknown != "":
+		return none, "cannot tell whether the approver would approve it: " + unknown
+	}
+	return approve + csr.Name, ""
+}
+
+// advice is Advice on the facts of s, with the approver's default policy (its flags cannot be
+// read from the cluster).
+func (s Snapshot) advice(c *certificatesv1.CertificateSigningRequest) (fix, why string) {
+	if s.Approval.Nodes == nil {
+		s.Approval.Nodes, s.ApprovalUnknown = rules.NodeIndex(nil), "the cluster's facts were not read"
+	}
+	return Advice(c, rules.FactsFrom(rules.NodeOf(c), s.Approval, rules.Policy{}), s.ApprovalUnknown)
+}
+
+// PendingCSRs lists the kubelet-serving CSRs of the Nodes checked pending for longer than
+// s.PendingAfter: until one is approved the kubelet keeps serving a certificate for its old address.
+func PendingCSRs(s Snapshot, addrs map[string][]netip.Addr) []Finding {
+	var out []Finding
+	for i := range s.CSRs {
+		c := &s.CSRs[i]
+		age := s.Now.Sub(c.CreationTimestamp.Time)
+		if c.Spec.SignerName != certificatesv1.KubeletServingSignerName || !rules.Pending(c) || age <= s.PendingAfter {
+			continue
+		}
+		node := rules.NodeOf(c)
+		if _, checked := addrs[node]; !checked && !s.AllNodes {
+			continue
+		}
+		f := Finding{Kind: KindCSR, Name: c.Name, Node: node, State: StateStale, Address: none,
+			Where: fmt.Sprintf("spec.request IP SANs, pending %s", Age(age))}
+		if sans := requestIPs(c); len(sans) > 0 {
+			f.Address = joinAddrs(sans)
+		}
+		var why string
+		if f.Fix, why = s.advice(c); why != "" {
+			f.Where += ", " + why
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// requestIPs are the IP SANs of a CSR's request (none if it does not parse).
+func requestIPs(c *certificatesv1.CertificateSigningRequest) []netip.Addr {
+	req, err := rules.ParseRequest(c.Spec.Request)
+	if err != nil {
+		return nil
+	}
+	return ips(req.IPAddresses)
+}
+
+func ips(raw []net.IP) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range raw {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// minus is the addresses of a that are not in b.
+func minus(a, b []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range a {
+		if !slices.Contains(b, ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }

@@ -1,12 +1,20 @@
+// Package inspect holds what `kubectl nodeaddr` (and `nodeaddr --check-install`) decide, as pure
+// functions over API objects, table-tested without a cluster: each Node's status row, the stale rules
+// and the explanation read back. The commands only read the objects and print.
 package inspect
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/nodeaddr/nodeaddr/publisher/identity"
@@ -41,17 +49,19 @@ type NodeStatus struct {
 	Node        string   `json:"node"`
 	InternalIPs []string `json:"internalIPs"`
 	ExternalIPs []string `json:"externalIPs"`
-	// Writers are the field managers that own status.addresses, in managedFields order.
-	Writers []Writer `json:"writers"`
+	Writers     []Writer `json:"writers"` // the owners of status.addresses, in managedFields order
 	// LastWrite is when nodeaddr's field manager last changed the Node's status (nil: never).
-	LastWrite *metav1.Time `json:"lastWrite"`
-	// Uninitialized says whether node.cloudprovider.kubernetes.io/uninitialized is still there.
-	Uninitialized bool      `json:"uninitialized"`
-	Agent         *AgentPod `json:"agent"`
-	LastWarning   *Warning  `json:"lastWarning"`
-	// Attention lists why the row stands out (no agent, agent not ready, tainted without addresses).
-	Attention []string `json:"attention"`
+	LastWrite     *metav1.Time `json:"lastWrite"`
+	Uninitialized bool         `json:"uninitialized"` // the cloud provider's uninitialized taint
+	Agent         *AgentPod    `json:"agent"`
+	LastWarning   *Warning     `json:"lastWarning"`
+	Attention     []string     `json:"attention"` // Attention* reasons
 }
+
+var nodeKind = corev1.SchemeGroupVersion.WithKind("Node")
+
+// APIObject is the Node of the row, for -o name.
+func (s NodeStatus) APIObject() (schema.GroupVersionKind, string) { return nodeKind, s.Node }
 
 // Writer is a field manager owning status.addresses.
 type Writer struct {
@@ -76,9 +86,8 @@ type Warning struct {
 	Count   int32       `json:"count"`
 }
 
-// Status builds the row of node from the agent pods and the Warning Events that may concern it (any
-// node's: Status picks those about node). fieldManager is nodeaddr's field manager name.
-func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event, fieldManager string) NodeStatus {
+// Status builds the row of node from the agent pods and the Warning Events (of any Node).
+func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event) NodeStatus {
 	s := NodeStatus{Node: node.Name, InternalIPs: []string{}, ExternalIPs: []string{}, Writers: []Writer{}, Attention: []string{}}
 	for _, a := range node.Status.Addresses {
 		switch a.Type {
@@ -91,11 +100,11 @@ func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event, field
 	for _, mf := range node.ManagedFields {
 		owns := ownsAddresses(mf)
 		if owns {
-			s.Writers = append(s.Writers, Writer{Manager: mf.Manager, Kind: writerKind(mf.Manager, fieldManager)})
+			s.Writers = append(s.Writers, Writer{Manager: mf.Manager, Kind: writerKind(mf.Manager)})
 		}
 		// nodeaddr writes nothing else through the status subresource, so its status entry's time is
 		// its last address write, even after another writer took the addresses over.
-		if mf.Manager == fieldManager && (owns || mf.Subresource == "status") && mf.Time != nil &&
+		if mf.Manager == identity.FieldManager && (owns || mf.Subresource == "status") && mf.Time != nil &&
 			(s.LastWrite == nil || mf.Time.After(s.LastWrite.Time)) {
 			s.LastWrite = mf.Time.DeepCopy()
 		}
@@ -103,7 +112,15 @@ func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event, field
 	s.Uninitialized = slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool {
 		return t.Key == cloudproviderapi.TaintExternalCloudProvider
 	})
-	s.Agent = agentOn(node.Name, agents)
+	if p := AgentOn(node.Name, agents); p != nil {
+		s.Agent = &AgentPod{Namespace: p.Namespace, Name: p.Name, Ready: podReady(p)}
+		for _, cs := range p.Status.ContainerStatuses {
+			s.Agent.Restarts += cs.RestartCount
+		}
+		if c := AgentContainer(p); c != nil {
+			s.Agent.Version = imageVersion(c.Image)
+		}
+	}
 	s.LastWarning = lastWarning(node, events)
 	switch {
 	case s.Agent == nil:
@@ -122,12 +139,9 @@ func ownsAddresses(mf metav1.ManagedFieldsEntry) bool {
 	if mf.FieldsV1 == nil {
 		return false
 	}
-	var root map[string]json.RawMessage
-	if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &root) != nil {
-		return false
-	}
-	var status map[string]json.RawMessage
-	if json.Unmarshal(root["f:status"], &status) != nil {
+	var root, status map[string]json.RawMessage
+	if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &root) != nil ||
+		json.Unmarshal(root["f:status"], &status) != nil {
 		return false
 	}
 	_, ok := status["f:addresses"]
@@ -137,9 +151,9 @@ func ownsAddresses(mf metav1.ManagedFieldsEntry) bool {
 // writerKind classifies a field manager. The kubelet writes as "kubelet"; the cloud-provider node
 // controller runs in a cloud-controller-manager, whose manager name is its binary's
 // ("cloud-controller-manager", "aws-cloud-controller-manager", …).
-func writerKind(manager, fieldManager string) string {
+func writerKind(manager string) string {
 	switch {
-	case manager == fieldManager:
+	case manager == identity.FieldManager:
 		return WriterNodeaddr
 	case manager == "kubelet":
 		return WriterKubelet
@@ -147,4 +161,294 @@ func writerKind(manager, fieldManager string) string {
 		return WriterCCM
 	}
 	return WriterOther
+}
+
+// AgentOn picks nodeaddr's pod on node among agents: a ready one first (during a rolling update the
+// old and the new pod may both exist), else the newest; nil if there is none.
+func AgentOn(node string, agents []corev1.Pod) *corev1.Pod {
+	var best *corev1.Pod
+	for i := range agents {
+		p := &agents[i]
+		if p.Spec.NodeName != node || p.DeletionTimestamp != nil {
+			continue
+		}
+		if best == nil || better(p, best) {
+			best = p
+		}
+	}
+	return best
+}
+
+func better(p, than *corev1.Pod) bool {
+	if pr, tr := podReady(p), podReady(than); pr != tr {
+		return pr
+	}
+	return than.CreationTimestamp.Before(&p.CreationTimestamp)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// AgentContainer is the container of an agent pod named nodeaddr, else the first one.
+func AgentContainer(p *corev1.Pod) *corev1.Container {
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == EventComponent {
+			return &p.Spec.Containers[i]
+		}
+	}
+	if len(p.Spec.Containers) == 0 {
+		return nil
+	}
+	return &p.Spec.Containers[0]
+}
+
+// imageVersion is an image reference's tag ("ghcr.io/nodeaddr/nodeaddr:0.1.0@sha256:…" → "0.1.0"),
+// else the first 12 hex digits of its digest, else "latest" (what the runtime pulls without a tag).
+func imageVersion(image string) string {
+	ref, digest, _ := strings.Cut(image, "@")
+	name := ref[strings.LastIndex(ref, "/")+1:]
+	if _, tag, ok := strings.Cut(name, ":"); ok {
+		return tag
+	}
+	if _, hex, ok := strings.Cut(digest, ":"); ok {
+		return "@" + hex[:min(12, len(hex))]
+	}
+	return "latest"
+}
+
+// lastWarning is the newest Warning Event nodeaddr emitted about node.
+func lastWarning(node *corev1.Node, events []corev1.Event) *Warning {
+	var w *Warning
+	for i := range events {
+		e := &events[i]
+		if e.Type != corev1.EventTypeWarning || !about(e, node) ||
+			(e.Source.Component != EventComponent && e.ReportingController != EventComponent) {
+			continue
+		}
+		if t := eventTime(e); w == nil || w.Time.Before(&t) {
+			w = &Warning{Reason: e.Reason, Message: e.Message, Time: t, Count: max(e.Count, 1)}
+		}
+	}
+	return w
+}
+
+// about says whether e is about node, matched by name and, when the Event records one, UID: a Node
+// deleted and created again under the same name starts afresh.
+func about(e *corev1.Event, node *corev1.Node) bool {
+	o := e.InvolvedObject
+	return o.Kind == "Node" && o.Name == node.Name && (o.UID == "" || node.UID == "" || o.UID == node.UID)
+}
+
+// eventTime is when an Event last happened: its series, its lastTimestamp (the legacy recorder),
+// its eventTime (events/v1), its creation.
+func eventTime(e *corev1.Event) metav1.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return metav1.Time{Time: e.Series.LastObservedTime.Time}
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp
+	case !e.EventTime.IsZero():
+		return metav1.Time{Time: e.EventTime.Time}
+	}
+	return e.CreationTimestamp
+}
+
+// Marker flags a row that needs an operator (NodeStatus.Attention).
+const Marker = "!"
+
+// statusColumn is one column of the status table and the width a default (not wide) cell is cut to.
+type statusColumn struct {
+	header string
+	max    int // 0: only in -o wide
+	cell   func(s NodeStatus, now time.Time, wide bool) string
+}
+
+// The default widths add up, with two spaces between columns, to 119 (TestStatusTableFits).
+var statusColumns = []statusColumn{
+	{"", 1, func(s NodeStatus, _ time.Time, _ bool) string {
+		if len(s.Attention) > 0 {
+			return Marker
+		}
+		return ""
+	}},
+	{"NODE", 20, func(s NodeStatus, _ time.Time, _ bool) string { return s.Node }},
+	{"INTERNAL-IP", 17, func(s NodeStatus, _ time.Time, wide bool) string { return ipList(s.InternalIPs, wide) }},
+	{"EXTERNAL-IP", 15, func(s NodeStatus, _ time.Time, wide bool) string { return ipList(s.ExternalIPs, wide) }},
+	{"WRITERS", 10, writersCell},
+	{"WRITTEN", 7, func(s NodeStatus, now time.Time, wide bool) string {
+		if s.LastWrite == nil {
+			return none
+		}
+		if wide {
+			return s.LastWrite.UTC().Format(time.RFC3339)
+		}
+		return Age(now.Sub(s.LastWrite.Time))
+	}},
+	{"TAINT", 5, func(s NodeStatus, _ time.Time, _ bool) string { return yesNo(s.Uninitialized) }},
+	{"AGENT", 8, func(s NodeStatus, _ time.Time, wide bool) string {
+		switch {
+		case s.Agent == nil:
+			return "<none>"
+		case wide:
+			return s.Agent.Namespace + "/" + s.Agent.Name
+		case !s.Agent.Ready:
+			return "NotReady"
+		}
+		return s.Agent.Version
+	}},
+	{"READY", 0, agentCell(func(a *AgentPod) string { return yesNo(a.Ready) })},
+	{"RESTARTS", 0, agentCell(func(a *AgentPod) string { return strconv.Itoa(int(a.Restarts)) })},
+	{"VERSION", 0, agentCell(func(a *AgentPod) string { return a.Version })},
+	{"WARNING", 20, func(s NodeStatus, now time.Time, wide bool) string {
+		if s.LastWarning == nil {
+			return none
+		}
+		if !wide {
+			return s.LastWarning.Reason
+		}
+		return fmt.Sprintf("%s (%s ago, x%d): %s", s.LastWarning.Reason, Age(now.Sub(s.LastWarning.Time.Time)),
+			s.LastWarning.Count, s.LastWarning.Message)
+	}},
+}
+
+const none = "-"
+
+// agentCell is a column of the agent pod, "-" without one.
+func agentCell(cell func(a *AgentPod) string) func(NodeStatus, time.Time, bool) string {
+	return func(s NodeStatus, _ time.Time, _ bool) string {
+		if s.Agent == nil {
+			return none
+		}
+		return cell(s.Agent)
+	}
+}
+
+// StatusTable is the status table, header first: the default columns cut to fit, or every one in full.
+func StatusTable(rows []NodeStatus, now time.Time, wide bool) [][]string {
+	table := make([][]string, len(rows)+1)
+	for _, c := range statusColumns {
+		if !wide && c.max == 0 {
+			continue
+		}
+		table[0] = append(table[0], c.header)
+		for i, s := range rows {
+			cell := c.cell(s, now, wide)
+			if !wide {
+				cell = cut(cell, c.max)
+			}
+			table[i+1] = append(table[i+1], cell)
+		}
+	}
+	return table
+}
+
+// ipList shows every address in wide output; else the first and how many more.
+func ipList(ips []string, wide bool) string {
+	switch {
+	case len(ips) == 0:
+		return "<none>"
+	case wide || len(ips) == 1:
+		return strings.Join(ips, ",")
+	}
+	return fmt.Sprintf("%s+%d", ips[0], len(ips)-1)
+}
+
+// writersCell shows the writer kinds, or in wide output the field managers' names.
+func writersCell(s NodeStatus, _ time.Time, wide bool) string {
+	if len(s.Writers) == 0 {
+		return none
+	}
+	var out []string
+	for _, w := range s.Writers {
+		v := w.Kind
+		if wide {
+			v = w.Manager
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// cut shortens s to max characters, ending in "…" when it had to.
+func cut(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}
+
+// Age is a duration as kubectl's AGE column prints it, in at most four characters: 45s, 12m, 5h,
+// 3d, 400d. A negative duration (clock skew) is 0s.
+func Age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// InstallCheck is the verdict of `nodeaddr --check-install` (the chart's `helm test`) on the
+// selected Nodes: one line per Node, and whether every Node passed.
+type InstallCheck struct {
+	Lines []string
+	OK    bool
+}
+
+// CheckInstall checks each of nodes (those the DaemonSet selects) has a ready agent and an InternalIP,
+// the first thing a cluster needs from nodeaddr. No Node at all fails: the selectors match nothing.
+func CheckInstall(nodes []corev1.Node, agents []corev1.Pod) InstallCheck {
+	c := InstallCheck{OK: len(nodes) > 0}
+	if len(nodes) == 0 {
+		c.Lines = []string{"no Node matches the node selector: nothing to check"}
+		return c
+	}
+	nodes = slices.SortedFunc(slices.Values(nodes), func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	for i := range nodes {
+		line, ok := checkNode(&nodes[i], agents)
+		c.Lines = append(c.Lines, line)
+		c.OK = c.OK && ok
+	}
+	return c
+}
+
+func checkNode(n *corev1.Node, agents []corev1.Pod) (string, bool) {
+	s := Status(n, agents, nil)
+	a := s.Agent
+	var problems []string
+	switch {
+	case a == nil:
+		problems = append(problems, "no agent pod on it (is the DaemonSet's node selector or affinity narrower than the check's?)")
+	case !a.Ready:
+		problems = append(problems, fmt.Sprintf("agent %s/%s not ready (kubectl -n %s logs %s; its /readyz says why)", a.Namespace, a.Name, a.Namespace, a.Name))
+	}
+	if len(s.InternalIPs) == 0 {
+		problems = append(problems, "no InternalIP (kubectl -n default get events --field-selector involvedObject.name="+n.Name+")")
+	}
+	if len(problems) > 0 {
+		return n.Name + ": FAIL: " + strings.Join(problems, "; "), false
+	}
+	ips := strings.Join(s.InternalIPs, ",")
+	return fmt.Sprintf("%s: ok: agent %s/%s ready, InternalIP %s", n.Name, a.Namespace, a.Name, ips), true
 }

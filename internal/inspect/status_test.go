@@ -90,7 +90,7 @@ func TestStatusWriters(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := node("a", "InternalIP", "10.0.0.1")
 			n.ManagedFields = tt.entries
-			s := Status(n, nil, nil, "nodeaddr")
+			s := Status(n, nil, nil)
 			if !equalWriters(s.Writers, tt.writers) {
 				t.Errorf("writers = %v, want %v", s.Writers, tt.writers)
 			}
@@ -140,7 +140,7 @@ func TestStatusAgentWarningAttention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.node.Name, func(t *testing.T) {
-			s := Status(tt.node, pods, events, "nodeaddr")
+			s := Status(tt.node, pods, events)
 			if (s.Agent == nil) != (tt.agent == nil) || (s.Agent != nil && *s.Agent != *tt.agent) {
 				t.Errorf("agent = %+v, want %+v", s.Agent, tt.agent)
 			}
