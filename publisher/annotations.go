@@ -60,11 +60,7 @@ func (a AnnotationSpec) Value(addrs []resolver.Address) string {
 			}
 		case FormIPv4CIDR, FormIPv6CIDR:
 			if fam == a.family() {
-				bits := ad.PrefixLen
-				if bits <= 0 || bits > ad.IP.BitLen() {
-					bits = ad.IP.BitLen()
-				}
-				return netip.PrefixFrom(ad.IP, bits).String()
+				return ad.Prefix().String()
 			}
 		}
 	}
@@ -275,4 +271,16 @@ func inStatusOrder(status []corev1.NodeAddress, managed []resolver.AddressType, 
 		out = append(out, a)
 	}
 	return out
+}
+
+// Preview is what the publisher would write for s to a Node without addresses and annotations
+// (--dry-run); the annotations are nil without specs.
+func Preview(s resolver.State, specs []AnnotationSpec) ([]corev1.NodeAddress, map[string]string) {
+	merged := merge(nil, s.Managed, s.Addresses)
+	if len(specs) == 0 {
+		return merged, nil
+	}
+	out := map[string]string{}
+	maps.Copy(out, annotationChanges(nil, specs, inStatusOrder(merged, s.Managed, s.Addresses)))
+	return merged, out
 }

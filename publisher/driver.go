@@ -4,20 +4,28 @@ package publisher
 
 import "context"
 
-// processNext reconciles once per dequeued key; false once the queue shuts down.
-func (p *Publisher) processNext(ctx context.Context) bool {
-	if p.queue.Get() {
-		return false
+// Run reconciles until ctx ends, once the informer behind cfg.Node has synced with NodeEvents: one
+// worker reconciles once per dequeued key and schedules the retry of a failed pass.
+func (p *Publisher) Run(ctx context.Context) error {
+	go func() {
+		<-ctx.Done()
+		p.queue.ShutDown()
+	}()
+	if p.nodes.get() == nil {
+		p.log.Warn("node not found, waiting for it to be created")
 	}
-	defer p.queue.Done()
-	err := p.Reconcile(ctx)
-	if ctx.Err() != nil {
-		return false
+	p.queue.Add()
+	for !p.queue.Get() {
+		err := p.Reconcile(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.queue.AddAfter(p.RetryIn(err))
+		}
+		p.queue.Done()
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	if err != nil {
-		p.queue.AddAfter(p.RetryIn(err))
-	}
-	return true
+	return nil
 }
 
 // Reconcile makes one reconcile pass now, the worker's pass (--run-once calls it too): a nil error

@@ -20,8 +20,8 @@ func TestAddressesUpdatedEventCarriesExplanation(t *testing.T) {
 	f := newFixture(t, testNode("10", kubeletAddrs()))
 	s := externalState("203.0.113.7")
 	s.Explanation = []resolver.Explained{
-		{Type: resolver.ExternalIP, Family: "IPv4", Address: "203.0.113.7", From: "route to 198.51.100.1", Chosen: true, Reason: "chosen"},
-		{Type: resolver.ExternalIP, Family: "IPv6", Reason: "no accepted candidate: not published"},
+		{Type: "ExternalIP", Family: "IPv4", Address: "203.0.113.7", From: "route to 198.51.100.1", Chosen: true, Reason: "chosen"},
+		{Type: "ExternalIP", Family: "IPv6", Reason: "no accepted candidate: not published"},
 	}
 	f.start(t, s)
 	if err := f.p.reconcile(t.Context()); err != nil {
@@ -38,7 +38,7 @@ func TestAddressesUpdatedEventCarriesExplanation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (explanation.Message{Header: change, Lines: resolver.Lines(s.Explanation)}); !reflect.DeepEqual(m, want) {
+	if want := (explanation.Message{Header: change, Lines: s.Explanation}); !reflect.DeepEqual(m, want) {
 		t.Errorf("read back %+v, want %+v", m, want)
 	}
 }
@@ -48,10 +48,10 @@ func TestAddressesUpdatedEventCarriesExplanation(t *testing.T) {
 func TestAddressesUpdatedMessageBounded(t *testing.T) {
 	var why []resolver.Explained
 	for range 50 {
-		why = append(why, resolver.Explained{Type: resolver.InternalIP, Family: "IPv6", Address: "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
+		why = append(why, resolver.Explained{Type: "InternalIP", Family: "IPv6", Address: "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff",
 			From: "interface a-long-interface-name", Reason: "rejected: not accepted by --internal-ip-cidrs"})
 	}
-	why = append(why, resolver.Explained{Type: resolver.InternalIP, Family: "IPv6", Address: "2001:db8::1", From: "route to 2001:db8::53", Chosen: true, Reason: "chosen"})
+	why = append(why, resolver.Explained{Type: "InternalIP", Family: "IPv6", Address: "2001:db8::1", From: "route to 2001:db8::53", Chosen: true, Reason: "chosen"})
 	msg := addressesUpdatedMessage(nil, []corev1.NodeAddress{internal("2001:db8::1")}, why)
 	if len(msg) > EventMessageLimit {
 		t.Fatalf("%d bytes, want at most %d", len(msg), EventMessageLimit)
@@ -74,7 +74,7 @@ func TestCorrelatorKeepsFoldedMessagesBounded(t *testing.T) {
 	var folded int
 	for i := range 12 {
 		msg := addressesUpdatedMessage(nil, []corev1.NodeAddress{internal(fmt.Sprintf("10.0.0.%d", i))}, []resolver.Explained{
-			{Type: resolver.InternalIP, Family: "IPv4", Address: fmt.Sprintf("10.0.0.%d", i), From: "route to 192.0.2.1", Chosen: true,
+			{Type: "InternalIP", Family: "IPv4", Address: fmt.Sprintf("10.0.0.%d", i), From: "route to 192.0.2.1", Chosen: true,
 				Reason: "chosen" + strings.Repeat(".", 2000)}})
 		r, err := c.EventCorrelate(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-a.%d", i), Namespace: "default"},
 			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-a"}, Reason: ReasonAddressesUpdated, Type: corev1.EventTypeNormal,

@@ -20,13 +20,16 @@ type jsonPatchOp struct {
 // fieldPatch replaces the value at path only if it still equals old. Node status.addresses carries a
 // merge key (type) that is not unique in dual-stack clusters, so neither a strategic merge patch nor
 // server-side apply can write it (kubernetes#79391, #101029); a JSON patch `test` of the old value
-// fails (422) only when that field changed. An absent field falls back to a JSON merge patch
-// carrying the resourceVersion (409 on any concurrent write).
-func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string) (types.PatchType, []byte, error) {
-	if oldEmpty {
+// fails (422) only when that field changed. An absent (empty) field falls back to a JSON merge patch
+// carrying the resourceVersion (409 on any concurrent write). A nil new list is written empty.
+func fieldPatch[T any](path string, old, new []T, resourceVersion string) (types.PatchType, []byte, error) {
+	if new == nil {
+		new = []T{}
+	}
+	if len(old) == 0 {
 		// path is /a/b: build {"metadata":{"resourceVersion":rv},"a":{"b":new}}
 		parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
-		v := new
+		var v any = new
 		for i := len(parts) - 1; i >= 0; i-- {
 			v = map[string]any{parts[i]: v}
 		}
@@ -43,18 +46,11 @@ func fieldPatch(path string, old, new any, oldEmpty bool, resourceVersion string
 }
 
 func addressesPatch(node *corev1.Node, next []corev1.NodeAddress) (types.PatchType, []byte, error) {
-	if next == nil {
-		next = []corev1.NodeAddress{}
-	}
-	old := node.Status.Addresses
-	return fieldPatch("/status/addresses", old, next, len(old) == 0, node.ResourceVersion)
+	return fieldPatch("/status/addresses", node.Status.Addresses, next, node.ResourceVersion)
 }
 
 func taintsPatch(node *corev1.Node, next []corev1.Taint) (types.PatchType, []byte, error) {
-	if next == nil {
-		next = []corev1.Taint{}
-	}
-	return fieldPatch("/spec/taints", node.Spec.Taints, next, len(node.Spec.Taints) == 0, node.ResourceVersion)
+	return fieldPatch("/spec/taints", node.Spec.Taints, next, node.ResourceVersion)
 }
 
 // isConflict reports whether err means "the object changed underneath", judged by the status the

@@ -52,7 +52,7 @@ func EventMessage(s string) string {
 // addressesUpdatedMessage is the message of the AddressesUpdated Event: the change from old to now,
 // then why, in the form resolver/explanation.Parse reads, bounded to EventMessageLimit.
 func addressesUpdatedMessage(old, now []corev1.NodeAddress, why []resolver.Explained) string {
-	return explanation.Format(fmt.Sprintf("Addresses changed from %v to %v", old, now), resolver.Lines(why), EventMessageLimit)
+	return explanation.Format(fmt.Sprintf("Addresses changed from %v to %v", old, now), why, EventMessageLimit)
 }
 
 // CorrelatorOptions keep a folded Event's message as it is: client-go's "(combined from similar

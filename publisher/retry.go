@@ -62,11 +62,10 @@ type retrySchedule struct {
 	rand        func() float64   // uniform in [0, 1); a seeded source in tests
 	now         func() time.Time // a fake clock in tests
 
-	mu      sync.Mutex
-	started bool
-	start   time.Time     // first failure of the current backoff
-	anchor  time.Duration // g, in [period, 2·period)
-	began   time.Time     // when the latest attempt began (Began); zero if never told
+	mu     sync.Mutex
+	start  time.Time     // first failure of the current backoff; zero: none
+	anchor time.Duration // g, in [period, 2·period)
+	began  time.Time     // when the latest attempt began (Began); zero if never told
 }
 
 func newRetrySchedule(min, period time.Duration) *retrySchedule {
@@ -87,8 +86,8 @@ func (s *retrySchedule) When(atLeast time.Duration) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if !s.started {
-		s.started, s.start = true, now
+	if s.start.IsZero() {
+		s.start = now
 		s.anchor = s.period + time.Duration(s.rand()*float64(s.period))
 	}
 	elapsed := now.Sub(s.start)
@@ -121,5 +120,5 @@ func (s *retrySchedule) next(elapsed time.Duration) time.Duration {
 func (s *retrySchedule) Forget() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.started = false
+	s.start = time.Time{}
 }

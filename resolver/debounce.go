@@ -21,23 +21,13 @@ func (d *debouncer) Event(now time.Time, link bool) {
 	}
 }
 
-// Due returns when the pending burst should be resolved, and false when nothing is pending.
-func (d *debouncer) Due() (time.Time, bool) {
-	due, _, ok := d.due()
-	return due, ok
-}
-
-// Wait says why the pending burst waits until Due: the quiet that applies, or the cap.
-func (d *debouncer) Wait() string {
-	_, why, _ := d.due()
-	return why
-}
-
-func (d *debouncer) due() (time.Time, string, bool) {
+// Due returns when the pending burst should be resolved and why it waits until then (the quiet that
+// applies, or the cap), and false when nothing is pending.
+func (d *debouncer) Due() (due time.Time, why string, ok bool) {
 	if d.first.IsZero() {
 		return time.Time{}, "", false
 	}
-	due, why := d.last.Add(d.Quiet), "quiet "+d.Quiet.String()+" after the last address, route or rule event"
+	due, why = d.last.Add(d.Quiet), "quiet "+d.Quiet.String()+" after the last address, route or rule event"
 	if !d.lastLink.IsZero() {
 		if hold := d.lastLink.Add(d.LinkQuiet); hold.After(due) {
 			due, why = hold, "link hold "+d.LinkQuiet.String()+" after the last link event"

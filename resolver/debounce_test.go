@@ -32,7 +32,7 @@ func TestDebouncer(t *testing.T) {
 			for _, ms := range tt.events {
 				d.Event(at(ms), false)
 			}
-			due, ok := d.Due()
+			due, _, ok := d.Due()
 			if tt.wantDue < 0 {
 				if ok {
 					t.Fatalf("Due() = %v, true; want nothing pending", due)
@@ -51,19 +51,19 @@ func TestDebouncerReset(t *testing.T) {
 	d.Event(at(0), false)
 	d.Event(at(900), false)
 	d.Reset()
-	if due, ok := d.Due(); ok {
+	if due, _, ok := d.Due(); ok {
 		t.Fatalf("after Reset: Due() = %v, true; want nothing pending", due)
 	}
 	// A new burst starts its own max-delay window.
 	d.Event(at(1500), false)
-	if due, ok := d.Due(); !ok || !due.Equal(at(1600)) {
+	if due, _, ok := d.Due(); !ok || !due.Equal(at(1600)) {
 		t.Fatalf("new burst: Due() = %v, %v; want t0+1600ms", due.Sub(t0), ok)
 	}
 }
 
 // holdStep is one resolution fed to a HoldDown in TestHoldDown.
 // A link event holds the burst for LinkQuiet after it; address, route and rule events need only
-// Quiet; the cap still counts from the burst's first event. Wait names what the burst waits for.
+// Quiet; the cap still counts from the burst's first event. Due names what the burst waits for.
 func TestDebouncerLinkHold(t *testing.T) {
 	type ev struct {
 		ms   int
@@ -87,13 +87,13 @@ func TestDebouncerLinkHold(t *testing.T) {
 			for _, e := range tc.events {
 				d.Event(at(e.ms), e.link)
 			}
-			due, ok := d.Due()
-			if !ok || !due.Equal(at(tc.wantDue)) || d.Wait() != tc.wantWhy {
-				t.Fatalf("Due() = t0+%v, %v, Wait() = %q; want t0+%dms, %q", due.Sub(t0), ok, d.Wait(), tc.wantDue, tc.wantWhy)
+			due, why, ok := d.Due()
+			if !ok || !due.Equal(at(tc.wantDue)) || why != tc.wantWhy {
+				t.Fatalf("Due() = t0+%v, %q, %v; want t0+%dms, %q", due.Sub(t0), why, ok, tc.wantDue, tc.wantWhy)
 			}
 			d.Reset()
 			d.Event(at(1000), false)
-			if due, _ := d.Due(); !due.Equal(at(1010)) {
+			if due, _, _ := d.Due(); !due.Equal(at(1010)) {
 				t.Fatalf("after Reset, a link event is forgotten: Due() = t0+%v", due.Sub(t0))
 			}
 		})

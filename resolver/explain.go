@@ -18,15 +18,9 @@ var errNoRoute = errors.New("no route to target")
 const NoTarget = "no target of this family: not published; the Node's entry of this type and family is removed"
 
 // Explained is one line of an explanation (--explain): a candidate address of a type and family
-// (or none), where it came from, and the rule that chose or dropped it.
-type Explained struct {
-	Type    AddressType `json:"type"`
-	Family  string      `json:"family"`
-	Address string      `json:"address,omitempty"`
-	From    string      `json:"from,omitempty"`
-	Chosen  bool        `json:"chosen"`
-	Reason  string      `json:"reason"`
-}
+// (or none), where it came from, and the rule that chose or dropped it. It is the portable form the
+// AddressesUpdated Event carries and kubectl nodeaddr reads; its String is the line --explain prints.
+type Explained = explanation.Line
 
 // recorder collects the selection's explanation while selectAddresses runs.
 type recorder struct {
@@ -55,7 +49,7 @@ func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
 	if errors.Is(err, errNoRoute) || errors.Is(err, errNotLocal) {
 		reason = err.Error()
 	}
-	e := Explained{Type: tgt.Type, Family: f.String(), From: from(tgt, link), Reason: reason}
+	e := Explained{Type: string(tgt.Type), Family: f.String(), From: from(tgt, link), Reason: reason}
 	if src.IsValid() {
 		e.Address = src.String()
 	}
@@ -69,12 +63,12 @@ func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, can
 		if !sourced {
 			reason = NoTarget
 		}
-		r.lines = append(r.lines, Explained{Type: t, Family: f.String(), Reason: reason})
+		r.lines = append(r.lines, Explained{Type: string(t), Family: f.String(), Reason: reason})
 		return
 	}
 	old, hadOld := prev.Get(t, f)
 	for _, c := range cands {
-		e := Explained{Type: t, Family: f.String(), Address: c.la.IP.String(), From: from(Target{}, c.la.Link)}
+		e := Explained{Type: string(t), Family: f.String(), Address: c.la.IP.String(), From: from(Target{}, c.la.Link)}
 		switch {
 		case c.route:
 			e.From = from(tgt, "")
@@ -97,24 +91,6 @@ func (r *recorder) picked(t AddressType, f Family, tgt Target, sourced bool, can
 	}
 }
 
-// String is the line --explain prints (explanation.Line's String: the Event carries the same).
-func (e Explained) String() string { return e.Line().String() }
-
-// Line is e in the portable form the AddressesUpdated Event carries and kubectl nodeaddr reads.
-func (e Explained) Line() explanation.Line {
-	return explanation.Line{Type: string(e.Type), Family: e.Family, Address: e.Address, From: e.From,
-		Chosen: e.Chosen, Reason: e.Reason}
-}
-
-// Lines converts an explanation to its portable form.
-func Lines(es []Explained) []explanation.Line {
-	out := make([]explanation.Line, len(es))
-	for i, e := range es {
-		out[i] = e.Line()
-	}
-	return out
-}
-
 // logExplanation writes the explanation at debug level, one record per line with stable keys.
 func logExplanation(log *slog.Logger, lines []Explained) {
 	for _, e := range lines {
@@ -131,7 +107,7 @@ func (s State) why() why { return slices.Clone(why(s.Explanation)) }
 // passOver marks the chosen line of type t and family f, if any, as passed over for reason.
 func (w why) passOver(t AddressType, f Family, reason string) {
 	for i := range w {
-		if w[i].Chosen && w[i].Type == t && w[i].Family == f.String() {
+		if w[i].Chosen && w[i].Type == string(t) && w[i].Family == f.String() {
 			w[i].Chosen, w[i].Reason = false, reason
 		}
 	}
@@ -139,6 +115,6 @@ func (w why) passOver(t AddressType, f Family, reason string) {
 
 // chose adds the line of an address a stage put in the state.
 func (w why) chose(a Address, from, reason string) why {
-	return append(w, Explained{Type: a.Type, Family: FamilyOf(a.IP).String(), Address: a.IP.String(),
+	return append(w, Explained{Type: string(a.Type), Family: FamilyOf(a.IP).String(), Address: a.IP.String(),
 		From: from, Chosen: true, Reason: reason})
 }

@@ -3,9 +3,169 @@ package resolver
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 )
+
+// Trigger delivers coalesced "something changed" signals (the watcher's Signal).
+type Trigger interface {
+	C() <-chan struct{}
+	// Take clears the pending signal and returns when its first event happened.
+	Take() time.Time
+}
+
+// LinkTrigger is a Trigger that also says whether its burst had link events (the watcher's Signal).
+type LinkTrigger interface {
+	// TakeLink clears and returns when the burst's latest link event happened (zero: none).
+	TakeLink() time.Time
+}
+
+// Sink receives every resolved state. It is called from the loop's goroutine and must not block.
+type Sink interface {
+	// Publish hands over the desired state; since is its first kernel event (zero: none).
+	Publish(s State, since time.Time)
+}
+
+// RuleTables is a Kernel that can list the routing tables policy rules point lookups at (Netlink),
+// for the watcher's route filter (RouteTableFilter).
+type RuleTables interface {
+	RuleTables() ([]int, error)
+}
+
+// RouteTableFilter takes the tables RuleTables lists, after each resolution (the watcher).
+type RouteTableFilter interface {
+	SetRouteTables(tables []int)
+}
+
+// Results of a resolution, the "result" label of nodeaddr_resolutions_total.
+const (
+	ResultSuccess = "success"
+	ResultError   = "error"
+)
+
+// LoopConfig configures Loop.
+type LoopConfig struct {
+	Kernel Kernel
+	Policy Policy
+	// Debounce is the quiet after address, route and rule events; LinkDebounce the hold after a
+	// link event (at least Debounce); MaxDelay caps both from a burst's first event.
+	Debounce       time.Duration
+	LinkDebounce   time.Duration
+	MaxDelay       time.Duration
+	RemovalGrace   time.Duration
+	ResyncInterval time.Duration
+	// RetryInterval is how soon a failed resolution is tried again; default 1s.
+	RetryInterval time.Duration
+	// RouteTables, if set, is told the routing tables of policy rules after each resolution.
+	RouteTables RouteTableFilter
+	// Node, if set, returns the Node as the agent's informer has it (ok false: not seen yet). The
+	// first resolution then waits for the Node, so that a restarted agent keeps the Node's current
+	// addresses among equal candidates. NodeChanged tells the loop to look again.
+	Node func() (NodeInput, bool)
+	// Discovery, if set, supplies the ExternalIP behind NAT (stage_discovery.go).
+	Discovery Discovery
+	Logger    *slog.Logger
+	// Metrics, if set, counts resolutions and resyncs (NewMetrics).
+	Metrics *Metrics
+}
+
+// Loop runs the address pipeline (pipeline.go) on each trigger and hands the result to a Sink.
+type Loop struct {
+	cfg      LoopConfig
+	trigger  Trigger
+	sink     Sink
+	lastTurn atomic.Int64 // unix nanos of the last loop iteration, for health
+	awaiting atomic.Bool  // Run waits for the Node
+	nodeKick chan struct{}
+}
+
+// NodeInput is what a resolution takes from the Node (publisher.ResolverInput reads it).
+type NodeInput struct {
+	PodCIDRs  []netip.Prefix // excluded from selection
+	Addresses []Address      // the Node's current addresses of the managed types
+	// Unmanaged are the Node's entries of the types nodeaddr does not manage (stage_equal.go).
+	Unmanaged []Address
+	// ProvidedNodeIP is the kubelet's provided-node-ip annotation ("" when there is none).
+	ProvidedNodeIP string
+}
+
+// NewLoop returns a loop reading changes from trigger and publishing to sink.
+func NewLoop(cfg LoopConfig, trigger Trigger, sink Sink) *Loop {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = time.Second
+	}
+	if cfg.Node == nil { // the Node is not read: seen at once, with nothing in it
+		cfg.Node = func() (NodeInput, bool) { return NodeInput{}, true }
+	}
+	l := &Loop{cfg: cfg, trigger: trigger, sink: sink, nodeKick: make(chan struct{}, 1)}
+	l.lastTurn.Store(time.Now().UnixNano())
+	return l
+}
+
+// NodeChanged tells the loop the Node may have changed (run.nodeChanged). It never blocks.
+func (l *Loop) NodeChanged() {
+	select {
+	case l.nodeKick <- struct{}{}:
+	default:
+	}
+}
+
+// LastTurn returns when the loop last woke up; now while it waits for the Node (no stall).
+func (l *Loop) LastTurn() time.Time {
+	if l.awaiting.Load() {
+		return time.Now()
+	}
+	return time.Unix(0, l.lastTurn.Load())
+}
+
+// Run resolves once at start (after the Node is seen) and then on every trigger until ctx ends.
+func (l *Loop) Run(ctx context.Context) {
+	r := newRun(l)
+	defer r.wake.Stop()
+	var resync <-chan time.Time
+	if l.cfg.ResyncInterval > 0 {
+		t := time.NewTicker(l.cfg.ResyncInterval)
+		defer t.Stop()
+		resync = t.C
+	}
+	var discovered <-chan struct{} // nil (never ready) without discovery
+	if l.cfg.Discovery != nil {
+		discovered = l.cfg.Discovery.C()
+	}
+	if !r.awaitNode(ctx) {
+		return
+	}
+	r.resolve("start")
+	for {
+		r.arm()
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.trigger.C():
+			first := l.trigger.Take()
+			var link time.Time
+			if lt, ok := l.trigger.(LinkTrigger); ok {
+				link = lt.TakeLink()
+			}
+			r.event(first, !link.IsZero())
+		case <-l.nodeKick:
+			r.nodeChanged()
+		case <-discovered:
+			r.resolve("external-address-discovered")
+		case now := <-resync:
+			l.cfg.Metrics.resync(now)
+			r.resolve("resync")
+		case <-r.wake.C:
+			r.due(time.Now())
+		}
+		l.lastTurn.Store(time.Now().UnixNano())
+	}
+}
 
 // run is the state of one Loop.Run: the pending burst, the deadlines and what was published.
 type run struct {
@@ -29,7 +189,7 @@ func newRun(l *Loop) *run {
 
 // awaitNode waits until the Node is seen (cfg.Node); false if ctx ended first.
 func (r *run) awaitNode(ctx context.Context) bool {
-	v, ok := r.l.node()
+	v, ok := r.l.cfg.Node()
 	if !ok {
 		r.l.cfg.Logger.Info("waiting for the Node before the first resolution")
 		r.l.awaiting.Store(true)
@@ -40,7 +200,7 @@ func (r *run) awaitNode(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		case <-r.l.nodeKick:
-			v, ok = r.l.node()
+			v, ok = r.l.cfg.Node()
 		}
 	}
 	r.node = v
@@ -62,7 +222,7 @@ func (r *run) event(first time.Time, link bool) {
 
 // nodeChanged reads the Node again: it resolves if the pod CIDRs changed, else reruns the Node's stages.
 func (r *run) nodeChanged() {
-	v, ok := r.l.node()
+	v, ok := r.l.cfg.Node()
 	if !ok {
 		return // deleted: keep the last view until it is back
 	}
@@ -79,8 +239,8 @@ func (r *run) nodeChanged() {
 
 // due resolves if the debounce, the hold-down or the retry deadline has passed.
 func (r *run) due(now time.Time) {
-	if d, ok := r.deb.Due(); ok && !now.Before(d) {
-		r.waited = r.deb.Wait()
+	if d, why, ok := r.deb.Due(); ok && !now.Before(d) {
+		r.waited = why
 		r.l.cfg.Logger.Debug("kernel changes settled", "since", r.since.Format(time.RFC3339Nano), "waited", r.waited)
 		r.resolve("netlink")
 		r.waited = ""
@@ -104,7 +264,7 @@ func (r *run) resolve(reason string) {
 	}
 	raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.node.PodCIDRs), prev)
 	if err != nil {
-		l.observe(ResultError)
+		l.cfg.Metrics.resolution(ResultError)
 		log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
 		r.retryAt = now.Add(l.cfg.RetryInterval)
 		// The retry applies the hold-down again. A hold-down deadline left in the past would
@@ -112,7 +272,7 @@ func (r *run) resolve(reason string) {
 		r.holdUntil = time.Time{}
 		return
 	}
-	l.observe(ResultSuccess)
+	l.cfg.Metrics.resolution(ResultSuccess)
 	logSkips(log, skips)
 	if l.cfg.Discovery != nil {
 		raw = WithDiscovery(l.cfg.Discovery, raw)
@@ -155,10 +315,7 @@ func (r *run) publish(reason string, since time.Time) {
 
 // arm sets the wake timer to the earliest pending deadline.
 func (r *run) arm() {
-	var due time.Time
-	if d, ok := r.deb.Due(); ok {
-		due = d
-	}
+	due, _, _ := r.deb.Due() // zero when nothing is pending
 	for _, t := range []time.Time{r.holdUntil, r.retryAt} {
 		if !t.IsZero() && (due.IsZero() || t.Before(due)) {
 			due = t

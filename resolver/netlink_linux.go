@@ -3,6 +3,7 @@ package resolver
 import (
 	"errors"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -30,12 +31,8 @@ func (Netlink) RouteSource(dst netip.Addr) (netip.Addr, error) {
 
 // noRoute reports whether err means no usable route (unreachable, prohibit, blackhole, none).
 func noRoute(err error) bool {
-	for _, e := range []error{unix.ENETUNREACH, unix.EHOSTUNREACH, unix.EACCES, unix.EPERM, unix.EINVAL} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]error{unix.ENETUNREACH, unix.EHOSTUNREACH, unix.EACCES, unix.EPERM, unix.EINVAL},
+		func(e error) bool { return errors.Is(err, e) })
 }
 
 // Addresses lists every address of every interface.

@@ -61,7 +61,7 @@ func TestHoldDownExplainsTheHeldAddress(t *testing.T) {
 	h := holdDown{Grace: 5 * time.Second}
 	managed := []AddressType{ExternalIP}
 	h.Apply(at(0), State{Managed: managed, Addresses: []Address{addr(ExternalIP, "192.0.2.10")}})
-	gone := State{Managed: managed, Explanation: []Explained{{Type: ExternalIP, Family: "IPv4", From: "route to 198.51.100.1", Reason: "no route to target"}}}
+	gone := State{Managed: managed, Explanation: []Explained{{Type: "ExternalIP", Family: "IPv4", From: "route to 198.51.100.1", Reason: "no route to target"}}}
 	s, _ := h.Apply(at(1000), gone)
 	want := "ExternalIP IPv4 (route to 198.51.100.1): no route to target\n" +
 		"ExternalIP IPv4 192.0.2.10 (previous address): held during removal grace (the loop's hold-down)"

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // defaultExcludeInterfaces are the container and CNI interfaces (anchored Go regular expressions).
@@ -109,7 +110,7 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 		tp := p.Types[t]
 		for _, f := range []Family{IPv4, IPv6} {
 			var cands []candidate
-			tgt, hasTarget := targetFor(p.Targets, t, f)
+			tgt, hasTarget := first(p.Targets, func(x Target) bool { return x.Type == t && FamilyOf(x.IP) == f })
 			if hasTarget {
 				src, ok := sources[tgt]
 				switch {
@@ -184,13 +185,10 @@ func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 			found = append(found, a)
 		}
 	}
-	if i := slices.IndexFunc(found, func(a LocalAddr) bool { return a.Flags&ifaManageTempAddr != 0 }); i >= 0 {
-		return found[i], true
+	if a, ok := first(found, func(a LocalAddr) bool { return a.Flags&ifaManageTempAddr != 0 }); ok {
+		return a, true
 	}
-	if len(found) > 0 {
-		return found[0], true
-	}
-	return LocalAddr{}, false
+	return first(found, func(LocalAddr) bool { return true })
 }
 
 // adopt adds the previous address of t and f to cands when the policy accepts it (TypePolicy.Sticky).
@@ -216,28 +214,15 @@ func pick(cands []candidate, prev State, t AddressType, f Family) (candidate, bo
 		return candidate{}, false
 	}
 	best := slices.MinFunc(cands, func(a, b candidate) int { return a.prio - b.prio }).prio
+	// Among equals the previous address stays, else the first listed (the route source is first).
+	i := slices.IndexFunc(cands, func(c candidate) bool { return c.prio == best })
 	if old, ok := prev.Get(t, f); ok {
-		for _, c := range cands {
-			if c.la.IP == old.IP && c.prio == best {
-				return c, true
-			}
+		kept := func(c candidate) bool { return c.la.IP == old.IP && c.prio == best }
+		if j := slices.IndexFunc(cands, kept); j >= 0 {
+			i = j
 		}
 	}
-	for _, c := range cands { // route source first: it is listed first
-		if c.prio == best {
-			return c, true
-		}
-	}
-	return candidate{}, false
-}
-
-func targetFor(ts []Target, t AddressType, f Family) (Target, bool) {
-	for _, x := range ts {
-		if x.Type == t && FamilyOf(x.IP) == f {
-			return x, true
-		}
-	}
-	return Target{}, false
+	return cands[i], true
 }
 
 // accept applies every filter to la and returns its priority, or why it is rejected.
@@ -281,3 +266,96 @@ func cidrPriority(rules []CIDRRule, ip netip.Addr) (int, error) {
 	}
 	return len(rules), nil
 }
+
+// vipReason recognises the addresses keepalived, kube-vip and similar tools float between hosts: a
+// host prefix on the loopback, an IPv4 label other than the interface name, and an IPv4 /32 next to
+// a wider IPv4 address on its interface. A lone /32 and IPv6 /128s (DHCPv6) stay usable.
+func vipReason(la LocalAddr, addrs []LocalAddr) error {
+	host := la.PrefixLen == la.IP.BitLen()
+	switch {
+	case host && la.Link == "lo":
+		return errVIPLoopback
+	case la.IP.Is4() && la.Label != "" && la.Link != "" && la.Label != la.Link:
+		return errVIPLabel
+	case host && la.IP.Is4() && slices.ContainsFunc(addrs, func(o LocalAddr) bool {
+		return o.LinkIndex == la.LinkIndex && o.IP.Is4() && o.PrefixLen > 0 && o.PrefixLen < 32 &&
+			o.Flags&ifaSecondary == 0
+	}):
+		return errVIPHost
+	}
+	return nil
+}
+
+func matchAny(res []*regexp.Regexp, s string, emptyMatches bool) bool {
+	if len(res) == 0 {
+		return emptyMatches
+	}
+	return slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(s) })
+}
+
+// parseList parses each non-blank item of a comma-separated list (the policy's flag values).
+func parseList[T any](s string, parse func(item string) (T, error)) ([]T, error) {
+	var out []T
+	for _, f := range strings.Split(s, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		v, err := parse(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// ParseInterfaceRegexps parses a comma-separated list of Go regular expressions, each anchored to
+// the whole interface name ("eth.*" matches eth0, not veth0).
+func ParseInterfaceRegexps(s string) ([]*regexp.Regexp, error) {
+	return parseList(s, func(f string) (*regexp.Regexp, error) {
+		f = strings.TrimSpace(f)
+		re, err := regexp.Compile(`^(?:` + f + `)$`)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a valid regular expression: %v", f, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+		return re, nil
+	})
+}
+
+// MustInterfaceRegexps is ParseInterfaceRegexps for known-good expressions.
+func MustInterfaceRegexps(exprs ...string) []*regexp.Regexp {
+	res, err := ParseInterfaceRegexps(strings.Join(exprs, ","))
+	if err != nil {
+		panic(err)
+	}
+	return res
+}
+
+// ParseCIDRRules parses an ordered, comma-separated CIDR list; "!CIDR" is an exclusion.
+func ParseCIDRRules(s string) ([]CIDRRule, error) {
+	return parseList(s, func(f string) (CIDRRule, error) {
+		f = strings.TrimSpace(f)
+		r := CIDRRule{}
+		if rest, ok := strings.CutPrefix(f, "!"); ok {
+			r.Exclude, f = true, strings.TrimSpace(rest)
+		}
+		var err error
+		r.Prefix, err = ParsePrefix(f)
+		return r, err
+	})
+}
+
+// ParsePrefix parses one CIDR and masks it ("10.1.2.3/8" means 10.0.0.0/8).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	pfx, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil || pfx.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR", s)
+	}
+	if pfx.Addr().Is4In6() {
+		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped CIDR: write it as IPv4", s)
+	}
+	return pfx.Masked(), nil
+}
+
+// ParsePrefixes parses a comma-separated CIDR list.
+func ParsePrefixes(s string) ([]netip.Prefix, error) { return parseList(s, ParsePrefix) }

@@ -26,14 +26,12 @@ func withoutExternalEqualInternal(keep bool, others []Address, s State) State {
 		return s
 	}
 	w := s.why()
-	out := make([]Address, 0, len(s.Addresses))
 	for _, a := range s.Addresses {
 		if equal(a) {
 			w.passOver(ExternalIP, FamilyOf(a.IP), "dropped: equals an InternalIP (--external-ip-equal-internal=drop)")
-			continue
 		}
-		out = append(out, a)
 	}
-	s.Addresses, s.Explanation, s.DroppedEqual = out, w, true
+	s.Addresses = slices.DeleteFunc(slices.Clone(s.Addresses), equal)
+	s.Explanation, s.DroppedEqual = w, true
 	return s
 }

@@ -51,7 +51,7 @@ func TestWithoutExternalEqualInternal(t *testing.T) {
 			in := State{Managed: tc.managed, Addresses: tc.addrs}
 			for _, a := range tc.addrs {
 				if a.Type == ExternalIP && FamilyOf(a.IP) == IPv4 {
-					in.Explanation = []Explained{{Type: ExternalIP, Family: "IPv4", Address: a.IP.String(),
+					in.Explanation = []Explained{{Type: "ExternalIP", Family: "IPv4", Address: a.IP.String(),
 						From: "route to 198.51.100.1", Chosen: true, Reason: "chosen"}}
 				}
 			}

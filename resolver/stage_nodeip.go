@@ -67,7 +67,7 @@ func withProvidedNodeIP(annotation string, s State) State {
 	if err != nil {
 		s.NodeIP.Err = fmt.Errorf("annotation %s=%q: %w", cloudproviderapi.AnnotationAlphaProvidedIPAddr, annotation, err)
 		// A line about the type, of no family.
-		s.Explanation = append(w, Explained{Type: InternalIP, From: fromNodeIP, Reason: "ignored: " + err.Error()})
+		s.Explanation = append(w, Explained{Type: string(InternalIP), From: fromNodeIP, Reason: "ignored: " + err.Error()})
 		return s
 	}
 	s.NodeIP.Provided = ips
@@ -78,7 +78,7 @@ func withProvidedNodeIP(annotation string, s State) State {
 			a.PrefixLen = s.Local[j].Bits()
 		} else if s.Local != nil {
 			s.NodeIP.Missing = append(s.NodeIP.Missing, ip)
-			w = append(w, Explained{Type: InternalIP, Family: FamilyOf(ip).String(), Address: ip.String(), From: fromNodeIP,
+			w = append(w, Explained{Type: string(InternalIP), Family: FamilyOf(ip).String(), Address: ip.String(), From: fromNodeIP,
 				Reason: "ignored: not assigned to this host; the Node keeps the uninitialized taint"})
 		}
 		out = append(out, a)

@@ -20,8 +20,8 @@ func TestWithProvidedNodeIP(t *testing.T) {
 		addr(InternalIP, "192.0.2.10"), addr(InternalIP, "2001:db8::10"), addr(ExternalIP, "203.0.113.7")},
 		Local: local("192.0.2.10", "2001:db8::10", "203.0.113.7", "10.0.0.5", "fd00::5"),
 		Explanation: []Explained{
-			{Type: InternalIP, Family: "IPv4", Address: "192.0.2.10", From: "route to 192.0.2.1", Chosen: true, Reason: "chosen"},
-			{Type: InternalIP, Family: "IPv6", Address: "2001:db8::10", From: "route to 2001:db8::1", Chosen: true, Reason: "chosen"},
+			{Type: "InternalIP", Family: "IPv4", Address: "192.0.2.10", From: "route to 192.0.2.1", Chosen: true, Reason: "chosen"},
+			{Type: "InternalIP", Family: "IPv6", Address: "2001:db8::10", From: "route to 2001:db8::1", Chosen: true, Reason: "chosen"},
 		}}
 	selected := []string{
 		"InternalIP IPv4 192.0.2.10 (route to 192.0.2.1): chosen",

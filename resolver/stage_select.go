@@ -3,6 +3,7 @@ package resolver
 // Stage 1, selection: one snapshot of the kernel and the policy's choice (policy.go).
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -51,18 +52,87 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 		st.Local = make([]netip.Prefix, 0, len(addrs))
 		for _, a := range addrs {
 			if a.Flags&ifaDADFailed == 0 {
-				st.Local = append(st.Local, localPrefix(a))
+				st.Local = append(st.Local, Address{IP: a.IP, PrefixLen: a.PrefixLen}.Prefix())
 			}
 		}
 	}
 	return st.Normalize(), skips, nil
 }
 
-// localPrefix is a's address with its prefix length (the host length when the kernel gave none).
-func localPrefix(a LocalAddr) netip.Prefix {
-	bits := a.PrefixLen
-	if bits <= 0 || bits > a.IP.BitLen() {
-		bits = a.IP.BitLen()
+// The kernel's address flags and route scope (linux/if_addr.h, rtnetlink.h), spelled here so the
+// resolver builds on every platform; TestKernelFlagsMatchLinux checks them against x/sys/unix.
+const (
+	scopeUniverse = 0 // RT_SCOPE_UNIVERSE
+
+	ifaSecondary      = 0x01  // IFA_F_SECONDARY
+	ifaTemporary      = 0x01  // IFA_F_TEMPORARY: the same bit, named for IPv6
+	ifaOptimistic     = 0x04  // IFA_F_OPTIMISTIC
+	ifaDADFailed      = 0x08  // IFA_F_DADFAILED
+	ifaDeprecated     = 0x20  // IFA_F_DEPRECATED
+	ifaTentative      = 0x40  // IFA_F_TENTATIVE
+	ifaManageTempAddr = 0x100 // IFA_F_MANAGETEMPADDR
+)
+
+// LocalAddr is an address assigned to a local interface, as the kernel reports it.
+type LocalAddr struct {
+	IP        netip.Addr
+	LinkIndex int
+	Link      string
+	Flags     int // IFA_F_* flags
+	Scope     int // RT_SCOPE_*
+	// PreferredLft is the preferred lifetime in seconds; 0 means deprecated, 0xFFFFFFFF forever.
+	PreferredLft int
+	// PrefixLen is the address's prefix length (32 or 128 for a host address); 0 when unknown.
+	PrefixLen int
+	// Label is the IPv4 address label (IFA_LABEL): the interface name unless an alias ("eth0:vip").
+	Label string
+}
+
+// Kernel is the snapshot source a resolution reads (Netlink; a table in tests).
+type Kernel interface {
+	// RouteSource returns the source address the kernel would use toward dst; zero: no route.
+	RouteSource(dst netip.Addr) (netip.Addr, error)
+	// Addresses lists the addresses of every local interface.
+	Addresses() ([]LocalAddr, error)
+}
+
+// Reasons an address is not usable as a node address.
+var (
+	errTentative  = errors.New("tentative (duplicate address detection running)")
+	errDADFailed  = errors.New("duplicate address detection failed")
+	errDeprecated = errors.New("deprecated")
+	errOptimistic = errors.New("optimistic (duplicate address detection running)")
+	errTemporary  = errors.New("temporary (IPv6 privacy) address")
+	errScope      = errors.New("not of universe scope")
+)
+
+// usable returns nil when a can be published as a node address, else why not (the kernel's flags).
+func usable(a LocalAddr) error {
+	switch {
+	case a.Scope != scopeUniverse:
+		return errScope
+	case a.Flags&ifaDADFailed != 0:
+		return errDADFailed
+	case a.Flags&ifaTentative != 0:
+		return errTentative
+	case a.Flags&ifaOptimistic != 0:
+		return errOptimistic
+	case a.Flags&ifaDeprecated != 0 || a.PreferredLft == 0:
+		return errDeprecated
+	case a.IP.Is6() && a.Flags&ifaTemporary != 0:
+		// Bit 0x01 is IFA_F_TEMPORARY for IPv6 and IFA_F_SECONDARY for IPv4: only IPv6 is checked.
+		return errTemporary
 	}
-	return netip.PrefixFrom(a.IP, bits)
+	return nil
+}
+
+// Skip records a target whose route source could not be used, for logs.
+type Skip struct {
+	Target Target
+	Source netip.Addr
+	Reason string
+}
+
+func find(addrs []LocalAddr, ip netip.Addr) (LocalAddr, bool) {
+	return first(addrs, func(a LocalAddr) bool { return a.IP == ip })
 }

@@ -61,6 +61,16 @@ type Address struct {
 
 func (a Address) String() string { return fmt.Sprintf("%s=%s", a.Type, a.IP) }
 
+// Prefix is a's address with its prefix length, the host length when it is unknown (State.Local,
+// annotations in CIDR form).
+func (a Address) Prefix() netip.Prefix {
+	bits := a.PrefixLen
+	if bits <= 0 || bits > a.IP.BitLen() {
+		bits = a.IP.BitLen()
+	}
+	return netip.PrefixFrom(a.IP, bits)
+}
+
 // State is the desired set of managed addresses: the types nodeaddr manages (even when nothing
 // resolved for them) and at most one address per type and family.
 type State struct {
@@ -110,21 +120,20 @@ func Changed(prev *State, next State) bool { return prev == nil || !prev.Equal(n
 
 // Get returns the address of type t and family f, if any.
 func (s State) Get(t AddressType, f Family) (Address, bool) {
-	for _, a := range s.Addresses {
-		if a.Type == t && FamilyOf(a.IP) == f {
-			return a, true
-		}
-	}
-	return Address{}, false
+	return first(s.Addresses, func(a Address) bool { return a.Type == t && FamilyOf(a.IP) == f })
 }
 
-func (s State) String() string {
-	parts := make([]string, 0, len(s.Addresses))
-	for _, a := range s.Normalize().Addresses {
-		parts = append(parts, a.String())
+// first returns the first element of list that match accepts.
+func first[T any](list []T, match func(T) bool) (T, bool) {
+	if i := slices.IndexFunc(list, match); i >= 0 {
+		return list[i], true
 	}
-	return "[" + strings.Join(parts, " ") + "]"
+	var none T
+	return none, false
 }
+
+// String lists the addresses as "[Type=IP ...]", normalized.
+func (s State) String() string { return fmt.Sprint(s.Normalize().Addresses) }
 
 // ParseTargets parses a comma-separated target list for one address type: at most one IP per family.
 func ParseTargets(t AddressType, s string) ([]Target, error) {

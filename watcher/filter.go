@@ -33,9 +33,7 @@ type addrState struct {
 
 // addrFilter drops link-local and multicast addresses, and a repeated RTM_NEWADDR that only refreshes
 // lifetimes (router advertisements); one whose flags changed (DAD completed, deprecated) is kept.
-type addrFilter struct {
-	seen map[addrKey]addrState
-}
+type addrFilter struct{ lastSeen[addrKey, addrState] }
 
 // Ignore reports whether u can be dropped, and remembers u for the next call.
 func (f *addrFilter) Ignore(u netlink.AddrUpdate) bool {
@@ -43,26 +41,38 @@ func (f *addrFilter) Ignore(u netlink.AddrUpdate) bool {
 	if ip == nil || ip.IsLinkLocalUnicast() || ip.IsMulticast() || ip.IsLoopback() {
 		return true
 	}
-	if f.seen == nil {
-		f.seen = make(map[addrKey]addrState)
-	}
 	k := addrKey{index: u.LinkIndex}
 	copy(k.ip[:], ip.To16())
 	k.ones, _ = u.LinkAddress.Mask.Size()
 	if !u.NewAddr {
-		delete(f.seen, k)
-		return false
+		return f.forget(k)
 	}
-	st := addrState{flags: u.Flags, scope: u.Scope, preferred: u.PreferedLft != 0}
-	if old, ok := f.seen[k]; ok && old == st {
+	return f.repeats(k, addrState{flags: u.Flags, scope: u.Scope, preferred: u.PreferedLft != 0})
+}
+
+// lastSeen is the last state of each address or link, so that a message repeating it is dropped.
+type lastSeen[K, S comparable] struct{ seen map[K]S }
+
+// repeats reports whether st is k's known state, and remembers it for the next call.
+func (l *lastSeen[K, S]) repeats(k K, st S) bool {
+	if old, ok := l.seen[k]; ok && old == st {
 		return true
 	}
-	f.seen[k] = st
+	if l.seen == nil {
+		l.seen = make(map[K]S)
+	}
+	l.seen[k] = st
+	return false
+}
+
+// forget drops k (deleted); the deletion itself is never ignored.
+func (l *lastSeen[K, S]) forget(k K) bool {
+	delete(l.seen, k)
 	return false
 }
 
 // Reset forgets what the filter has seen; used after a resubscription, when messages were lost.
-func (f *addrFilter) Reset() { clear(f.seen) }
+func (l *lastSeen[K, S]) Reset() { clear(l.seen) }
 
 // routeFilter drops route notifications that a route lookup toward a target cannot use: routes in
 // tables no lookup consults, multicast and link-local destinations, and cached (cloned) entries.
@@ -105,33 +115,19 @@ type linkState struct {
 }
 
 // linkFilter drops link notifications that repeat the link's known state (statistics refreshes).
-type linkFilter struct {
-	seen map[int32]linkState
-}
+type linkFilter struct{ lastSeen[int32, linkState] }
 
 // Ignore reports whether u can be dropped, and remembers u for the next call.
 func (f *linkFilter) Ignore(u netlink.LinkUpdate) bool {
-	if f.seen == nil {
-		f.seen = make(map[int32]linkState)
-	}
-	idx := u.Index
 	if u.Header.Type == unix.RTM_DELLINK {
-		delete(f.seen, idx)
-		return false
+		return f.forget(u.Index)
 	}
 	st := linkState{flags: u.Flags & (unix.IFF_UP | unix.IFF_RUNNING | unix.IFF_LOWER_UP)}
 	if attrs := u.Attrs(); attrs != nil {
 		st.operState, st.name, st.master = attrs.OperState, attrs.Name, attrs.MasterIndex
 	}
-	if old, ok := f.seen[idx]; ok && old == st {
-		return true
-	}
-	f.seen[idx] = st
-	return false
+	return f.repeats(u.Index, st)
 }
-
-// Reset forgets what the filter has seen.
-func (f *linkFilter) Reset() { clear(f.seen) }
 
 // ruleFilter drops rule notifications that cannot change a route lookup: families other than IPv4
 // and IPv6 and no-op rules; any other rule can move a target's route to another table.

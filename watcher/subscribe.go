@@ -5,7 +5,6 @@ package watcher
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"syscall"
 
@@ -92,31 +91,23 @@ type ruleUpdate struct {
 }
 
 // parseRule decodes a rule message: a fib_rule_hdr (laid out as an rtmsg, the action where rtmsg
-// has its type) followed by attributes, of which only FRA_TABLE matters (tables above 255).
-func parseRule(m syscall.NetlinkMessage) (ruleUpdate, bool) {
-	if m.Header.Type != unix.RTM_NEWRULE && m.Header.Type != unix.RTM_DELRULE {
+// has its type) followed by attributes, of which only FRA_TABLE matters (tables above 255). ok is
+// false for another message, a short one or bad attributes.
+func parseRule(m syscall.NetlinkMessage) (u ruleUpdate, ok bool) {
+	typ, b := m.Header.Type, m.Data
+	if typ != unix.RTM_NEWRULE && typ != unix.RTM_DELRULE || len(b) < unix.SizeofRtMsg {
 		return ruleUpdate{}, false
 	}
-	u, err := decodeRule(m.Header.Type, m.Data)
-	return u, err == nil
-}
-
-var errShortRule = errors.New("short rule message")
-
-func decodeRule(typ uint16, b []byte) (ruleUpdate, error) {
-	if len(b) < unix.SizeofRtMsg {
-		return ruleUpdate{}, errShortRule
-	}
 	hdr := nl.DeserializeRtMsg(b)
-	u := ruleUpdate{Type: typ, Family: int(hdr.Family), Action: int(hdr.Type), Table: int(hdr.Table)}
+	u = ruleUpdate{Type: typ, Family: int(hdr.Family), Action: int(hdr.Type), Table: int(hdr.Table)}
 	attrs, err := nl.ParseRouteAttr(b[unix.SizeofRtMsg:])
 	if err != nil {
-		return ruleUpdate{}, err
+		return ruleUpdate{}, false
 	}
 	for _, a := range attrs {
 		if a.Attr.Type == unix.FRA_TABLE && len(a.Value) >= 4 {
 			u.Table = int(binary.NativeEndian.Uint32(a.Value))
 		}
 	}
-	return u, nil
+	return u, true
 }

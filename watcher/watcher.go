@@ -5,7 +5,6 @@ package watcher
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,10 +55,8 @@ func newWatcher(cfg Config, sig *Signal, subs subscriber) *Watcher {
 	return &Watcher{cfg: cfg, signal: sig, log: cfg.Logger, subs: subs}
 }
 
-const subscriptions = 4
-
-// Healthy reports whether all subscriptions are established.
-func (w *Watcher) Healthy() bool { return w.active.Load() == subscriptions }
+// Healthy reports whether all subscriptions, one per kind, are established.
+func (w *Watcher) Healthy() bool { return int(w.active.Load()) == len(Kinds()) }
 
 // SetRouteTables sets the policy-routing tables (beyond main, local and default) whose route changes
 // matter, from the rule list after every resolution; between two, a rule event adds the table it
@@ -78,50 +75,36 @@ func (w *Watcher) SetRouteTables(tables []int) {
 func (w *Watcher) learnTable(table int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.routes.Tables[table] {
-		return
+	if w.routes.Tables == nil {
+		w.routes.Tables = map[int]bool{}
 	}
-	m := make(map[int]bool, len(w.routes.Tables)+1)
-	maps.Copy(m, w.routes.Tables)
-	m[table] = true
-	w.routes.Tables = m
+	w.routes.Tables[table] = true
 }
 
 // Run subscribes and delivers signals until ctx is cancelled and every subscription is gone.
 func (w *Watcher) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		var f addrFilter
-		run(ctx, w, KindAddress, func(ch chan netlink.AddrUpdate, done chan struct{}, cb func(error)) error {
-			f.Reset()
-			return w.subs.Addr(ch, done, cb)
-		}, f.Ignore)
-	})
+	var addrs addrFilter
+	var links linkFilter
+	wg.Go(func() { run(ctx, w, KindAddress, w.subs.Addr, addrs.Ignore, addrs.Reset) })
 	wg.Go(func() {
 		run(ctx, w, KindRoute, w.subs.Route, func(u netlink.RouteUpdate) bool {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			return w.routes.Ignore(u)
-		})
+		}, nil)
 	})
+	wg.Go(func() { run(ctx, w, KindLink, w.subs.Link, links.Ignore, links.Reset) })
 	wg.Go(func() {
-		var f linkFilter
-		run(ctx, w, KindLink, func(ch chan netlink.LinkUpdate, done chan struct{}, cb func(error)) error {
-			f.Reset()
-			return w.subs.Link(ch, done, cb)
-		}, f.Ignore)
-	})
-	wg.Go(func() {
-		var f ruleFilter
 		run(ctx, w, KindRule, w.subs.Rule, func(u ruleUpdate) bool {
-			if f.Ignore(u) {
+			if (ruleFilter{}).Ignore(u) {
 				return true
 			}
-			if t, ok := f.lookupTable(u); ok {
+			if t, ok := (ruleFilter{}).lookupTable(u); ok {
 				w.learnTable(t)
 			}
 			return false
-		})
+		}, nil)
 	})
 	wg.Wait()
 }
@@ -129,9 +112,10 @@ func (w *Watcher) Run(ctx context.Context) {
 // run keeps one subscription alive. netlink v1.3.1 closes the update channel on any receive error
 // (ENOBUFS) but keeps the socket open until done is closed; so each attempt gets a fresh done, the
 // channel is drained until it closes, and a resubscription forces a resync (messages were lost).
+// reset, if not nil, makes ignore forget what it has seen, before each attempt.
 func run[T any](ctx context.Context, w *Watcher, kind string,
 	subscribe func(ch chan T, done chan struct{}, cb func(error)) error,
-	ignore func(T) bool,
+	ignore func(T) bool, reset func(),
 ) {
 	log := w.log.With("subscription", kind)
 	backoff := w.cfg.MinBackoff
@@ -140,6 +124,9 @@ func run[T any](ctx context.Context, w *Watcher, kind string,
 		ch := make(chan T, 256)
 		done := make(chan struct{})
 		var stopped atomic.Bool
+		if reset != nil {
+			reset()
+		}
 		err := subscribe(ch, done, func(err error) {
 			if !stopped.Load() {
 				log.Warn("netlink subscription error", "err", err)
@@ -148,35 +135,31 @@ func run[T any](ctx context.Context, w *Watcher, kind string,
 		if err != nil {
 			close(done)
 			log.Error("netlink subscribe failed", "err", err, "retry_in", backoff)
-			if !sleep(ctx, backoff) {
+		} else {
+			w.active.Add(1)
+			if !first {
+				w.cfg.Metrics.resubscribed(kind)
+				log.Info("netlink resubscribed, forcing a resync", "reason", "resubscribed")
+				w.signal.Raise(time.Now())
+			}
+			first = false
+			healthySince := time.Now()
+			closed := receive(ctx, ch, w, kind, ignore)
+			w.active.Add(-1)
+			stopped.Store(!closed)
+			close(done)
+			for range ch { // let the library goroutine finish its blocked send and exit
+			}
+			if !closed {
 				return
 			}
-			backoff = min(2*backoff, w.cfg.MaxBackoff)
-			continue
+			// Reset the backoff after a subscription that lived for a while, so a single overflow a
+			// day resubscribes at once while a tight loop of failures slows down.
+			if time.Since(healthySince) > 10*w.cfg.MaxBackoff {
+				backoff = w.cfg.MinBackoff
+			}
+			log.Warn("netlink subscription closed, resubscribing", "retry_in", backoff)
 		}
-		w.active.Add(1)
-		if !first {
-			w.cfg.Metrics.resubscribed(kind)
-			log.Info("netlink resubscribed, forcing a resync", "reason", "resubscribed")
-			w.signal.Raise(time.Now())
-		}
-		first = false
-		healthySince := time.Now()
-		closed := receive(ctx, ch, w, kind, ignore)
-		w.active.Add(-1)
-		stopped.Store(!closed)
-		close(done)
-		for range ch { // let the library goroutine finish its blocked send and exit
-		}
-		if !closed {
-			return
-		}
-		// Reset the backoff after a subscription that lived for a while, so a single overflow a day
-		// resubscribes at once while a tight loop of failures slows down.
-		if time.Since(healthySince) > 10*w.cfg.MaxBackoff {
-			backoff = w.cfg.MinBackoff
-		}
-		log.Warn("netlink subscription closed, resubscribing", "retry_in", backoff)
 		if !sleep(ctx, backoff) {
 			return
 		}
@@ -216,4 +199,53 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// Signal is a one-slot "something changed" notification: raising it never blocks, bursts coalesce,
+// and Take says when the burst's first event happened (for the reaction-latency metric).
+type Signal struct {
+	ch          chan struct{}
+	mu          sync.Mutex
+	first, link time.Time
+}
+
+// NewSignal returns an empty signal.
+func NewSignal() *Signal { return &Signal{ch: make(chan struct{}, 1)} }
+
+// Raise records that something changed at now (the first since the last Take keeps its time).
+func (s *Signal) Raise(now time.Time) {
+	s.mu.Lock()
+	if s.first.IsZero() {
+		s.first = now
+	}
+	s.mu.Unlock()
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+// RaiseLink is Raise for a link event: the resolver holds a burst with one longer (a carrier hold).
+func (s *Signal) RaiseLink(now time.Time) {
+	s.mu.Lock()
+	s.link = now
+	s.mu.Unlock()
+	s.Raise(now)
+}
+
+// TakeLink clears and returns the time of the latest link event (zero if none).
+func (s *Signal) TakeLink() time.Time { return s.take(&s.link) }
+
+// C is ready when a signal is pending; call Take after receiving from it.
+func (s *Signal) C() <-chan struct{} { return s.ch }
+
+// Take clears the pending burst and returns the time of its first event (zero if none was recorded).
+func (s *Signal) Take() time.Time { return s.take(&s.first) }
+
+func (s *Signal) take(t *time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := *t
+	*t = time.Time{}
+	return v
 }

@@ -21,8 +21,7 @@ import (
 // EventReason is the reason of the Event whose message is an explanation (ReasonAddressesUpdated).
 const EventReason = "AddressesUpdated"
 
-// Line is one line of an explanation (resolver.Explained in portable form); the JSON names are
-// those of `--explain -o json`.
+// Line is one line of an explanation (resolver.Explained); the JSON names are those of `--explain -o json`.
 type Line struct {
 	Type    string `json:"type"`
 	Family  string `json:"family"`
@@ -91,21 +90,18 @@ func Format(header string, lines []Line, limit int) string {
 	}
 	size = len(header)
 	keep := make([]bool, len(lines))
-	full := false
-	add := func(chosen bool) {
+fill: // the chosen lines first, then the others, up to the first that does not fit
+	for _, chosen := range []bool{true, false} {
 		for i, l := range lines {
-			if full || l.Chosen != chosen {
+			if l.Chosen != chosen {
 				continue
 			}
-			if size+1+len(texts[i]) > room {
-				full = true
-				return
+			if size += 1 + len(texts[i]); size > room {
+				break fill
 			}
-			keep[i], size = true, size+1+len(texts[i])
+			keep[i] = true
 		}
 	}
-	add(true)
-	add(false)
 	out := []string{header}
 	for i, k := range keep {
 		if k {
