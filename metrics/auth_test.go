@@ -240,22 +240,18 @@ func BenchmarkAuthFilterCached(b *testing.B) {
 	}
 }
 
-// localReviewer is a fakeReviewer that authorizes from a list of its own (an allow-list).
-type localReviewer struct{ *fakeReviewer }
-
-func (localReviewer) AuthorizesLocally() bool { return true }
-
 func TestAuthFilterCountsOnlyRealReviews(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		rv   Reviewer
-		sar  float64
+		name     string
+		scrapers []string
+		sar      float64
 	}{
-		{"SubjectAccessReview", reviewer(), 1},
-		{"allow-list", localReviewer{reviewer()}, 0},
+		{"SubjectAccessReview", nil, 1},
+		{"allow-list", []string{"system:serviceaccount:monitoring:prometheus"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := NewAuthFilter(AuthConfig{Reviewer: tc.rv, ReviewRate: 1000, ReviewBurst: 1000})
+			f := NewAuthFilter(AuthConfig{Reviewer: reviewer(), Scrapers: tc.scrapers, ReviewRate: 1000,
+				ReviewBurst: 1000})
 			h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 			if code := get(h, "prom-token"); code != 200 {
 				t.Fatalf("scrape: %d", code)

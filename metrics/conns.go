@@ -128,7 +128,8 @@ func (b *connBudget) acceptLoop() {
 			}
 			continue
 		}
-		bc := &budgetConn{Conn: c, b: b, source: sourceOf(c.RemoteAddr()), since: time.Now(), silent: true}
+		src := sourceOfRemote(c.RemoteAddr().String())
+		bc := &budgetConn{Conn: c, b: b, source: src, since: time.Now(), silent: true}
 		b.admitSilent(bc)
 		go b.awaitFirstByte(bc)
 	}
@@ -318,13 +319,7 @@ func (b *connBudget) evict(c *budgetConn, reason string) {
 
 // longest returns the connection match accepts that has been in its state the longest (mu held).
 func (b *connBudget) longest(match func(*budgetConn) bool) *budgetConn {
-	var v *budgetConn
-	for o := range b.conns {
-		if match(o) && (v == nil || o.since.Before(v.since)) {
-			v = o
-		}
-	}
-	return v
+	return oldest(b.conns, func(o *budgetConn, _ struct{}) (time.Time, bool) { return o.since, match(o) })
 }
 
 // pickFull returns the connection to close when the pool inPool selects is full (mu held): the
@@ -347,11 +342,8 @@ func (b *connBudget) pickFull(inPool func(*budgetConn) bool) *budgetConn {
 	return b.longest(func(o *budgetConn) bool { return inPool(o) && !o.active && o.source == from })
 }
 
-// sourceOf is the budget's unit of source: an IPv4 address, or the /64 of an IPv6 address (one host
-// usually holds a whole /64, and picking a new address from it is free).
-func sourceOf(a net.Addr) netip.Prefix { return sourceOfRemote(a.String()) }
-
-// sourceOfRemote is sourceOf for a request's RemoteAddr ("ip:port").
+// sourceOfRemote is the budget's unit of source for an "ip:port" address: an IPv4 address, or the
+// /64 of an IPv6 address (one host usually holds a whole /64, and picking a new address from it is free).
 func sourceOfRemote(remote string) netip.Prefix {
 	ap, err := netip.ParseAddrPort(remote)
 	if err != nil {

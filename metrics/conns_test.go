@@ -223,8 +223,8 @@ func TestSourceOf(t *testing.T) {
 		"[fe80::1%eth0]:80":          "fe80::/64",
 	} {
 		ap := net.TCPAddrFromAddrPort(netip.MustParseAddrPort(addr))
-		if got := sourceOf(ap).String(); got != want {
-			t.Errorf("sourceOf(%s) = %s, want %s", addr, got, want)
+		if got := sourceOfRemote(ap.String()).String(); got != want { // a connection's RemoteAddr
+			t.Errorf("sourceOfRemote(%s) = %s, want %s", ap, got, want)
 		}
 		if got := sourceOfRemote(addr).String(); got != want {
 			t.Errorf("sourceOfRemote(%s) = %s, want %s", addr, got, want)

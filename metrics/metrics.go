@@ -4,10 +4,17 @@
 package metrics
 
 import (
+	"context"
+	"net/url"
 	"runtime"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+
+	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 // Metrics is the agent's registry with the collectors that belong to no stage.
@@ -22,7 +29,7 @@ type Metrics struct {
 // New returns a registry with the Go and process collectors, nodeaddr_build_info, the Node state
 // gauges and the listeners' counters.
 func New(version, revision string) *Metrics {
-	r := prometheus.NewRegistry()
+	r := NewRegistry(prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()})
 	m := &Metrics{
 		Registry: r,
 		state:    newStateCollector(),
@@ -31,13 +38,7 @@ func New(version, revision string) *Metrics {
 			Help: "Connections the metrics or probe listener closed to keep serving, by listener and reason (source_budget, listener_full, first_request_timeout).",
 		}, []string{"listener", "reason"}),
 	}
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "nodeaddr_build_info",
-		Help: "Build information (value 1).",
-	}, []string{"version", "revision", "goversion"})
-	build.WithLabelValues(version, revision, runtime.Version()).Set(1)
-	r.MustRegister(m.state, build, m.listenerClosed,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.state, m.listenerClosed)
 	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
 	for _, l := range []string{"metrics", "probes"} {
 		for _, r := range []string{closedSourceBudget, closedListenerFull, closedNoRequestSent} {
@@ -47,6 +48,16 @@ func New(version, revision string) *Metrics {
 	return m
 }
 
+// NewRegistry is a registry with the Go and process collectors and nodeaddr_build_info (value 1)
+// with labels: what the agent and the approver both serve.
+func NewRegistry(labels prometheus.Labels) *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "Build information (value 1).",
+			ConstLabels: labels}, func() float64 { return 1 }))
+	return r
+}
+
 // onListenerClose returns the counter of connections listener's budget closed, by reason (a no-op
 // without Metrics).
 func (m *Metrics) onListenerClose(listener string) func(reason string) {
@@ -54,4 +65,106 @@ func (m *Metrics) onListenerClose(listener string) func(reason string) {
 		return func(string) {}
 	}
 	return func(reason string) { m.listenerClosed.WithLabelValues(listener, reason).Inc() }
+}
+
+// NodeState is what the node gauges read at scrape time (the agent's publisher).
+type NodeState interface {
+	DesiredAddresses() []resolver.Address
+	Managed() []resolver.AddressType
+	Tainted() bool
+}
+
+// stateCollector reads the node gauges from a NodeState when scraped, as node_exporter's collectors
+// read the system: no copy to keep in step. Without a NodeState there is no address and no taint.
+type stateCollector struct {
+	addressInfo, managed, taint *prometheus.Desc
+
+	mu    sync.Mutex
+	state NodeState
+}
+
+func newStateCollector() *stateCollector {
+	return &stateCollector{
+		addressInfo: prometheus.NewDesc("nodeaddr_address_info",
+			"The managed node addresses nodeaddr publishes (value 1), by type, family and address.", []string{"type", "family", "address"}, nil),
+		// An alert on a missing InternalIP needs to tell "none resolved" from "not managed"
+		// (--internal-ip-target=none): only the first is a lost outcome.
+		managed: prometheus.NewDesc("nodeaddr_managed_info",
+			"The address types this agent manages (value 1), by type.", []string{"type"}, nil),
+		taint: prometheus.NewDesc("nodeaddr_uninitialized_taint",
+			"1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.", nil, nil),
+	}
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.addressInfo
+	ch <- c.managed
+	ch <- c.taint
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	s := c.state
+	c.mu.Unlock()
+	tainted := 0.0
+	if s != nil {
+		for _, a := range s.DesiredAddresses() {
+			ch <- prometheus.MustNewConstMetric(c.addressInfo, prometheus.GaugeValue, 1,
+				string(a.Type), resolver.FamilyOf(a.IP).String(), a.IP.String())
+		}
+		for _, t := range s.Managed() {
+			ch <- prometheus.MustNewConstMetric(c.managed, prometheus.GaugeValue, 1, string(t))
+		}
+		if s.Tainted() {
+			tainted = 1
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.taint, prometheus.GaugeValue, tainted)
+}
+
+// ReadNodeState makes the node gauges read s at scrape time.
+func (m *Metrics) ReadNodeState(s NodeState) {
+	m.state.mu.Lock()
+	defer m.state.mu.Unlock()
+	m.state.state = s
+}
+
+// Client-go's request metrics, under the names Kubernetes components use, so the same dashboards
+// and alerts work; code="<error>" (no HTTP response) tells an unreachable API server apart.
+var (
+	clientRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rest_client_requests_total",
+		Help: "Requests to the Kubernetes API server, by HTTP status code (\"<error>\" when no response was received), method and host.",
+	}, []string{"code", "method", "host"})
+	clientLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "rest_client_request_duration_seconds",
+		Help:    "Latency of requests to the Kubernetes API server, by verb and host (watches: until the response headers).",
+		Buckets: []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60},
+	}, []string{"verb", "host"})
+
+	installClientHooks sync.Once
+)
+
+// RegisterClientMetrics adds client-go's request metrics to m's registry; call it before the first
+// request. client-go accepts its hooks once per process, so every Metrics shares the collectors.
+func (m *Metrics) RegisterClientMetrics() {
+	installClientHooks.Do(func() {
+		clientmetrics.Register(clientmetrics.RegisterOpts{
+			RequestResult:  clientHooks{},
+			RequestLatency: clientHooks{},
+		})
+	})
+	m.Registry.MustRegister(clientRequests, clientLatency)
+}
+
+// clientHooks adapt the collectors to client-go's ResultMetric and LatencyMetric.
+type clientHooks struct{}
+
+func (clientHooks) Increment(_ context.Context, code, method, host string) {
+	clientRequests.WithLabelValues(code, method, host).Inc()
+}
+
+// Observe labels only the URL's host: the path carries object names (unbounded cardinality).
+func (clientHooks) Observe(_ context.Context, verb string, u url.URL, latency time.Duration) {
+	clientLatency.WithLabelValues(verb, u.Host).Observe(latency.Seconds())
 }

@@ -3,7 +3,12 @@ package metrics
 import (
 	"cmp"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,17 +98,10 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 			l = tls.NewListener(l, ep.tls)
 		}
 		listeners = append(listeners, l)
-		srv := &http.Server{
-			Handler:           ep.mux,
-			ConnState:         budget.connState,
-			ReadHeaderTimeout: lim.ReadHeaderTimeout,
-			ReadTimeout:       lim.ReadTimeout,
-			WriteTimeout:      lim.WriteTimeout,
-			IdleTimeout:       lim.IdleTimeout,
-			MaxHeaderBytes:    lim.MaxHeaderBytes,
-			// TLS handshake errors from port scanners are not worth more than a debug line.
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		}
+		srv := lim.server(ep.mux)
+		srv.ConnState = budget.connState
+		// TLS handshake errors from port scanners are not worth more than a debug line.
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 		// The kubelet opens a connection per probe: one left open is only a neighbour's to hold.
 		srv.SetKeepAlivesEnabled(ep.keepAlive)
 		servers = append(servers, srv)
@@ -130,6 +128,14 @@ func (s *Server) Listen(ctx context.Context) (func() error, error) {
 	return wait, nil
 }
 
+// NewHTTPServer is an http.Server for h with the default limits' timeouts and header size.
+func NewHTTPServer(h http.Handler) *http.Server { return defaultLimits.server(h) }
+
+func (l Limits) server(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout,
+		WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout, MaxHeaderBytes: l.MaxHeaderBytes}
+}
+
 // endpoint is one listener's address, routes and TLS.
 type endpoint struct {
 	name      string // listener label: metrics or probes
@@ -154,8 +160,8 @@ func (s *Server) endpoints() ([]endpoint, error) {
 	}
 	if Enabled(s.ProbeAddr) {
 		m := http.NewServeMux()
-		m.Handle("/healthz", probe(s.Healthz))
-		m.Handle("/readyz", probe(s.Readyz))
+		m.Handle("/healthz", Probe(s.Healthz))
+		m.Handle("/readyz", Probe(s.Readyz))
 		shared := len(eps) == 1 && eps[0].addr == s.ProbeAddr
 		if shared {
 			if s.MetricsTLS != nil || s.MetricsAuth != nil {
@@ -176,7 +182,8 @@ var handlerOpts = promhttp.HandlerOpts{DisableCompression: true}
 // Enabled reports whether a listener address is set: "" and "0" disable it.
 func Enabled(addr string) bool { return addr != "" && addr != "0" }
 
-func probe(c Check) http.Handler {
+// Probe answers "ok" when c (nil: none) passes, else 503 with its error.
+func Probe(c Check) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if c != nil {
 			if err := c(); err != nil {
@@ -186,4 +193,50 @@ func probe(c Check) http.Handler {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+}
+
+// SelfSignedTLS returns a TLS configuration with a fresh self-signed certificate for hosts plus
+// localhost, valid for a year; the key never leaves memory. Scrapers skip verification and rely on
+// the bearer token check, as for the kubelet's self-signed serving certificate.
+func SelfSignedTLS(hosts ...string) (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{ // no SerialNumber: CreateCertificate draws a random one
+		Subject:               pkix.Name{CommonName: "nodeaddr"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if h != "" {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("self-sign certificate: %w", err)
+	}
+	return serverTLS(tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}), nil
+}
+
+// FileTLS loads a serving certificate and key (PEM). They are read once, at start.
+func FileTLS(certFile, keyFile string) (*tls.Config, error) {
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate: %w", err)
+	}
+	return serverTLS(c), nil
+}
+
+func serverTLS(c tls.Certificate) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
 }

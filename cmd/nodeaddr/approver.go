@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
@@ -128,20 +128,16 @@ func runApprover(ctx context.Context, args []string, getenv func(string) string,
 }
 
 func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := restConfig(o.kubeconfig, "nodeaddr-approver")
 	if err != nil {
 		return err
 	}
-	cfg.UserAgent = "nodeaddr-approver/" + version
 	cfg.QPS, cfg.Burst = 50, 100
 	api, err := csrapproval.NewAPI(cfg, nil)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodeaddr_build_info", Help: "Build information (value 1).",
-			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "component": "approver"}}, func() float64 { return 1 }))
+	reg := metrics.NewRegistry(prometheus.Labels{"version": version, "revision": revision, "component": "approver"})
 	m := csrapproval.NewMetrics(reg)
 	src, err := api.Source(ctx)
 	if err != nil {
@@ -166,12 +162,17 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		}
 		return ctrl.Ready()
 	}
-	if o.bindAddr != "" && o.bindAddr != "0" {
+	if metrics.Enabled(o.bindAddr) {
 		ln, err := net.Listen("tcp", o.bindAddr)
 		if err != nil {
 			return fmt.Errorf("--bind-address: %w", err)
 		}
-		srv := approverServer(reg, ready)
+		// /healthz: the process serves; /readyz: a standby, or a leader whose informers have synced.
+		mux := http.NewServeMux()
+		mux.Handle("/healthz", metrics.Probe(nil))
+		mux.Handle("/readyz", metrics.Probe(ready))
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := metrics.NewHTTPServer(mux)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("approver listener failed", "err", err)
@@ -206,24 +207,4 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		return err // a replica that lost the Lease exits; its Deployment starts it afresh
 	}
 	return runErr
-}
-
-// approverServer serves /healthz (the process serves), /readyz (a standby, or a leader whose
-// informers have synced) and /metrics.
-func approverServer(reg *prometheus.Registry, ready func() error) *http.Server {
-	mux := http.NewServeMux()
-	check := func(f func() error) http.HandlerFunc {
-		return func(w http.ResponseWriter, _ *http.Request) {
-			if err := f(); err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			_, _ = io.WriteString(w, "ok\n")
-		}
-	}
-	mux.Handle("/healthz", check(func() error { return nil }))
-	mux.Handle("/readyz", check(ready))
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 15 * time.Second, IdleTimeout: 90 * time.Second, MaxHeaderBytes: 8 << 10}
 }

@@ -266,7 +266,7 @@ func checkShortFlagsSentence(page string, flags map[string]docFlag) []string {
 
 func TestDocsFlagsTable(t *testing.T) {
 	page := docRead(t, "docs/configuration.md")
-	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, envFlags{}).all())
+	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, func(string) string { return "" }).all())
 	for _, e := range checkFlagTable(docSection(page, "Flags"), agent) {
 		t.Errorf("docs/configuration.md, \"Flags\": %s", e)
 	}
@@ -1029,7 +1029,7 @@ func TestDocsListTheHelpSections(t *testing.T) {
 // passes means the facts agree.
 func TestDocsFactsCheckersFail(t *testing.T) {
 	page := docRead(t, "docs/configuration.md")
-	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, envFlags{}).all())
+	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, func(string) string { return "" }).all())
 	flags := docSection(page, "Flags")
 	for name, broken := range map[string]string{
 		"a default":      strings.Replace(flags, "| `--debounce` | `10ms` |", "| `--debounce` | `25ms` |", 1),

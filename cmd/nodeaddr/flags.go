@@ -62,7 +62,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 func parseFlags(args []string, getenv func(string) string, hostname func() (string, error), out io.Writer) (*options, error) {
 	o := &options{}
 	r := &rawFlags{}
-	groups := o.defineFlags(r, envDefaults(getenv))
+	groups := o.defineFlags(r, getenv)
 	fs := groups.all()
 	// The deprecated aliases are hidden from --help; applyCompat warns about them.
 	_ = fs.MarkDeprecated("reconcile-interval", "use --resync-interval")
@@ -156,14 +156,6 @@ func flagPrefix(t resolver.AddressType) string {
 	return "external-ip"
 }
 
-// envFlags are the flag defaults taken from the environment: NODE_NAME (the DaemonSet sets it from
-// spec.nodeName), NODEADDR_ANNOTATIONS and POD_NAMESPACE (the chart's test pod sets it).
-type envFlags struct{ nodeName, annotations, podNamespace string }
-
-func envDefaults(getenv func(string) string) envFlags {
-	return envFlags{nodeName: getenv("NODE_NAME"), annotations: getenv("NODEADDR_ANNOTATIONS"), podNamespace: getenv("POD_NAMESPACE")}
-}
-
 // applyDryRunListeners opens no listener under --dry-run unless its flag asks for one: a dry run
 // has no kubelet and no API server to check tokens, and often runs where a listener cannot open
 // (beside a running agent, or in a fresh network namespace whose loopback is down), so a warning
@@ -192,36 +184,29 @@ func (o *options) validateFlags(fs *pflag.FlagSet, r *rawFlags) error {
 			return usagef("--%s: %s is negative", name, d)
 		}
 	}
-	if o.debounceMaxDelay > 0 && o.debounceMaxDelay < o.debounce {
-		return usagef("--debounce-max-delay (%s) is shorter than --debounce (%s)", o.debounceMaxDelay, o.debounce)
-	}
-	if o.overwriteBackoff == 0 {
-		return usagef("--overwrite-backoff must be positive")
-	}
-	if o.overwriteMax < o.overwriteBackoff {
-		return usagef("--overwrite-backoff-max (%s) is shorter than --overwrite-backoff (%s)", o.overwriteMax, o.overwriteBackoff)
-	}
-	if o.timeout == 0 {
-		return usagef("--timeout must be positive")
-	}
-	if !(o.publishRate > 0) {
-		return usagef("--publish-rate: %v is not a positive number of writes per second", o.publishRate)
-	}
-	if o.publishBurst < 1 {
-		return usagef("--publish-burst: %d is less than 1", o.publishBurst)
-	}
-	if o.netlinkRcvBuf < 0 {
-		return usagef("--netlink-receive-buffer: %d is negative", o.netlinkRcvBuf)
-	}
-	// --explain explains a dry run's output, and -o formats only the explanation.
-	if o.explain && !o.dryRun {
-		return usagef("--explain needs --dry-run (it explains the addresses a dry run prints)")
-	}
-	if o.output != "text" && o.output != "json" {
-		return usagef("--output: %q is not text or json", o.output)
-	}
-	if fs.Changed("output") && !o.explain {
-		return usagef("--output formats --explain's output: add --explain (and --dry-run)")
+	// The first that fails is the error, in this order.
+	for _, c := range []struct {
+		bad bool
+		msg string
+	}{
+		{o.debounceMaxDelay > 0 && o.debounceMaxDelay < o.debounce,
+			fmt.Sprintf("--debounce-max-delay (%s) is shorter than --debounce (%s)", o.debounceMaxDelay, o.debounce)},
+		{o.overwriteBackoff == 0, "--overwrite-backoff must be positive"},
+		{o.overwriteMax < o.overwriteBackoff, fmt.Sprintf(
+			"--overwrite-backoff-max (%s) is shorter than --overwrite-backoff (%s)", o.overwriteMax, o.overwriteBackoff)},
+		{o.timeout == 0, "--timeout must be positive"},
+		{!(o.publishRate > 0),
+			fmt.Sprintf("--publish-rate: %v is not a positive number of writes per second", o.publishRate)},
+		{o.publishBurst < 1, fmt.Sprintf("--publish-burst: %d is less than 1", o.publishBurst)},
+		{o.netlinkRcvBuf < 0, fmt.Sprintf("--netlink-receive-buffer: %d is negative", o.netlinkRcvBuf)},
+		// --explain explains a dry run's output, and -o formats only the explanation.
+		{o.explain && !o.dryRun, "--explain needs --dry-run (it explains the addresses a dry run prints)"},
+		{o.output != "text" && o.output != "json", fmt.Sprintf("--output: %q is not text or json", o.output)},
+		{fs.Changed("output") && !o.explain, "--output formats --explain's output: add --explain (and --dry-run)"},
+	} {
+		if c.bad {
+			return usageError{c.msg}
+		}
 	}
 	if err := o.setLogLevel(fs, r); err != nil {
 		return err

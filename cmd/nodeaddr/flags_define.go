@@ -22,11 +22,13 @@ const defaultTargets = "8.8.8.8,2001:4860:4860::8888"
 // noTargets is the target flag value that leaves a type unmanaged.
 const noTargets = "none"
 
-// defineFlags declares every flag, grouped into the --help sections, bound to o and r.
-func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
+// defineFlags declares every flag, grouped into the --help sections, bound to o and r. Defaults from
+// getenv: NODE_NAME (the DaemonSet sets it from spec.nodeName), NODEADDR_ANNOTATIONS and
+// POD_NAMESPACE (the chart's test pod sets it).
+func (o *options) defineFlags(r *rawFlags, getenv func(string) string) *namedFlagSets {
 	g := &namedFlagSets{}
 	fs := g.flagSet("Node")
-	fs.StringVar(&o.nodeName, "node-name", env.nodeName, "name of the Node to manage (env NODE_NAME; required unless --dry-run)")
+	fs.StringVar(&o.nodeName, "node-name", getenv("NODE_NAME"), "name of the Node to manage (env NODE_NAME; required unless --dry-run)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig (else $KUBECONFIG, else in-cluster config)")
 	fs.BoolVar(&o.runOnce, "run-once", false, "reconcile once and exit (0 on success, 1 on failure)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "with --run-once: how long to wait for the Node and retry; with --check-install: how long the install may take to pass")
@@ -75,7 +77,7 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 	fs.BoolVar(&o.removeTaint, "remove-taint", true, "remove the node.cloudprovider.kubernetes.io/uninitialized taint once the addresses are set")
 	fs.BoolVar(&o.approvalRecord, "approval-record", false, "also write the annotation "+publisher.RecordAnnotation+": the IPs nodeaddr wrote into status.addresses, which the central approver (nodeaddr approver, deploy/components/kubelet-serving-csr) approves kubelet-serving certificates for")
 	fs.BoolVar(&o.approvalRecord, "approve-kubelet-serving-csr", false, "deprecated: approval moved to the central approver; the same as --approval-record")
-	fs.StringVar(&r.annotations, "annotations", env.annotations, "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(publisher.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
+	fs.StringVar(&r.annotations, "annotations", getenv("NODEADDR_ANNOTATIONS"), "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(publisher.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
 	fs.DurationVar(&o.overwriteBackoff, "overwrite-backoff", 10*time.Second, "first delay before rewriting addresses another writer (e.g. a kubelet without --cloud-provider=external) keeps reverting; doubles with each further revert")
 	fs.DurationVar(&o.overwriteMax, "overwrite-backoff-max", 10*time.Minute, "longest delay before rewriting reverted addresses")
 
@@ -96,7 +98,7 @@ func (o *options) defineFlags(r *rawFlags, env envFlags) *namedFlagSets {
 
 	fs = g.flagSet("Install check")
 	fs.BoolVar(&o.check.enabled, "check-install", false, "check the install and exit (the chart's helm test): every selected Node has a ready agent pod and an InternalIP; 0 when it does within --timeout, else 1 with a line per Node; not with --dry-run or --run-once")
-	fs.StringVar(&o.check.namespace, "check-namespace", env.podNamespace, "with --check-install: the agent pods' namespace (env POD_NAMESPACE; empty: every namespace)")
+	fs.StringVar(&o.check.namespace, "check-namespace", getenv("POD_NAMESPACE"), "with --check-install: the agent pods' namespace (env POD_NAMESPACE; empty: every namespace)")
 	fs.StringVar(&o.check.agentSelector, "check-agent-selector", inspect.AgentSelector, "with --check-install: label selector of the agent pods")
 	fs.StringVar(&o.check.nodeSelector, "check-node-selector", "kubernetes.io/os=linux", "with --check-install: label selector of the Nodes the DaemonSet runs on (its nodeSelector)")
 
@@ -194,19 +196,10 @@ func (d *discoveryOptions) validate() error {
 	return nil
 }
 
-func (d *discoveryOptions) enabled() bool { return len(d.servers) > 0 }
-
-// config is the discoverer's configuration (its Prober, Logger and Metrics are the caller's).
-func (d *discoveryOptions) config() discovery.Config {
-	return discovery.Config{Servers: d.servers, Interval: d.interval, StaleAfter: d.staleAfter}
-}
-
-// agentConfig is agent.Config.Discovery, nil when off.
+// agentConfig is agent.Config.Discovery (its Prober is the agent's), nil when off.
 func (d *discoveryOptions) agentConfig(log *slog.Logger, m *discovery.Metrics) *discovery.Config {
-	if !d.enabled() {
+	if len(d.servers) == 0 {
 		return nil
 	}
-	cfg := d.config()
-	cfg.Logger, cfg.Metrics = log, m
-	return &cfg
+	return &discovery.Config{Servers: d.servers, Interval: d.interval, StaleAfter: d.staleAfter, Logger: log, Metrics: m}
 }

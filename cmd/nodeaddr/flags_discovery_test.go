@@ -11,7 +11,7 @@ func TestDiscoveryFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.discovery.enabled() || o.discovery.interval != 5*time.Minute || o.discovery.staleAfter != time.Hour {
+	if o.discovery.agentConfig(nil, nil) != nil || o.discovery.interval != 5*time.Minute || o.discovery.staleAfter != time.Hour {
 		t.Errorf("defaults: servers %v interval %s stale-after %s; want off, 5m, 1h", o.discovery.servers, o.discovery.interval, o.discovery.staleAfter)
 	}
 	o, err = parse([]string{"--node-name=a", "--external-ip-discovery=stun:192.0.2.1:3478,stun:[2001:db8::1]:3478,stun:stun.example.net:19302",
@@ -19,7 +19,10 @@ func TestDiscoveryFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := o.discovery.config()
+	cfg := o.discovery.agentConfig(nil, nil)
+	if cfg == nil {
+		t.Fatal("discovery off")
+	}
 	var got []string
 	for _, s := range cfg.Servers {
 		got = append(got, s.String())
@@ -28,8 +31,8 @@ func TestDiscoveryFlags(t *testing.T) {
 		t.Errorf("config: servers %v interval %s stale-after %s", got, cfg.Interval, cfg.StaleAfter)
 	}
 	// Set but empty, as a Helm chart passes it: off.
-	if o, err = parse([]string{"--node-name=a", "--external-ip-discovery="}, env()); err != nil || o.discovery.enabled() {
-		t.Errorf("empty --external-ip-discovery: %v, enabled %v", err, o != nil && o.discovery.enabled())
+	if o, err = parse([]string{"--node-name=a", "--external-ip-discovery="}, env()); err != nil || o.discovery.agentConfig(nil, nil) != nil {
+		t.Errorf("empty --external-ip-discovery: %v, enabled %v", err, o != nil && o.discovery.agentConfig(nil, nil) != nil)
 	}
 }
 

@@ -560,7 +560,7 @@ func TestLocalCCMFlagsGetAMigrationHint(t *testing.T) {
 // fsHas reports whether nodeaddr defines the flag name.
 func fsHas(name string) bool {
 	o, r := &options{}, &rawFlags{}
-	return o.defineFlags(r, envFlags{}).all().Lookup(name) != nil
+	return o.defineFlags(r, func(string) string { return "" }).all().Lookup(name) != nil
 }
 
 // Plain --dry-run opens no listener, silently: no /metrics and no probes, so it runs beside an

@@ -85,26 +85,10 @@ func (l *listenerOptions) metricsServer(nodeName string, reviewer metrics.Review
 	if err != nil {
 		return err
 	}
-	s.MetricsAuth = metrics.NewAuthFilter(metrics.AuthConfig{Reviewer: reviewer, Logger: s.Logger, Registry: m.Registry})
+	s.MetricsAuth = metrics.NewAuthFilter(metrics.AuthConfig{Reviewer: reviewer, Scrapers: l.scrapers, Logger: s.Logger,
+		Registry: m.Registry})
 	return nil
 }
-
-// allowListReviewer authenticates a scraper's token with a TokenReview and authorizes its user
-// against --metrics-allowed-scrapers without asking the API server: the agent then needs no
-// `create` on subjectaccessreviews, which no admission policy can narrow (docs/security.md).
-type allowListReviewer struct {
-	metrics.Reviewer
-	users []string
-}
-
-// Authorize allows exactly the listed usernames (case-sensitive, as the API server's are), for the
-// one request the filter checks.
-func (r allowListReviewer) Authorize(_ context.Context, u metrics.User, _, _ string) (bool, error) {
-	return u.Name != "" && slices.Contains(r.users, u.Name), nil
-}
-
-// AuthorizesLocally tells the metrics filter that Authorize sends no SubjectAccessReview.
-func (allowListReviewer) AuthorizesLocally() bool { return true }
 
 // parseScrapers checks --metrics-allowed-scrapers: comma-separated usernames as a TokenReview
 // returns them, e.g. system:serviceaccount:monitoring:prometheus-k8s. Empty entries (a trailing
@@ -126,14 +110,6 @@ func parseScrapers(in []string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// withScrapers wraps reviewer when an allow-list is configured.
-func withScrapers(reviewer metrics.Reviewer, users []string) metrics.Reviewer {
-	if reviewer == nil || len(users) == 0 {
-		return reviewer
-	}
-	return allowListReviewer{Reviewer: reviewer, users: users}
 }
 
 // reviewClient sends TokenReviews and SubjectAccessReviews, the two POSTs of a clientset's Create,

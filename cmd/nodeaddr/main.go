@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,12 +23,16 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
@@ -90,19 +95,16 @@ func (a *command) run(ctx context.Context) error {
 	var reviewer metrics.Reviewer
 	scheme := kube.Scheme()
 	if !o.dryRun {
-		cfg, err := restConfig(o.kubeconfig)
+		cfg, err := restConfig(o.kubeconfig, "nodeaddr")
 		if err != nil {
 			return err
 		}
-		cfg.UserAgent = "nodeaddr/" + version
 		if client, err = kube.NewClient(cfg, scheme); err != nil {
 			return err
 		}
-		rc, err := newReviewClient(cfg, o.audiences()...)
-		if err != nil {
+		if reviewer, err = newReviewClient(cfg, o.audiences()...); err != nil {
 			return err
 		}
-		reviewer = withScrapers(rc, o.scrapers)
 		a.addServiceNetwork(ctx, client)
 	}
 	m := metrics.New(version, revision)
@@ -235,23 +237,24 @@ func (a *command) runOnce(ctx context.Context, ag *agent.Agent) error {
 	return nil
 }
 
-// restConfig loads --kubeconfig (or $KUBECONFIG: several files), else the in-cluster configuration.
-func restConfig(kubeconfig string) (*rest.Config, error) {
+// restConfig loads --kubeconfig (or $KUBECONFIG: several files), else the in-cluster configuration,
+// with the User-Agent component/version.
+func restConfig(kubeconfig, component string) (cfg *rest.Config, err error) {
 	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
+		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("no --kubeconfig or KUBECONFIG and not running in a cluster: %w", err)
 		}
-		return cfg, nil
+	} else {
+		rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(kubeconfig)}
+		if len(rules.Precedence) == 1 {
+			rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+		}
+		loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+		if cfg, err = loader.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
 	}
-	rules := &clientcmd.ClientConfigLoadingRules{Precedence: filepath.SplitList(kubeconfig)}
-	if len(rules.Precedence) == 1 {
-		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
+	cfg.UserAgent = component + "/" + version
 	return cfg, nil
 }
 
@@ -278,4 +281,80 @@ func setKlogVerbosity(v int) {
 	if err := fs.Set("v", strconv.Itoa(v)); err != nil {
 		panic(err) // v is 0-10, checked by parseFlags
 	}
+}
+
+// --check-install: the chart's `helm test`, a mode of the binary as the image holds nothing else. It
+// judges the Nodes and agent pods with internal/inspect, with the hook's read-only ServiceAccount.
+
+// checkOptions are the flags of --check-install.
+type checkOptions struct {
+	enabled                                bool
+	namespace, agentSelector, nodeSelector string // namespace "": every namespace
+}
+
+// installLister reads what the check judges (kube.Client; a fake clientset in tests).
+type installLister interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error)
+	ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error)
+}
+
+// validate refuses selectors the API server would refuse, as a usage error.
+func (c checkOptions) validate() error {
+	for _, s := range []struct{ flag, v string }{{"check-agent-selector", c.agentSelector}, {"check-node-selector", c.nodeSelector}} {
+		if _, err := labels.Parse(s.v); err != nil {
+			return usagef("--%s: %v", s.flag, err)
+		}
+	}
+	return nil
+}
+
+// checkInstall judges the install every interval until it passes or timeout ends, then prints the
+// last verdict, one line per Node, to out. It fails when the verdict is not OK.
+func checkInstall(ctx context.Context, l installLister, c checkOptions, timeout, interval time.Duration, out io.Writer) error {
+	var verdict inspect.InstallCheck
+	var err error
+	failed := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		verdict, err = judge(ctx, l, c)
+		return err == nil && verdict.OK, nil
+	}) != nil
+	if failed && err != nil {
+		return fmt.Errorf("install check: %w (still failing after %s)", err, timeout)
+	}
+	fmt.Fprintln(out, strings.Join(verdict.Lines, "\n"))
+	if !failed {
+		fmt.Fprintf(out, "nodeaddr install check passed: %d Node(s)\n", len(verdict.Lines))
+		return nil
+	}
+	notOK := 0
+	for _, l := range verdict.Lines {
+		if !strings.Contains(l, ": ok: ") {
+			notOK++
+		}
+	}
+	return fmt.Errorf("install check failed after %s: %d of %d line(s) not ok", timeout, notOK, len(verdict.Lines))
+}
+
+func judge(ctx context.Context, l installLister, c checkOptions) (inspect.InstallCheck, error) {
+	nodes, err := l.List(ctx, metav1.ListOptions{LabelSelector: c.nodeSelector})
+	if err != nil {
+		return inspect.InstallCheck{}, fmt.Errorf("list nodes (selector %q): %w", c.nodeSelector, err)
+	}
+	pods, err := l.ListPods(ctx, c.namespace, metav1.ListOptions{LabelSelector: c.agentSelector})
+	if err != nil {
+		return inspect.InstallCheck{}, fmt.Errorf("list agent pods in namespace %q (selector %q): %w", c.namespace, c.agentSelector, err)
+	}
+	return inspect.CheckInstall(nodes.Items, pods.Items), nil
+}
+
+// runCheck is --check-install with the kubeconfig's or the in-cluster credentials.
+func (a *command) runCheck(ctx context.Context) error {
+	cfg, err := restConfig(a.opts.kubeconfig, "nodeaddr-check")
+	if err != nil {
+		return err
+	}
+	client, err := kube.NewClient(cfg, kube.Scheme())
+	if err != nil {
+		return err
+	}
+	return checkInstall(ctx, client, a.opts.check, a.opts.timeout, 2*time.Second, a.stdout)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -63,26 +64,23 @@ func TestAllowListReviewer(t *testing.T) {
 		{"", []string{""}, false},
 	} {
 		inner := &stubReviewer{user: tc.user}
-		r := withScrapers(inner, tc.list)
-		u, ok, err := r.Authenticate(context.Background(), "t")
-		if !ok || err != nil {
-			t.Fatalf("authenticate: %v %v", ok, err)
-		}
-		allowed, err := r.Authorize(context.Background(), u, "GET", "/metrics")
-		if err != nil || allowed != tc.allowed {
-			t.Errorf("%q in %q: allowed %v, %v; want %v", tc.user, tc.list, allowed, err, tc.allowed)
+		f := metrics.NewAuthFilter(metrics.AuthConfig{Reviewer: inner, Scrapers: tc.list})
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.Header.Set("Authorization", "Bearer t")
+		if got := f.Decide(context.Background(), r); (got == metrics.Allowed) != tc.allowed {
+			t.Errorf("%q in %q: %v; want allowed %v", tc.user, tc.list, got, tc.allowed)
 		}
 		if inner.authorized != 0 {
 			t.Errorf("%q: the allow-list sent %d SubjectAccessReviews, want 0", tc.user, inner.authorized)
 		}
-		if la, ok := r.(metrics.LocalAuthorizer); !ok || !la.AuthorizesLocally() {
-			t.Errorf("the allow-list reviewer does not say it authorizes locally")
-		}
 	}
 	// Without a list the API server's SubjectAccessReview decides.
 	inner := &stubReviewer{user: prom}
-	if r := withScrapers(inner, nil); r != metrics.Reviewer(inner) {
-		t.Errorf("an empty list wrapped the reviewer")
+	r := httptest.NewRequest("GET", "/metrics", nil)
+	r.Header.Set("Authorization", "Bearer t")
+	metrics.NewAuthFilter(metrics.AuthConfig{Reviewer: inner}).Decide(context.Background(), r)
+	if inner.authorized != 1 {
+		t.Errorf("without a list: %d SubjectAccessReviews, want 1", inner.authorized)
 	}
 }
 

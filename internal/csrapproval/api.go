@@ -107,34 +107,3 @@ func (a *API) servesServiceCIDRs(ctx context.Context) (bool, error) {
 	isCIDRs := func(r metav1.APIResource) bool { return r.Name == "servicecidrs" }
 	return slices.ContainsFunc(list.APIResources, isCIDRs), nil
 }
-
-// Lease is the leader Lease's client.
-func (a *API) Lease(namespace, name string) LeaseClient {
-	return leaseClient{c: a.coord, ns: namespace, name: name}
-}
-
-type leaseClient struct {
-	c        rest.Interface
-	ns, name string
-}
-
-func (l leaseClient) Get(ctx context.Context) (*coordinationv1.Lease, error) {
-	return l.do(ctx, l.c.Get().Name(l.name))
-}
-
-func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	in = in.DeepCopy()
-	in.Name, in.Namespace = l.name, l.ns
-	return l.do(ctx, l.c.Post().
-		VersionedParams(&metav1.CreateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in))
-}
-
-func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return l.do(ctx, l.c.Put().Name(l.name).
-		VersionedParams(&metav1.UpdateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in))
-}
-
-func (l leaseClient) do(ctx context.Context, r *rest.Request) (*coordinationv1.Lease, error) {
-	out := &coordinationv1.Lease{}
-	return out, r.Namespace(l.ns).Resource("leases").Do(ctx).Into(out)
-}

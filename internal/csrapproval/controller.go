@@ -138,7 +138,7 @@ func NewController(cfg Config) (*Controller, error) {
 	if cfg.Recorder == nil {
 		cfg.Recorder = &record.FakeRecorder{}
 	}
-	cfg.Logger = orDiscard(cfg.Logger)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(prometheus.NewRegistry()) // records what nobody reads
 	}
@@ -164,14 +164,6 @@ func orDefault[T int | time.Duration](p *T, d T) {
 	if *p <= 0 {
 		*p = d
 	}
-}
-
-// orDiscard is log, or a logger that discards when log is nil.
-func orDiscard(log *slog.Logger) *slog.Logger {
-	if log == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return log
 }
 
 // csrNode indexes a kubelet-serving CSR by the node that asks.

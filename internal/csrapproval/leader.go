@@ -1,11 +1,7 @@
 package csrapproval
 
-// Leader election on a coordination.k8s.io Lease, the protocol of client-go's leaderelection
-// (holderIdentity, renewTime + leaseDurationSeconds, optimistic concurrency on resourceVersion).
-// client-go's package is not used: it links the whole clientset (see API), 23.5 MB stripped alone,
-// more than the agent that shares this binary (20.6 MB).
-
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +11,45 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 )
+
+// Lease is the leader Lease's client.
+func (a *API) Lease(namespace, name string) LeaseClient {
+	return leaseClient{c: a.coord, ns: namespace, name: name}
+}
+
+type leaseClient struct {
+	c        rest.Interface
+	ns, name string
+}
+
+func (l leaseClient) Get(ctx context.Context) (*coordinationv1.Lease, error) {
+	return l.do(ctx, l.c.Get().Name(l.name))
+}
+
+func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	in = in.DeepCopy()
+	in.Name, in.Namespace = l.name, l.ns
+	return l.do(ctx, l.c.Post().
+		VersionedParams(&metav1.CreateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in))
+}
+
+func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return l.do(ctx, l.c.Put().Name(l.name).
+		VersionedParams(&metav1.UpdateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in))
+}
+
+func (l leaseClient) do(ctx context.Context, r *rest.Request) (*coordinationv1.Lease, error) {
+	return kube.Do[coordinationv1.Lease](ctx, r.Namespace(l.ns).Resource("leases"))
+}
+
+// Leader election on a coordination.k8s.io Lease, the protocol of client-go's leaderelection
+// (holderIdentity, renewTime + leaseDurationSeconds, optimistic concurrency on resourceVersion).
+// client-go's package is not used: it links the whole clientset (see API), 23.5 MB stripped alone,
+// more than the agent that shares this binary (20.6 MB).
 
 // LeaseClient reads and writes one Lease.
 type LeaseClient interface {
@@ -44,16 +78,13 @@ func (e *Elector) Run(ctx context.Context, lead func(context.Context)) error {
 	orDefault(&e.Duration, 15*time.Second)
 	orDefault(&e.Renew, 10*time.Second)
 	orDefault(&e.Retry, 2*time.Second)
-	e.Logger = orDiscard(e.Logger)
-	for {
-		ok, err := e.tryAcquire(ctx)
-		if err != nil {
+	e.Logger = cmp.Or(e.Logger, slog.New(slog.DiscardHandler))
+	for acquired := false; !acquired; {
+		var err error
+		if acquired, err = e.tryAcquire(ctx); err != nil {
 			e.Logger.Warn("leader lease not acquired", "err", err)
 		}
-		if ok {
-			break
-		}
-		if !e.wait(ctx) {
+		if !acquired && !e.wait(ctx) {
 			return nil
 		}
 	}

@@ -115,11 +115,6 @@ func nodeAddresses(nodes []corev1.Node) map[string][]netip.Addr {
 	return m
 }
 
-func has(addrs []netip.Addr, ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	return err == nil && slices.Contains(addrs, a.Unmap())
-}
-
 // StalePods lists the addresses of hostNetwork pods that their Node no longer has: a hostNetwork
 // pod keeps the address its Node had when it started. Finished pods, Nodes not checked and Nodes
 // with no IP address (nothing to compare with) are skipped.
@@ -132,7 +127,7 @@ func StalePods(pods []corev1.Pod, addrs map[string][]netip.Addr) []Finding {
 			continue
 		}
 		for _, ip := range podIPs(&p) {
-			if has(node, ip) {
+			if a, err := netip.ParseAddr(ip); err == nil && slices.Contains(node, a.Unmap()) {
 				continue
 			}
 			out = append(out, Finding{Kind: KindPod, Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName,

@@ -71,17 +71,13 @@ func NewClientForConfigAndClient(cfg *rest.Config, scheme *runtime.Scheme, hc *h
 // The Node methods are those of the generated typed client, which prefers protobuf for core types.
 
 func (k *Client) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
-	n := &corev1.Node{}
-	err := k.rest.Get().UseProtobufAsDefault().Resource("nodes").Name(name).
-		VersionedParams(&opts, k.params).Do(ctx).Into(n)
-	return n, err
+	return Do[corev1.Node](ctx, k.rest.Get().UseProtobufAsDefault().Resource("nodes").Name(name).
+		VersionedParams(&opts, k.params))
 }
 
 func (k *Client) List(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
-	l := &corev1.NodeList{}
-	err := k.rest.Get().UseProtobufAsDefault().Resource("nodes").VersionedParams(&opts, k.params).
-		Timeout(Timeout(opts)).Do(ctx).Into(l)
-	return l, err
+	return Do[corev1.NodeList](ctx, k.rest.Get().UseProtobufAsDefault().Resource("nodes").
+		VersionedParams(&opts, k.params).Timeout(Timeout(opts)))
 }
 
 func (k *Client) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -95,18 +91,23 @@ func (k *Client) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Inte
 // in one second would come back in the same second. MaxRetries(0) hands them to the publisher's
 // retry schedule instead (publisher/retry.go; docs/bench/outage-5000-flowschema.md).
 func (k *Client) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
-	n := &corev1.Node{}
-	err := k.rest.Patch(pt).MaxRetries(0).UseProtobufAsDefault().Resource("nodes").Name(name).SubResource(subresources...).
-		VersionedParams(&opts, k.params).Body(data).Do(ctx).Into(n)
-	return n, err
+	return Do[corev1.Node](ctx, k.rest.Patch(pt).MaxRetries(0).UseProtobufAsDefault().Resource("nodes").Name(name).
+		SubResource(subresources...).VersionedParams(&opts, k.params).Body(data))
 }
 
 // ListPods lists pods in namespace ("" for every namespace), for --check-install.
 func (k *Client) ListPods(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.PodList, error) {
-	l := &corev1.PodList{}
-	err := k.rest.Get().UseProtobufAsDefault().NamespaceIfScoped(namespace, namespace != "").Resource("pods").
-		VersionedParams(&opts, k.params).Do(ctx).Into(l)
-	return l, err
+	return Do[corev1.PodList](ctx, k.rest.Get().UseProtobufAsDefault().NamespaceIfScoped(namespace, namespace != "").
+		Resource("pods").VersionedParams(&opts, k.params))
+}
+
+// Do sends r and decodes its answer into a new T, as a generated typed client does.
+func Do[T any, P interface {
+	*T
+	runtime.Object
+}](ctx context.Context, r *rest.Request) (P, error) {
+	out := P(new(T))
+	return out, r.Do(ctx).Into(out)
 }
 
 // Timeout is a list or watch request's client-side timeout: opts.TimeoutSeconds, or none.
@@ -124,24 +125,21 @@ type EventSink struct{ k *Client }
 func (k *Client) EventSink() EventSink { return EventSink{k} }
 
 func (e EventSink) Create(ev *corev1.Event) (*corev1.Event, error) {
-	out := &corev1.Event{}
-	err := e.k.rest.Post().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").
-		Body(ev).Do(context.Background()).Into(out)
-	return out, err
+	return e.do(e.k.rest.Post(), ev, ev)
 }
 
 func (e EventSink) Update(ev *corev1.Event) (*corev1.Event, error) {
-	out := &corev1.Event{}
-	err := e.k.rest.Put().NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").
-		Name(ev.Name).Body(ev).Do(context.Background()).Into(out)
-	return out, err
+	return e.do(e.k.rest.Put().Name(ev.Name), ev, ev)
 }
 
 func (e EventSink) Patch(ev *corev1.Event, data []byte) (*corev1.Event, error) {
-	out := &corev1.Event{}
-	err := e.k.rest.Patch(types.StrategicMergePatchType).NamespaceIfScoped(ev.Namespace, ev.Namespace != "").
-		Resource("events").Name(ev.Name).Body(data).Do(context.Background()).Into(out)
-	return out, err
+	return e.do(e.k.rest.Patch(types.StrategicMergePatchType).Name(ev.Name), ev, data)
+}
+
+// do sends r for ev's Event, in ev's namespace, with body.
+func (e EventSink) do(r *rest.Request, ev *corev1.Event, body any) (*corev1.Event, error) {
+	return Do[corev1.Event](context.Background(),
+		r.NamespaceIfScoped(ev.Namespace, ev.Namespace != "").Resource("events").Body(body))
 }
 
 // NewGroupClient is a REST client for one group version over scheme, sharing hc: what the generated
