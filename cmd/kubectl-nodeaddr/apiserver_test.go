@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -50,7 +51,8 @@ func scene() []any {
 // podLog is the log of a pod, for GET …/pods/NAME/log.
 type podLog struct{ namespace, name, text string }
 
-// startAPI serves objects (*corev1.Node, corev1.Pod, podLog, *certificatesv1.CertificateSigningRequest) as lists, Nodes one by one and pod
+// startAPI serves objects (*corev1.Node, corev1.Pod, podLog, *certificatesv1.CertificateSigningRequest,
+// *appsv1.Deployment) as lists, Nodes one by one and pod
 // logs; any other path is NotFound.
 func startAPI(t *testing.T, objects ...any) *httptest.Server {
 	t.Helper()
@@ -63,6 +65,7 @@ func startForbidding(t *testing.T, resource string, objects ...any) *httptest.Se
 	t.Helper()
 	nodes := &corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
 	pods := &corev1.PodList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PodList"}}
+	deps := &appsv1.DeploymentList{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "DeploymentList"}}
 	csrs := &certificatesv1.CertificateSigningRequestList{TypeMeta: metav1.TypeMeta{APIVersion: "certificates.k8s.io/v1", Kind: "CertificateSigningRequestList"}}
 	routes := map[string]any{
 		"/api/v1/nodes":  nodes,
@@ -71,6 +74,7 @@ func startForbidding(t *testing.T, resource string, objects ...any) *httptest.Se
 		"/apis/discovery.k8s.io/v1/endpointslices": &discoveryv1.EndpointSliceList{
 			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"}},
 		"/apis/certificates.k8s.io/v1/certificatesigningrequests": csrs,
+		"/apis/apps/v1/deployments":                               deps,
 	}
 	for _, o := range objects {
 		switch o := o.(type) {
@@ -81,6 +85,8 @@ func startForbidding(t *testing.T, resource string, objects ...any) *httptest.Se
 			pods.Items = append(pods.Items, o)
 		case *certificatesv1.CertificateSigningRequest:
 			csrs.Items = append(csrs.Items, *o)
+		case *appsv1.Deployment:
+			deps.Items = append(deps.Items, *o)
 		case podLog:
 			routes["/api/v1/namespaces/"+o.namespace+"/pods/"+o.name+"/log"] = o
 		default:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -171,10 +172,11 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// TestStaleCSRAdvice: stale reads the approver's facts with the user's credentials. The kubelet's
-// CSR for the addresses its agent published is to approve; when the ServiceCIDRs cannot be read,
-// stale cannot tell and advises nothing; when the CSR names an address the agent did not publish,
-// it is to deny, with the approver's reason.
+// TestStaleCSRAdvice: stale reads the approver's facts with the user's credentials, and its flags
+// from its Deployment. The kubelet's CSR for the addresses its agent published is to approve; when
+// the ServiceCIDRs or the Deployments cannot be read, stale cannot tell and advises nothing; when
+// the CSR names an address the agent did not publish, or the approver's --allowed-ip-prefixes
+// leave one of its addresses out, it is to deny, with the approver's reason.
 func TestStaleCSRAdvice(t *testing.T) {
 	n := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-a",
 		Annotations: map[string]string{rules.RecordAnnotation: "10.0.0.5,fd00::5"}},
@@ -185,19 +187,41 @@ func TestStaleCSRAdvice(t *testing.T) {
 		c.Name, c.CreationTimestamp = name, metav1.NewTime(time.Now().Add(-time.Hour))
 		return c
 	}
+	approver := func(args ...string) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nodeaddr-approver"}}
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "approver", Args: append([]string{"approver",
+			"--leader-elect=true", "--leader-election-id", "nodeaddr-approver"}, args...)}}
+		return d
+	}
 	for _, tc := range []struct {
-		forbid string
-		csr    *certificatesv1.CertificateSigningRequest
-		fix    string
-		where  string // its end
+		forbid   string
+		csr      *certificatesv1.CertificateSigningRequest
+		approver *appsv1.Deployment
+		fix      string
+		where    string // its end
 	}{
-		{"", csr("csr-good", "10.0.0.5", "fd00::5"), "kubectl certificate approve csr-good", "pending 1h"},
-		{"servicecidrs", csr("csr-good", "10.0.0.5", "fd00::5"), "-", "cannot tell whether the approver would approve it: list servicecidrs: " +
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), nil, "kubectl certificate approve csr-good", "pending 1h"},
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), approver(), "kubectl certificate approve csr-good", "pending 1h"},
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), approver("--allowed-ip-prefixes=10.0.0.0/24,fd00::/64"),
+			"kubectl certificate approve csr-good", "pending 1h"},
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), approver("--allowed-ip-prefixes", "10.0.0.0/24"), "kubectl certificate deny csr-good",
+			"refused (IPNotAllowed): IP fd00::5 is outside the allowed prefixes [10.0.0.0/24]"},
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), approver("--max-sans=2"), "kubectl certificate deny csr-good",
+			"refused (TooManySANs): 3 subject alternative names, at most 2 allowed"},
+		{"", csr("csr-good", "10.0.0.5", "fd00::5"), approver("--allowed-ip-prefixes=bad"), "-",
+			`cannot tell whether the approver would approve it: the flags of deployment kube-system/nodeaddr-approver: --allowed-ip-prefixes: "bad" is not a CIDR`},
+		{"deployments", csr("csr-good", "10.0.0.5", "fd00::5"), nil, "-", "cannot tell whether the approver would approve it: list deployments: " +
+			`deployments is forbidden: User "nobody" cannot list resource "deployments" in API group "" at the cluster scope`},
+		{"servicecidrs", csr("csr-good", "10.0.0.5", "fd00::5"), nil, "-", "cannot tell whether the approver would approve it: list servicecidrs: " +
 			`servicecidrs is forbidden: User "nobody" cannot list resource "servicecidrs" in API group "" at the cluster scope`},
-		{"servicecidrs", csr("csr-other", "10.0.0.5", "10.0.0.9"), "kubectl certificate deny csr-other",
+		{"servicecidrs", csr("csr-other", "10.0.0.5", "10.0.0.9"), nil, "kubectl certificate deny csr-other",
 			"refused (IPNotPublished): IP 10.0.0.9 is not an address nodeaddr published for Node node-a [10.0.0.5 fd00::5]"},
 	} {
-		kc := kubeconfig(t, startForbidding(t, tc.forbid, n, tc.csr).URL)
+		objs := []any{n, tc.csr}
+		if tc.approver != nil {
+			objs = append(objs, tc.approver)
+		}
+		kc := kubeconfig(t, startForbidding(t, tc.forbid, objs...).URL)
 		stdout, stderr, code := runPlugin("stale", "--kubelet-certs=false", "-o", "json", "--kubeconfig", kc)
 		var l struct{ Items []inspect.Finding }
 		if err := json.Unmarshal([]byte(stdout), &l); err != nil || code != 1 || len(l.Items) != 1 {

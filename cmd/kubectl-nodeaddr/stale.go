@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -168,7 +169,7 @@ func (s *staleOptions) evaluate(ctx context.Context, cs kubernetes.Interface, sn
 	nodes []*corev1.Node, all bool) []inspect.Finding {
 	pending := func(c certificatesv1.CertificateSigningRequest) bool { return rules.Pending(&c) }
 	if slices.ContainsFunc(snap.CSRs, pending) {
-		snap.Approval, snap.ApprovalUnknown = approvalFacts(ctx, cs, nodes, all)
+		approvalFacts(ctx, cs, &snap, nodes, all)
 	}
 	if s.probe {
 		snap.Certs = s.certs.get(ctx, snap.Nodes, s.timeout)
@@ -176,10 +177,12 @@ func (s *staleOptions) evaluate(ctx context.Context, cs kubernetes.Interface, sn
 	return inspect.Stale(snap)
 }
 
-// approvalFacts reads what the CSR approver decides from; unknown names what could not be read (then
-// no approval is advised). What the API server does not serve (ServiceCIDRs before 1.33) is none.
-func approvalFacts(ctx context.Context, cs kubernetes.Interface, nodes []*corev1.Node, all bool) (c rules.Cluster, unknown string) {
+// approvalFacts reads what the CSR approver decides from, and its flags from its Deployment, into
+// snap; ApprovalUnknown names what could not be read (then no approval is advised). What the API
+// server does not serve (ServiceCIDRs before 1.33) is none.
+func approvalFacts(ctx context.Context, cs kubernetes.Interface, snap *inspect.Snapshot, nodes []*corev1.Node, all bool) {
 	var missing []string
+	c := &snap.Approval
 	read := func(what string, err error) bool {
 		if err != nil && !apierrors.IsNotFound(err) {
 			missing = append(missing, fmt.Sprintf("%s: %v", what, err))
@@ -204,7 +207,42 @@ func approvalFacts(ctx context.Context, cs kubernetes.Interface, nodes []*corev1
 	if read("list servicecidrs", err) {
 		c.ServiceCIDRs = ptrs(cidrs.Items)
 	}
-	return c, strings.Join(missing, "; ")
+	deps, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: approverSelector})
+	if read("list deployments", err) {
+		if err := approverFlags(snap, deps.Items); err != nil {
+			missing = append(missing, err.Error())
+		}
+	}
+	snap.ApprovalUnknown = strings.Join(missing, "; ")
+}
+
+// approverSelector selects the approver's Deployment (deploy/components/kubelet-serving-csr).
+const approverSelector = "app.kubernetes.io/name=nodeaddr-approver"
+
+// approverFlags reads the policy flags of the approver's container (its args start with approver)
+// into snap; none installed leaves the defaults, two that disagree are an error.
+func approverFlags(snap *inspect.Snapshot, deps []appsv1.Deployment) error {
+	snap.Policy, snap.ServiceCIDRs = rules.Policy{}, nil
+	var seen []string
+	for _, d := range deps {
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			args := slices.Concat(ctr.Command, ctr.Args)
+			i := slices.Index(args, "approver")
+			if i < 0 {
+				continue
+			}
+			p, cidrs, err := rules.ApproverPolicy(args[i+1:])
+			if err != nil {
+				return fmt.Errorf("the flags of deployment %s/%s: %v", d.Namespace, d.Name, err)
+			}
+			if seen = append(seen, d.Namespace+"/"+d.Name); len(seen) > 1 &&
+				(!reflect.DeepEqual(p, snap.Policy) || !slices.Equal(cidrs, snap.ServiceCIDRs)) {
+				return fmt.Errorf("approver deployments %s have different flags", strings.Join(seen, ", "))
+			}
+			snap.Policy, snap.ServiceCIDRs = p, cidrs
+		}
+	}
+	return nil
 }
 
 func ptrs[T any](s []T) []*T {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 )
@@ -44,18 +45,12 @@ func parseApproverFlags(args []string, getenv func(string) string, out io.Writer
 	o := &approverOptions{}
 	fs := pflag.NewFlagSet("nodeaddr approver", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var cidrs, prefixes []string
 	var level string
 	fs.StringVar(&o.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); in-cluster configuration when empty")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "decide only while holding the leader Lease (run several replicas, one decides)")
 	fs.StringVar(&o.namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: env POD_NAMESPACE, else the pod's namespace, else kube-system)")
 	fs.StringVar(&o.leaseName, "leader-election-id", "nodeaddr-approver", "name of the leader Lease")
-	fs.StringVar(&o.policy.ClusterDomain, "cluster-domain", "cluster.local", "the cluster's DNS domain: no DNS SAN may be under it")
-	fs.StringSliceVar(&cidrs, "service-cidr", nil, "the Service network's CIDRs, added to the cluster's ServiceCIDR objects and the kubernetes Service's ClusterIPs (for API servers without ServiceCIDR objects)")
-	fs.StringSliceVar(&o.policy.DNSSuffixes, "allowed-dns-suffixes", nil, "besides the node's name, allow the DNS SAN <node name>.<suffix> for each suffix")
-	fs.StringSliceVar(&prefixes, "allowed-ip-prefixes", nil, "when set, every IP SAN must lie inside one of these CIDRs (a second factor beside the agent's record)")
-	fs.IntVar(&o.policy.MaxSANs, "max-sans", 10, "most DNS and IP SANs in one CSR")
-	fs.IntVar(&o.policy.MaxPendingPerNode, "max-pending-per-node", 10, "most pending CSRs of one node decided per pass, newest first")
+	policy := rules.PolicyFlags(fs)
 	fs.StringVar(&o.bindAddr, "bind-address", ":9813", "address of /healthz, /readyz and /metrics (plain HTTP; \"0\" disables)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
@@ -71,26 +66,9 @@ func parseApproverFlags(args []string, getenv func(string) string, out io.Writer
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q", fs.Args())
 	}
-	for _, f := range []struct {
-		name string
-		in   []string
-		out  *[]netip.Prefix
-	}{{"--service-cidr", cidrs, &o.serviceCIDRs}, {"--allowed-ip-prefixes", prefixes, &o.policy.IPPrefixes}} {
-		for _, c := range f.in {
-			p, err := netip.ParsePrefix(strings.TrimSpace(c))
-			if err != nil {
-				return nil, usagef("%s: %q is not a CIDR", f.name, c)
-			}
-			*f.out = append(*f.out, p.Masked())
-		}
-	}
-	for _, s := range o.policy.DNSSuffixes {
-		if s = strings.Trim(s, "."); s == "" || strings.Contains(s, "*") {
-			return nil, usagef("--allowed-dns-suffixes: %q is not a DNS suffix", s)
-		}
-	}
-	if o.policy.MaxSANs < 1 || o.policy.MaxPendingPerNode < 1 {
-		return nil, usagef("--max-sans and --max-pending-per-node must be at least 1")
+	var err error
+	if o.policy, o.serviceCIDRs, err = policy(); err != nil {
+		return nil, usagef("%v", err)
 	}
 	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
 		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", level)

@@ -73,6 +73,10 @@ type Snapshot struct {
 	// what of it could not be read ("" when everything was).
 	Approval        rules.Cluster
 	ApprovalUnknown string
+	// Policy and ServiceCIDRs are the approver's flags, read from its Deployment (the defaults
+	// where none is installed).
+	Policy       rules.Policy
+	ServiceCIDRs []netip.Prefix
 }
 
 // Stale applies every rule to s, in a stable order: by Node, then kind, then object and address.
@@ -282,13 +286,14 @@ func Advice(csr *certificatesv1.CertificateSigningRequest, f rules.Facts, unknow
 	return approve + csr.Name, ""
 }
 
-// advice is Advice on the facts of s, with the approver's default policy (its flags cannot be
-// read from the cluster).
+// advice is Advice on the facts of s with the approver's flags, as the approver gathers them.
 func (s Snapshot) advice(c *certificatesv1.CertificateSigningRequest) (fix, why string) {
 	if s.Approval.Nodes == nil {
 		s.Approval.Nodes, s.ApprovalUnknown = rules.NodeIndex(nil), "the cluster's facts were not read"
 	}
-	return Advice(c, rules.FactsFrom(rules.NodeOf(c), s.Approval, rules.Policy{}), s.ApprovalUnknown)
+	f := rules.FactsFrom(rules.NodeOf(c), s.Approval, s.Policy)
+	f.ServiceCIDRs = append(slices.Clone(s.ServiceCIDRs), f.ServiceCIDRs...)
+	return Advice(c, f, s.ApprovalUnknown)
 }
 
 // PendingCSRs lists the kubelet-serving CSRs of the Nodes checked pending for longer than
