@@ -117,25 +117,19 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	}
 	reg := metrics.NewRegistry(prometheus.Labels{"version": version, "revision": revision, "component": "approver"})
 	m := csrapproval.NewMetrics(reg)
-	src, err := api.Source(ctx)
-	if err != nil {
-		return err
-	}
-	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
-	b.StartRecordingToSink(api.EventSink())
-	defer b.Shutdown()
-	ctrl, err := csrapproval.NewController(csrapproval.Config{
-		Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
-		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: csrapproval.EventComponent}),
-	})
-	if err != nil {
-		return err
-	}
+	parent := ctx // the process's: SIGTERM ends it
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var leading atomic.Bool
+	var (
+		started atomic.Pointer[csrapproval.Controller] // once the API server has answered
+		leading atomic.Bool
+	)
 	ready := func() error {
-		if !leading.Load() {
+		ctrl := started.Load()
+		switch {
+		case ctrl == nil:
+			return errors.New("waiting for the API server")
+		case !leading.Load():
 			return nil // a standby is ready: it decides nothing until it leads
 		}
 		return ctrl.Ready()
@@ -159,6 +153,27 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		}()
 		defer srv.Close()
 	}
+	// At install the API server may not answer yet (the `kubernetes` Service's ClusterIP before
+	// kube-proxy programs it): wait for it, serving /healthz, not ready.
+	src, err := api.WaitSource(ctx, log)
+	if err != nil && parent.Err() != nil {
+		log.Info("nodeaddr approver stopped while waiting for the API server", "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b := record.NewBroadcaster(record.WithContext(parent), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
+	b.StartRecordingToSink(api.EventSink())
+	defer b.Shutdown()
+	ctrl, err := csrapproval.NewController(csrapproval.Config{
+		Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
+		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: csrapproval.EventComponent}),
+	})
+	if err != nil {
+		return err
+	}
+	started.Store(ctrl)
 	log.Info("nodeaddr approver starting", "version", version, "revision", revision, "leader_elect", o.leaderElect,
 		"lease", o.namespace+"/"+o.leaseName, "service_cidr_objects", src.ServiceCIDRs != nil, "service_cidrs", fmt.Sprint(o.serviceCIDRs),
 		"allowed_dns_suffixes", fmt.Sprint(o.policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.policy.IPPrefixes),

@@ -4,8 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Bad input to `nodeaddr approver` is a usage error (exit 2) naming the flag; --help and --version
@@ -70,5 +78,91 @@ func TestApprovalRecordFlag(t *testing.T) {
 		func(string) string { return "" }, func() (string, error) { return "n", nil }, nil)
 	if err == nil || !strings.Contains(err.Error(), "which --approval-record writes itself") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// approverKubeconfig is a kubeconfig for an API server at url.
+func approverKubeconfig(t *testing.T, url string) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, url), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
+}
+
+// While the API server cannot answer (503), the approver waits, live but not ready, and a SIGTERM
+// ends it cleanly; an API server that refuses it (403) ends it at once, exit 1.
+func TestApproverWaitsForTheAPIServer(t *testing.T) {
+	var code, requests atomic.Int32
+	code.Store(http.StatusServiceUnavailable)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		c := int(code.Load())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(c)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"%s: %d"}`,
+			strings.ReplaceAll(http.StatusText(c), " ", ""), c, r.URL.Path, c)
+	}))
+	defer srv.Close()
+	kubeconfig := approverKubeconfig(t, srv.URL)
+	port := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	ctx, stop := context.WithCancel(t.Context())
+	var errOut lockedBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"approver", "--kubeconfig=" + kubeconfig, fmt.Sprintf("--bind-address=127.0.0.1:%d", port)}, env(), io.Discard, &errOut)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(errOut.String(), "level=WARN") < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two WARNs within 10s:\n%s", errOut.String())
+		}
+	}
+	if c, body := get("/healthz"); c != http.StatusOK {
+		t.Errorf("/healthz %d %q while waiting, want 200", c, body)
+	}
+	if c, body := get("/readyz"); c != http.StatusServiceUnavailable || !strings.Contains(body, "waiting for the API server") {
+		t.Errorf("/readyz %d %q while waiting, want 503 waiting for the API server", c, body)
+	}
+	stop()
+	if c := <-done; c != 0 {
+		t.Errorf("exit %d after the context ended, want 0:\n%s", c, errOut.String())
+	}
+	if log := errOut.String(); !strings.Contains(log, `msg="the API server does not answer yet; retrying"`) ||
+		!strings.Contains(log, "retry_in=200ms") || !strings.Contains(log, "retry_in=400ms") || strings.Contains(log, "level=ERROR") {
+		t.Errorf("log:\n%s\nwant WARNs with the next delays, no ERROR", log)
+	}
+
+	code.Store(http.StatusForbidden)
+	requests.Store(0)
+	var out bytes.Buffer
+	start := time.Now()
+	c := run(t.Context(), []string{"approver", "--kubeconfig=" + kubeconfig, "--bind-address=0"}, env(), io.Discard, &out)
+	if log := out.String(); c != 1 || time.Since(start) > 5*time.Second || strings.Contains(log, "level=WARN") ||
+		!strings.Contains(log, `msg="nodeaddr approver failed"`) || !strings.Contains(log, "discover networking.k8s.io/v1") || requests.Load() != 1 {
+		t.Errorf("exit %d after %s and %d requests, log:\n%s\nwant exit 1 at once, nodeaddr approver failed", c, time.Since(start), requests.Load(), log)
 	}
 }

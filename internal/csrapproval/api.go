@@ -3,9 +3,14 @@ package csrapproval
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"slices"
+	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -16,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -106,4 +113,49 @@ func (a *API) servesServiceCIDRs(ctx context.Context) (bool, error) {
 	}
 	isCIDRs := func(r metav1.APIResource) bool { return r.Name == "servicecidrs" }
 	return slices.ContainsFunc(list.APIResources, isCIDRs), nil
+}
+
+// startBackoff paces WaitSource: 200 ms doubling to 5 s.
+var startBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Second}
+
+// WaitSource is Source, retried while the API server cannot answer yet (Transient), as at install
+// before kube-proxy programs the `kubernetes` Service's ClusterIP, until ctx ends. It logs each
+// failed attempt at WARN; any other error (401, 403, ...) it returns at once.
+func (a *API) WaitSource(ctx context.Context, log *slog.Logger) (Source, error) {
+	b := startBackoff
+	for {
+		src, err := a.Source(ctx)
+		if err == nil || !Transient(err) || ctx.Err() != nil {
+			return src, err
+		}
+		d := b.Step()
+		log.Warn("the API server does not answer yet; retrying", "err", err, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return src, fmt.Errorf("%w (stopped waiting: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// Transient reports whether err may pass by itself: no answer from the API server (refused,
+// unreachable, reset, timed out) or an answer asking to come back (429, 5xx, server timeout).
+// Refusals (401, 403) and other answers are not; neither are TLS failures.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if status := apierrors.APIStatus(nil); errors.As(err, &status) {
+		code := status.Status().Code
+		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests ||
+			apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	}
+	if op, ok := errors.AsType[*net.OpError](err); ok {
+		return op.Op != "remote error" && op.Op != "local error" // crypto/tls's alerts
+	}
+	_, dns := errors.AsType[*net.DNSError](err)
+	return dns || utilnet.IsTimeout(err) || utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsHTTP2ConnectionLost(err)
 }
