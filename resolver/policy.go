@@ -156,8 +156,16 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 					cands = append(cands, candidate{la: la, prio: prio})
 				}
 			}
-			if tp.Sticky {
-				cands = p.adopt(tp, cands, prev, t, f, addrs)
+			switch {
+			case tp.Sticky:
+				cands = p.adopt(tp, cands, prev, t, f, addrs, "")
+			case f == IPv6 && len(cands) > 0 && cands[0].route:
+				// Among one link's usable global IPv6 addresses the kernel's source choice is no
+				// decision: it prefers the newest (RFC 6724 ties), so a router's make-before-break
+				// renumbering would move the address at the announcement and again at the old
+				// prefix's deprecation. The previous address on the route source's link stays
+				// while usable; another link (a failover) still moves it.
+				cands = p.adopt(tp, cands, prev, t, f, addrs, cands[0].la.Link)
 			}
 			c, ok := pick(cands, prev, t, f)
 			if ok {
@@ -191,14 +199,15 @@ func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 	return first(found, func(LocalAddr) bool { return true })
 }
 
-// adopt adds the previous address of t and f to cands when the policy accepts it (TypePolicy.Sticky).
-func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr) []candidate {
+// adopt adds the previous address of t and f to cands when the policy accepts it (TypePolicy.Sticky)
+// and, when link is not empty, it is on that link.
+func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr, link string) []candidate {
 	old, ok := prev.Get(t, f)
 	if !ok || slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == old.IP }) {
 		return cands
 	}
 	la, found := find(addrs, old.IP)
-	if !found {
+	if !found || link != "" && la.Link != link {
 		return cands
 	}
 	prio, err := p.accept(tp, la, addrs)

@@ -189,12 +189,15 @@ type expectation struct {
 	Internal  []string // acceptable IPv4 InternalIPs (empty: the Node must have none)
 	Internal6 []string // acceptable IPv6 InternalIPs (empty: the Node must have none)
 	External  string   // the IPv4 ExternalIP ("" : none)
-	External6 string   // the IPv6 ExternalIP ("" : none)
+	// External6 are the acceptable IPv6 ExternalIPs (empty: none): the route's stable source, and
+	// the Node's current one while usable on the same link (among one link's addresses the
+	// kernel's choice is no decision: the newest wins).
+	External6 []string
 }
 
 // expect computes what the Node must show given the kernel sample s and the Node's current
-// InternalIP of each family (for stickiness; "" when it has none).
-func expect(s sample, nodeInternal, nodeInternal6 string) expectation {
+// InternalIP of each family and IPv6 ExternalIP (for stickiness; "" when it has none).
+func expect(s sample, nodeInternal, nodeInternal6, nodeExternal6 string) expectation {
 	var e expectation
 	e.Internal = sticky(s, s.internal4(), nodeInternal)
 	e.Internal6 = sticky(s, s.internal6(), nodeInternal6)
@@ -202,7 +205,11 @@ func expect(s sample, nodeInternal, nodeInternal6 string) expectation {
 		e.External = s.External
 	}
 	if ext6 := s.stableFor(s.External6); ext6 != "" && s.isUsable(ext6) {
-		e.External6 = ext6
+		e.External6 = []string{ext6}
+		src, _ := s.find(ext6)
+		if cur, ok := s.find(nodeExternal6); ok && cur.Local != ext6 && cur.Dev == src.Dev && s.isUsable(cur.Local) {
+			e.External6 = append(e.External6, cur.Local)
+		}
 	}
 	return e
 }

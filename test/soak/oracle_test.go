@@ -31,7 +31,7 @@ func TestExpect(t *testing.T) {
 		{"node address gone", sample{Addrs: []kaddr{primary}, Internal: "192.0.2.10"}, "192.0.2.99", []string{"192.0.2.10"}, ""},
 	}
 	for _, c := range cases {
-		e := expect(c.s, c.node, "")
+		e := expect(c.s, c.node, "", "")
 		if !slices.Equal(e.Internal, c.wantInternal) || e.External != c.wantExternal {
 			t.Errorf("%s: expect = %+v, want internal %v external %q", c.name, e, c.wantInternal, c.wantExternal)
 		}
@@ -91,7 +91,7 @@ func TestExpect6(t *testing.T) {
 		{"published temporary is wrong", sample{Addrs: []kaddr{stable, temp}, Internal6: temp.Local}, temp.Local, []string{stable.Local}},
 	}
 	for _, c := range cases {
-		e := expect(c.s, "", c.node)
+		e := expect(c.s, "", c.node, "")
 		if !slices.Equal(e.Internal6, c.want) || len(e.Internal) != 0 {
 			t.Errorf("%s: expect = %+v, want IPv6 %v", c.name, e, c.want)
 		}
@@ -101,16 +101,27 @@ func TestExpect6(t *testing.T) {
 	// source toward target6 (eth3 without a usable address); without a usable lease the ExternalIP
 	// follows the route to eth3 (dropped by the caller when equal to the InternalIP).
 	lease := a6("2001:db8:ff00::42", func(a *kaddr) { a.Dev, a.Prefixlen = dhcp6Dev, 128 })
-	e := expect(sample{Addrs: []kaddr{stable, temp, lease}, Internal6: temp.Local, External6: lease.Local}, "", "")
-	if !slices.Equal(e.Internal6, []string{stable.Local}) || e.External6 != lease.Local {
+	e := expect(sample{Addrs: []kaddr{stable, temp, lease}, Internal6: temp.Local, External6: lease.Local}, "", "", "")
+	if !slices.Equal(e.Internal6, []string{stable.Local}) || !slices.Equal(e.External6, []string{lease.Local}) {
 		t.Errorf("lease as ExternalIP: expect = %+v", e)
 	}
-	e = expect(sample{Addrs: []kaddr{tent2, lease}, Internal6: lease.Local, External6: lease.Local}, "", lease.Local)
-	if len(e.Internal6) != 0 || e.External6 != lease.Local {
+	e = expect(sample{Addrs: []kaddr{tent2, lease}, Internal6: lease.Local, External6: lease.Local}, "", lease.Local, "")
+	if len(e.Internal6) != 0 || !slices.Equal(e.External6, []string{lease.Local}) {
 		t.Errorf("lease as the only source: expect = %+v, want no IPv6 InternalIP", e)
 	}
-	e = expect(sample{Addrs: []kaddr{stable, temp}, Internal6: temp.Local, External6: temp.Local}, "", stable.Local)
-	if e.External6 != stable.Local {
+	e = expect(sample{Addrs: []kaddr{stable, temp}, Internal6: temp.Local, External6: temp.Local}, "", stable.Local, "")
+	if !slices.Equal(e.External6, []string{stable.Local}) {
 		t.Errorf("no lease: expect = %+v, want the ExternalIP candidate %s", e, stable.Local)
+	}
+	// A new lease beside the old one on the same link: the kernel's newest-first choice is no
+	// decision, so the Node's current ExternalIP stays acceptable while usable; on another link not.
+	lease2 := a6("2001:db8:ff00::43", func(a *kaddr) { a.Dev, a.Prefixlen = dhcp6Dev, 128 })
+	e = expect(sample{Addrs: []kaddr{stable, lease2, lease}, Internal6: stable.Local, External6: lease2.Local}, "", stable.Local, lease.Local)
+	if !slices.Equal(e.External6, []string{lease2.Local, lease.Local}) {
+		t.Errorf("new lease beside the old: expect = %+v, want both", e)
+	}
+	e = expect(sample{Addrs: []kaddr{stable, lease2}, Internal6: stable.Local, External6: lease2.Local}, "", stable.Local, stable.Local)
+	if !slices.Equal(e.External6, []string{lease2.Local}) {
+		t.Errorf("the current ExternalIP on another link: expect = %+v, want only the route's", e)
 	}
 }
