@@ -35,7 +35,20 @@ type ClusterOptions struct {
 	// once someone approves the kubelet's serving CSR for the Node's current addresses. The API server
 	// also accepts client certificates of that CA (ClientFor mints identities).
 	Hardened bool
+	// DualStack adds an IPv6 family to the cluster's networks, as on a cluster whose nodes may be
+	// IPv6-only: the API server serves Services from ServiceCIDR6 besides 10.96.0.0/16 (IPv4 stays
+	// the primary family, so the kubernetes Service keeps its IPv4 ClusterIP and
+	// ServeKubernetesService its IPv4 endpoint), the node's CNI gives every pod an address from
+	// PodCIDR6 too (routing ServiceCIDR6 through PodGateway6), and kube-proxy knows both pod ranges.
+	DualStack bool
 }
+
+// The IPv6 networks of a DualStack cluster (unique local addresses, inside the node's namespace).
+const (
+	ServiceCIDR6 = "fd00:10:96::/112"
+	PodCIDR6     = "fd00:10:244::/64"
+	PodGateway6  = "fd00:10:244::1"
+)
 
 // harden adds the hardened flags to the API server (before it starts) and starts the egress proxy
 // through which it reaches the kubelet in the node's namespace.

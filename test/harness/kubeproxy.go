@@ -33,9 +33,13 @@ func (n *RealNode) StartKubeProxy() *KubeProxy {
 	nft := Tool(t, "nft", "nftables")
 	kc := writeKubeconfig(t, filepath.Join(n.Dir, "kube-proxy.kubeconfig"),
 		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeProxyToken, n.C.CP.CAFile)
+	clusterCIDR := "10.244.0.0/24"
+	if n.C.Options.DualStack {
+		clusterCIDR += "," + PodCIDR6
+	}
 	k := &KubeProxy{n: n, log: filepath.Join(n.Dir, "kube-proxy.log"), stop: make(chan struct{}), done: make(chan struct{}),
 		args: []string{"--kubeconfig=" + kc, "--hostname-override=" + n.Name,
-			"--proxy-mode=nftables", "--nodeport-addresses=primary", "--cluster-cidr=10.244.0.0/24",
+			"--proxy-mode=nftables", "--nodeport-addresses=primary", "--cluster-cidr=" + clusterCIDR,
 			// Leave conntrack alone: nf_conntrack_max is the machine's, not the namespace's.
 			"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
 			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=2"}}

@@ -214,13 +214,21 @@ func (n *RealNode) cniNetwork() string { return "nodeaddr-" + n.id }
 // namespace. No IP masquerade: there is nowhere to masquerade to. Besides the bridge's subnet the
 // pods route only the Service network (the API server's --service-cluster-ip-range) through the
 // node (PodGateway), where kube-proxy carries ClusterIPs to their endpoints: no default route.
+// In a DualStack cluster each pod also gets an address from PodCIDR6 and a route to ServiceCIDR6
+// (the bridge plugin then turns IPv6 forwarding on in the node's namespace: an uplink that takes its
+// addresses from router advertisements needs accept_ra=2).
 func (n *RealNode) cniConfig() string {
+	ranges, routes := `[{"subnet": "10.244.0.0/24"}]`, `{"dst": "10.96.0.0/16"}`
+	if n.C.Options.DualStack {
+		ranges += fmt.Sprintf(`, [{"subnet": %q}]`, PodCIDR6)
+		routes += fmt.Sprintf(`, {"dst": %q}`, ServiceCIDR6)
+	}
 	return fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": "10.244.0.0/24"}]],
-            "routes": [{"dst": "10.96.0.0/16"}]}},
+   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [%s],
+            "routes": [%s]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}
-]}`, n.cniNetwork(), filepath.Join(n.Dir, "cni"))
+]}`, n.cniNetwork(), filepath.Join(n.Dir, "cni"), ranges, routes)
 }
 
 func (n *RealNode) startKubelet(o NodeOptions) {

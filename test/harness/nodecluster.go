@@ -85,6 +85,10 @@ func StartNodeClusterWith(t testing.TB, name, version string, o ClusterOptions) 
 		t.Fatal(err)
 	}
 	cp.ExtraArgs = []string{"--enable-admission-plugins=NodeRestriction"}
+	if o.DualStack {
+		// Replaces NewControlPlane's single-family range (the last occurrence of the flag wins).
+		cp.ExtraArgs = append(cp.ExtraArgs, "--service-cluster-ip-range=10.96.0.0/16,"+ServiceCIDR6)
+	}
 	c := &NodeCluster{T: t, CP: cp, Bins: nb, Version: version, Name: name, Options: o}
 	tokens := map[string]string{}
 	for user, group := range map[string]string{

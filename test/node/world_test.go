@@ -95,15 +95,22 @@ func newWorldVersion(t *testing.T, version string, o harness.NodeOptions, uplink
 // newWorldWith is newWorldVersion with the control plane shaped by co (a hardened one).
 func newWorldWith(t *testing.T, version string, co harness.ClusterOptions, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
 	t.Helper()
+	if uplink == nil {
+		uplink = defaultUplink
+	}
+	return newWorldRouted(t, version, co, o, func(ns, _ *harness.Netns) { uplink(ns) })
+}
+
+// newWorldRouted is newWorldWith with the uplink configured from both ends (a router daemon in the
+// router's namespace numbering the node's eth0) before the kubelet starts.
+func newWorldRouted(t *testing.T, version string, co harness.ClusterOptions, o harness.NodeOptions, uplink func(ns, router *harness.Netns)) *world {
+	t.Helper()
 	name := "rn-" + randHex(3)
 	c := harness.StartNodeClusterWith(t, name, version, co)
 	ns := harness.NewNetns(t, "node")
 	router := harness.NewNetns(t, "rtr")
 	ns.Link("eth0", router, "r-eth0")
-	if uplink == nil {
-		uplink = defaultUplink
-	}
-	uplink(ns)
+	uplink(ns, router)
 	w := &world{t: t, c: c, ns: ns, router: router, kubectl: harness.MustBuild(t).Kubectl}
 	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
 	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
