@@ -233,7 +233,7 @@ func approverFlags(snap *inspect.Snapshot, deps []appsv1.Deployment) error {
 			}
 			p, cidrs, err := rules.ApproverPolicy(args[i+1:])
 			if err != nil {
-				return fmt.Errorf("the flags of deployment %s/%s: %v", d.Namespace, d.Name, err)
+				return fmt.Errorf("the flags of deployment %s/%s: %w", d.Namespace, d.Name, err)
 			}
 			if seen = append(seen, d.Namespace+"/"+d.Name); len(seen) > 1 &&
 				(!reflect.DeepEqual(p, snap.Policy) || !slices.Equal(cidrs, snap.ServiceCIDRs)) {

@@ -88,7 +88,7 @@ func TestDryRunExplainJSON(t *testing.T) {
 	var chosen []string
 	for _, e := range got.Explain {
 		if e.Chosen {
-			chosen = append(chosen, string(e.Type)+" "+e.Family+" "+e.Address+" "+e.From)
+			chosen = append(chosen, e.Type+" "+e.Family+" "+e.Address+" "+e.From)
 		}
 	}
 	want := []string{"InternalIP IPv4 192.0.2.2 route to 192.0.2.1", "ExternalIP IPv6 fd00::2 route to 2001:4860:4860::8888"}

@@ -38,10 +38,10 @@ func fakeDiscovery(t *testing.T, answer func(n int32) int) (*httptest.Server, *a
 		if code := answer(n.Add(1)); code != 0 {
 			st := apierrors.NewGenericServerResponse(code, "get", schema.GroupResource{}, "", "refused by the test", 0, false).ErrStatus
 			w.WriteHeader(code)
-			json.NewEncoder(w).Encode(&st)
+			_ = json.NewEncoder(w).Encode(&st)
 			return
 		}
-		json.NewEncoder(w).Encode(&metav1.APIResourceList{GroupVersion: "networking.k8s.io/v1",
+		_ = json.NewEncoder(w).Encode(&metav1.APIResourceList{GroupVersion: "networking.k8s.io/v1",
 			APIResources: []metav1.APIResource{{Name: "servicecidrs", Kind: "ServiceCIDR"}}})
 	}))
 	t.Cleanup(srv.Close)
