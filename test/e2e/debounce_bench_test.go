@@ -289,7 +289,7 @@ type debounceRow struct {
 	// reload with the deprecating announcement) instead of from the kernel's event.
 	fromCause []time.Duration
 	took      time.Duration
-	failed             bool
+	failed    bool
 }
 
 func measureDebounce(t *testing.T, cp *harness.ControlPlane, s debounceScenario, setting int, runs int) *debounceRow {
