@@ -81,8 +81,8 @@ func TestApprovalRecordFlag(t *testing.T) {
 	}
 }
 
-// approverKubeconfig is a kubeconfig for an API server at url.
-func approverKubeconfig(t *testing.T, url string) string {
+// testKubeconfig writes a kubeconfig for an API server at url (token auth, no TLS).
+func testKubeconfig(t *testing.T, url string) string {
 	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, fmt.Appendf(nil, `apiVersion: v1
@@ -111,7 +111,7 @@ func TestApproverWaitsForTheAPIServer(t *testing.T) {
 			strings.ReplaceAll(http.StatusText(c), " ", ""), c, r.URL.Path, c)
 	}))
 	defer srv.Close()
-	kubeconfig := approverKubeconfig(t, srv.URL)
+	kubeconfig := testKubeconfig(t, srv.URL)
 	port := func() int {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
