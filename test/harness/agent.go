@@ -241,13 +241,37 @@ func (a *Agent) WaitMetric(name string, timeout time.Duration, cond func(float64
 	}
 }
 
-// pumpLogs sends cmd's stdout and stderr, line by line, into logs (under mu) and, unless
-// NODEADDR_E2E_QUIET is set, to t's log with prefix. Close the returned writer when the process
-// has exited; done closes once every line is read.
+// failedLogLines is how many of a process's last lines a failed test shows when not verbose.
+const failedLogLines = 60
+
+// pumpLogs sends cmd's stdout and stderr, line by line, into logs (under mu) and, with go test -v
+// unless NODEADDR_E2E_QUIET is set, to t's log with prefix as they come. Without -v a failed test
+// shows only the last failedLogLines lines, once the process has exited: a process's whole log
+// (thousands of lines in the approval suite) would bury the failure's own message in CI's excerpt
+// of the output. Close the returned writer when the process has exited; done closes once every
+// line is read.
 func pumpLogs(t testing.TB, cmd *exec.Cmd, prefix string, mu *sync.Mutex, logs *strings.Builder) (*io.PipeWriter, <-chan struct{}) {
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	done := make(chan struct{})
+	stream := testing.Verbose() && os.Getenv("NODEADDR_E2E_QUIET") == ""
+	if !stream {
+		// Registered first, so it runs after the caller's cleanup has stopped the process and
+		// read its last line.
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			mu.Lock()
+			lines := strings.Split(strings.TrimRight(logs.String(), "\n"), "\n")
+			mu.Unlock()
+			if n := len(lines) - failedLogLines; n > 0 {
+				t.Logf("%s: %d earlier lines left out (go test -v shows them all)", prefix, n)
+				lines = lines[n:]
+			}
+			t.Log(prefix + ": " + strings.Join(lines, "\n"+prefix+": "))
+		})
+	}
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(pr)
@@ -256,7 +280,7 @@ func pumpLogs(t testing.TB, cmd *exec.Cmd, prefix string, mu *sync.Mutex, logs *
 			mu.Lock()
 			logs.WriteString(sc.Text() + "\n")
 			mu.Unlock()
-			if os.Getenv("NODEADDR_E2E_QUIET") == "" {
+			if stream {
 				t.Log(prefix + ": " + sc.Text())
 			}
 		}
