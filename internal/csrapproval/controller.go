@@ -124,6 +124,10 @@ type Controller struct {
 
 	mu       sync.Mutex
 	reported map[string]string // pending CSR → the reason last reported (an Event once per reason)
+	// approved: CSR → the resourceVersion this process approved, until the informer shows the
+	// approval. A node queued again in between (another of its CSRs, a Node update) finds the CSR
+	// still pending in the cache; approving it again would cost a request and a 409 Conflict.
+	approved map[string]string
 }
 
 // NewController builds the informers and the queue; nothing runs until Run.
@@ -146,7 +150,7 @@ func NewController(cfg Config) (*Controller, error) {
 	orDefault(&cfg.Workers, 2)
 	cfg.Policy = cfg.Policy.WithDefaults()
 	rl := workqueue.DefaultTypedControllerRateLimiter[string]()
-	c := &Controller{cfg: cfg, reported: map[string]string{}, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+	c := &Controller{cfg: cfg, reported: map[string]string{}, approved: map[string]string{}, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		rl, workqueue.TypedRateLimitingQueueConfig[string]{Name: "csr-approver"})}
 	inf := cache.NewSharedIndexInformer
 	c.csrs = inf(src.CSRs, &certv1.CertificateSigningRequest{}, cfg.Resync, cache.Indexers{byNode: csrNode})
@@ -267,6 +271,7 @@ func (c *Controller) requeueAll() {
 func (c *Controller) forget(name string) {
 	c.mu.Lock()
 	delete(c.reported, name)
+	delete(c.approved, name)
 	c.mu.Unlock()
 }
 
@@ -329,14 +334,18 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 		return err
 	}
 	var pending []*certv1.CertificateSigningRequest
+	c.mu.Lock()
 	for _, o := range objs {
-		if csr, ok := o.(*certv1.CertificateSigningRequest); ok && rules.Pending(csr) {
+		csr, ok := o.(*certv1.CertificateSigningRequest)
+		if !ok || !rules.Pending(csr) {
+			continue
+		}
+		if rv, done := c.approved[csr.Name]; !done || rv != csr.ResourceVersion {
 			pending = append(pending, csr)
 		}
 	}
 	// CSRs not yet decided come first, newest first: a flood the approver already refused cannot
 	// hide a new CSR, not even one filed in the same second (creationTimestamp has whole seconds).
-	c.mu.Lock()
 	undecided := func(csr *certv1.CertificateSigningRequest) bool { _, ok := c.reported[csr.Name]; return !ok }
 	slices.SortFunc(pending, func(a, b *certv1.CertificateSigningRequest) int {
 		if ua, ub := undecided(a), undecided(b); ua != ub {
@@ -432,7 +441,10 @@ func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigning
 	case err != nil:
 		return fmt.Errorf("approve csr %s: %w", u.Name, err)
 	}
-	c.forget(u.Name)
+	c.mu.Lock()
+	delete(c.reported, u.Name)
+	c.approved[u.Name] = csr.ResourceVersion // until the informer's update forgets it
+	c.mu.Unlock()
 	latency := c.cfg.Now().Sub(csr.CreationTimestamp.Time)
 	c.cfg.Metrics.approvedTotal.Inc()
 	c.cfg.Metrics.latency.Observe(latency.Seconds())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +46,14 @@ func newTestController(t *testing.T, p Policy, objs ...runtime.Object) (*Control
 	t.Helper()
 	cs := fake.NewClientset(objs...)
 	rec := record.NewFakeRecorder(1000)
-	c, err := NewController(Config{Source: fakeSource(cs), Recorder: rec, Policy: p, Now: func() time.Time { return time.Unix(1_000_100, 0) }})
+	c := startController(t, Config{Source: fakeSource(cs), Recorder: rec, Policy: p, Now: func() time.Time { return time.Unix(1_000_100, 0) }})
+	return c, cs, rec
+}
+
+// startController runs a Controller with cfg until the test ends.
+func startController(t *testing.T, cfg Config) *Controller {
+	t.Helper()
+	c, err := NewController(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +66,7 @@ func newTestController(t *testing.T, p Policy, objs ...runtime.Object) (*Control
 			t.Error(err)
 		}
 	})
-	return c, cs, rec
+	return c
 }
 
 // fakeSource is the controller's Source on a fake clientset.
@@ -234,5 +242,45 @@ func TestControllerFactsFromTheCluster(t *testing.T) {
 	}
 	if got := f.OtherNodeWithName("node-b"); got != "node-b" {
 		t.Errorf("OtherNodeWithName(node-b) = %q", got)
+	}
+}
+
+// The informer shows an approval some time after the API server answered it. A node queued again
+// in between (another CSR of its, a Node update) finds the CSR still pending in the cache: it is
+// not approved a second time (a request and a 409 Conflict), but a later change of it that
+// leaves it pending (a newer resourceVersion) is decided again.
+func TestControllerApprovesOnceBeforeTheInformerSeesIt(t *testing.T) {
+	good := filed(t, "good", 1, rulestest.CSRSpec{IPs: []string{"10.0.0.5"}, DNS: []string{"node-a"}})
+	good.ResourceVersion = "1"
+	cs := fake.NewClientset(node("node-a", "10.0.0.5", "10.0.0.5"), good)
+	src := fakeSource(cs)
+	var mu sync.Mutex
+	var approvals []string
+	approved := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(approvals) }
+	src.Approve = func(_ context.Context, csr *certv1.CertificateSigningRequest) error {
+		mu.Lock()
+		defer mu.Unlock()
+		approvals = append(approvals, csr.Name+"@"+csr.ResourceVersion)
+		return nil // the API server's 200; its watch event has not come yet
+	}
+	c := startController(t, Config{Source: src})
+	waitFor(t, "the approval", func() bool { return len(approved()) == 1 })
+	for range 3 {
+		if err := c.Sync(context.Background(), "node-a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := approved(); !slices.Equal(got, []string{"good@1"}) {
+		t.Fatalf("approval requests %v, want one", got)
+	}
+	changed := good.DeepCopy()
+	changed.ResourceVersion = "2"
+	changed.Labels = map[string]string{"changed": "true"}
+	if _, err := cs.CertificatesV1().CertificateSigningRequests().Update(context.Background(), changed, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the changed CSR decided again", func() bool { return len(approved()) == 2 })
+	if got := approved(); !slices.Equal(got, []string{"good@1", "good@2"}) {
+		t.Errorf("approval requests %v", got)
 	}
 }
