@@ -614,6 +614,9 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		}
 	}
 	agent := agentClient(t, cp, a)
+	// The base's own-Node policy, applied in the same breath, may reach the admission chain a
+	// moment after the record's: wait for it with another write it denies.
+	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
 	if err := record(a, "", "192.0.2.10,2001:db8::10").do(ctx, agent); err != nil {
 		t.Fatalf("the agent records its addresses on its own Node: %v", err)
 	}
