@@ -2,15 +2,10 @@ package node
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -185,19 +180,9 @@ func (d *day6) fresh6(t *testing.T) {
 	if got := d.servingIPs(oldIP6); !slices.Contains(got, oldIP6) {
 		t.Errorf("the kubelet at [%s]:10250 presents IP SANs %v, want %s", oldIP6, got, oldIP6)
 	}
-	d.waitFor("the IPv6 NodePort answering on "+oldIP6, time.Minute, func() bool { last = d.nodePortAnswers6(oldIP6); return last == nil })
+	d.waitFor("the IPv6 NodePort answering on "+oldIP6, time.Minute, func() bool { last = d.nodePortAnswers(oldIP6); return last == nil })
 	nodePort := time.Since(applied)
-	var agent *corev1.Pod
-	d.waitFor("the agent pod's status.podIPs set", 3*time.Minute, func() bool {
-		agent = d.agentPod()
-		return agent != nil && agent.Status.PodIP != ""
-	})
-	d.agentUID = string(agent.UID)
-	t.Logf("the agent pod %s (uid %s) at %v, restarts %d", agent.Name, agent.UID, agent.Status.PodIPs, restarts(agent))
-	if agent.Status.PodIP != oldIP6 || restarts(agent) != 0 {
-		t.Errorf("the agent pod %s at %q with %d restarts, want at %s (the Node's only address) with none", agent.Name,
-			agent.Status.PodIP, restarts(agent), oldIP6)
-	}
+	d.checkAgentPod(t, oldIP6)
 	report(t, "apply→Node [%s] %s, →approver leading and ready %s (%s), →logs+exec over IPv6 %s (CSR %s IP SANs %v approved by the approver), →IPv6 NodePort %s",
 		oldIP6, published.Round(100*time.Millisecond), approverReady.Round(100*time.Millisecond), leader,
 		working.Round(100*time.Millisecond), approved[i].Name, csrIPs(&approved[i]), nodePort.Round(100*time.Millisecond))
@@ -248,7 +233,7 @@ func (d *day6) renumber6(t *testing.T) {
 	}
 	times := tr.finish(moved)
 	times.working = working
-	d.waitFor("the IPv6 NodePort answering on "+newIP6, time.Minute, func() bool { last = d.nodePortAnswers6(newIP6); return last == nil })
+	d.waitFor("the IPv6 NodePort answering on "+newIP6, time.Minute, func() bool { last = d.nodePortAnswers(newIP6); return last == nil })
 	times.nodePort = time.Since(moved)
 	if e := d.proxy.Exits(); len(e) > exits {
 		times.proxyExit = e[exits].Sub(moved)
@@ -268,12 +253,12 @@ func (d *day6) renumber6(t *testing.T) {
 	if err := d.works(); err != nil {
 		t.Errorf("kubectl logs and exec after the old prefix expired: %v", err)
 	}
-	if err := d.nodePortAnswers6(newIP6); err != nil {
+	if err := d.nodePortAnswers(newIP6); err != nil {
 		t.Errorf("the NodePort on %s after the old prefix expired: %v", newIP6, err)
 	}
 	// The old address back on eth0, deprecated: the host's, not the Node's.
 	d.ns.IP("-6", "addr", "add", oldIP6+"/64", "dev", "eth0", "nodad", "preferred_lft", "0")
-	if err := d.nodePortAnswers6(oldIP6); err == nil {
+	if err := d.nodePortAnswers(oldIP6); err == nil {
 		t.Errorf("the NodePort answers on the old address %s", oldIP6)
 	}
 	time.Sleep(2 * time.Second)
@@ -343,23 +328,6 @@ func (d *day6) writeCounts() map[string]int {
 		out[r.ObjectRef.Subresource]++
 	}
 	return out
-}
-
-// nodePortAnswers6 fetches the NodePort at the IPv6 address ip from the router's namespace (an
-// outside client) and checks that the web pod answered.
-func (d *day6) nodePortAnswers6(ip string) error {
-	c := d.router.HTTPClient()
-	c.Timeout = time.Second
-	resp, err := c.Get("http://" + net.JoinHostPort(ip, strconv.Itoa(d.nodePort)) + "/")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return nil
 }
 
 // podIP6 returns the pod's IPv6 address, "" if it has none.

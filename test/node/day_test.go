@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,17 +166,7 @@ func (d *day) fresh(t *testing.T) {
 	// The kubelet gives a hostNetwork pod the Node's address as status.podIPs at the first status
 	// it writes once the Node has one (the agent's pod starts before: its agent publishes it), and
 	// keeps it while the pod runs.
-	var agent *corev1.Pod
-	d.waitFor("the agent pod's status.podIPs set", 3*time.Minute, func() bool {
-		agent = d.agentPod()
-		return agent != nil && agent.Status.PodIP != ""
-	})
-	d.agentUID = string(agent.UID)
-	t.Logf("the agent pod %s (uid %s) at %q, restarts %d", agent.Name, agent.UID, agent.Status.PodIP, restarts(agent))
-	if agent.Status.PodIP != uplinkV4 || restarts(agent) != 0 {
-		t.Errorf("the agent pod %s at %q with %d restarts, want at %s (the Node's only address so far) with none", agent.Name,
-			agent.Status.PodIP, restarts(agent), uplinkV4)
-	}
+	d.checkAgentPod(t, uplinkV4)
 	report(t, "apply→approver leading and ready %s (%s), →logs+exec working %s, %d serving CSR(s) approved, all by the approver (IP SANs %v); apply→NodePort on the InternalIP %s",
 		approverReady.Round(100*time.Millisecond), leader, working.Round(100*time.Millisecond), len(approved), csrIPs(&approved[0]),
 		nodePort.Round(100*time.Millisecond))
@@ -336,20 +328,38 @@ func (d *day) tryKubectl(args ...string) (string, error) {
 	return string(out), err
 }
 
-// nodePortAnswers fetches the NodePort at ip from the router's namespace (an outside client) and
+// nodePortAnswers fetches the NodePort at ip (either family) from the router's namespace (an outside client) and
 // checks that the web pod answered.
 func (d *day) nodePortAnswers(ip string) error {
 	c := d.router.HTTPClient()
 	c.Timeout = time.Second
-	resp, err := c.Get(fmt.Sprintf("http://%s:%d/", ip, d.nodePort))
+	resp, err := c.Get("http://" + net.JoinHostPort(ip, strconv.Itoa(d.nodePort)) + "/")
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if resp.StatusCode != 200 {
-		return fmt.Errorf("status %d", resp.StatusCode)
+		return fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// checkAgentPod waits for the agent pod's status.podIPs, records its UID (agentUnchanged compares
+// later) and checks that it runs at ip, the Node's only address so far, with no restart.
+func (d *day) checkAgentPod(t *testing.T, ip string) {
+	t.Helper()
+	var agent *corev1.Pod
+	d.waitFor("the agent pod's status.podIPs set", 3*time.Minute, func() bool {
+		agent = d.agentPod()
+		return agent != nil && agent.Status.PodIP != ""
+	})
+	d.agentUID = string(agent.UID)
+	t.Logf("the agent pod %s (uid %s) at %v, restarts %d", agent.Name, agent.UID, agent.Status.PodIPs, restarts(agent))
+	if agent.Status.PodIP != ip || restarts(agent) != 0 {
+		t.Errorf("the agent pod %s at %q with %d restarts, want at %s (the Node's only address so far) with none", agent.Name,
+			agent.Status.PodIP, restarts(agent), ip)
+	}
 }
 
 // approvedServingCSRs returns the approved kubelet-serving CSRs of the node, failing t for any
