@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -11,7 +10,6 @@ import (
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -124,32 +122,7 @@ func addresses6(node, ip string) []corev1.NodeAddress {
 // it from the router.
 func (d *day6) fresh6(t *testing.T) {
 	d.t = t
-	ctx := context.Background()
-	cs := d.c.CP.Admin
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, webPodDeployment(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	single := corev1.IPFamilyPolicySingleStack
-	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "webpod"},
-			IPFamilyPolicy: &single, IPFamilies: []corev1.IPFamily{corev1.IPv6Protocol},
-			Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.nodePort = int(svc.Spec.Ports[0].NodePort)
-	t.Logf("Service web: ClusterIPs %v, NodePort %d", svc.Spec.ClusterIPs, d.nodePort)
-	d.apiServer = d.node.ServeKubernetesService()
-	d.proxy = d.node.StartKubeProxy()
-	t.Cleanup(func() {
-		if t.Failed() {
-			d.logApprovers(t)
-		}
-	})
-	applied := time.Now()
-	d.kubectlAdmin("apply", "-k", d.overlayWith([]string{"kubelet-serving-csr"}, day6Args...))
+	applied := d.applyWithWeb(t, []corev1.IPFamily{corev1.IPv6Protocol}, day6Args...)
 	d.waitAddresses(addresses6(d.node.Name, oldIP6))
 	published := time.Since(applied)
 	leader := d.waitApproverLeading(t)

@@ -121,29 +121,7 @@ func (d *day) breakBeforeMake(from, to string) {
 // the NodePort on the InternalIP.
 func (d *day) fresh(t *testing.T) {
 	d.t = t
-	ctx := context.Background()
-	cs := d.c.CP.Admin
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, webPodDeployment(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "webpod"},
-			Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.nodePort = int(svc.Spec.Ports[0].NodePort)
-	d.apiServer = d.node.ServeKubernetesService()
-	d.proxy = d.node.StartKubeProxy()
-	t.Cleanup(func() {
-		if t.Failed() {
-			d.logApprovers(t)
-		}
-	})
-	applied := time.Now()
-	d.kubectlAdmin("apply", "-k", d.overlayWith([]string{"kubelet-serving-csr"}))
+	applied := d.applyWithWeb(t, nil)
 	d.waitAddresses(expectedAddresses(d.node.Name))
 	leader := d.waitApproverLeading(t)
 	approverReady := time.Since(applied)
@@ -170,6 +148,42 @@ func (d *day) fresh(t *testing.T) {
 	report(t, "apply→approver leading and ready %s (%s), →logs+exec working %s, %d serving CSR(s) approved, all by the approver (IP SANs %v); apply→NodePort on the InternalIP %s",
 		approverReady.Round(100*time.Millisecond), leader, working.Round(100*time.Millisecond), len(approved), csrIPs(&approved[0]),
 		nodePort.Round(100*time.Millisecond))
+}
+
+// applyWithWeb creates the web pod's Deployment and its NodePort Service (single-stack of the one
+// family in families; nil: the cluster's default), serves the kubernetes Service on the node, starts
+// kube-proxy, and applies the shipped base with the kubelet-serving-csr component and args; it
+// returns when the apply was started. A failed t logs the approvers.
+func (d *day) applyWithWeb(t *testing.T, families []corev1.IPFamily, args ...string) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	cs := d.c.CP.Admin
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, webPodDeployment(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "webpod"},
+		IPFamilies: families, Ports: []corev1.ServicePort{{Port: 8080, Protocol: corev1.ProtocolTCP}}}
+	if families != nil {
+		single := corev1.IPFamilyPolicySingleStack
+		spec.IPFamilyPolicy = &single
+	}
+	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.nodePort = int(svc.Spec.Ports[0].NodePort)
+	t.Logf("Service web: ClusterIPs %v, NodePort %d", svc.Spec.ClusterIPs, d.nodePort)
+	d.apiServer = d.node.ServeKubernetesService()
+	d.proxy = d.node.StartKubeProxy()
+	t.Cleanup(func() {
+		if t.Failed() {
+			d.logApprovers(t)
+		}
+	})
+	applied := time.Now()
+	d.kubectlAdmin("apply", "-k", d.overlayWith([]string{"kubelet-serving-csr"}, args...))
+	return applied
 }
 
 // waitApproverLeading waits until every replica of the approver's Deployment is ready on the
