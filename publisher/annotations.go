@@ -223,19 +223,33 @@ func annotationChanges(current map[string]string, specs []AnnotationSpec, addrs 
 // gopkg.in/evanphx/json-patch.v4 treats as "absent"). A Node without annotations has no map to
 // patch into: a JSON merge patch with the resourceVersion read is used instead.
 func annotationsPatch(node *corev1.Node, changes map[string]string) (types.PatchType, []byte, error) {
-	keys := slices.Sorted(maps.Keys(changes))
 	if len(node.Annotations) == 0 {
-		ann := map[string]any{}
-		for _, k := range keys {
-			if v := changes[k]; v != "" {
-				ann[k] = v
-			}
-		}
 		b, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": ann},
+			"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": annotationsMerge(node, changes)},
 		})
 		return types.MergePatchType, b, err
 	}
+	b, err := json.Marshal(annotationOps(node, changes))
+	return types.JSONPatchType, b, err
+}
+
+// annotationsMerge is changes as a JSON merge patch's annotations (null removes a key the Node has).
+func annotationsMerge(node *corev1.Node, changes map[string]string) map[string]any {
+	ann := map[string]any{}
+	for k, v := range changes {
+		if v != "" {
+			ann[k] = v
+		} else if _, ok := node.Annotations[k]; ok {
+			ann[k] = nil
+		}
+	}
+	return ann
+}
+
+// annotationOps are the JSON patch operations that make changes, each behind a `test` of the
+// value read.
+func annotationOps(node *corev1.Node, changes map[string]string) []jsonPatchOp {
+	keys := slices.Sorted(maps.Keys(changes))
 	ops := make([]jsonPatchOp, 0, 2*len(keys))
 	for _, k := range keys {
 		// A JSON pointer (RFC 6901) escapes ~ as ~0 and / as ~1.
@@ -251,8 +265,7 @@ func annotationsPatch(node *corev1.Node, changes map[string]string) (types.Patch
 			ops = append(ops, jsonPatchOp{Op: "remove", Path: path})
 		}
 	}
-	b, err := json.Marshal(ops)
-	return types.JSONPatchType, b, err
+	return ops
 }
 
 // inStatusOrder lists the managed addresses in status order, with their prefix lengths from resolved.

@@ -148,8 +148,9 @@ func TestAnnotationsPatch(t *testing.T) {
 	}
 }
 
-// The publisher writes the annotations after the addresses and before the taint, once per change,
-// leaving every other annotation alone; the `test` of an absent key holds on the fake's JSON patch
+// The publisher writes the annotations with the addresses, in the same write (so no consumer sees
+// the addresses without them), and before the taint; alone when only they change (a new
+// --annotations, a prefix length), once per change, leaving every other annotation alone; the `test` of an absent key holds on the fake's JSON patch
 // (the API server's library), and a concurrent change of one of our keys is a conflict.
 func TestReconcileWritesAnnotations(t *testing.T) {
 	node := testNode("10", kubeletAddrs(), uninitTaint)
@@ -162,7 +163,11 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "annotations/success", "taint/success"}))
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "taint/success"}))
+	if p := f.patches()[0]; !strings.HasPrefix(p, "nodes/status ") || !strings.Contains(p, `"path":"/status/addresses"`) ||
+		!strings.Contains(p, `"path":"/metadata/annotations/k3s.io~1external-ip"`) {
+		t.Errorf("the first write is %s, want the addresses and annotations through nodes/status", p)
+	}
 	got := f.get(t).Annotations
 	want := map[string]string{"other.io/x": "1", "nodeaddr.io/external-ipv4": "203.0.113.7", "k3s.io/external-ip": "203.0.113.7"}
 	if !maps.Equal(got, want) {
@@ -178,8 +183,8 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.patches()); n != 3 {
-		t.Errorf("%d patches after a no-op reconcile, want 3", n)
+	if n := len(f.patches()); n != 2 {
+		t.Errorf("%d patches after a no-op reconcile, want 2", n)
 	}
 
 	// Someone sets one of our keys after our last read: the `test` fails (a conflict), the Node is
@@ -211,7 +216,7 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Errorf("annotations %v, want %v", got, want)
 	}
-	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "annotations/success", "taint/success",
+	assertEqual(t, "writes", f.obs.Writes(), counted([]string{"addresses/success", "taint/success",
 		"annotations/success", "annotations/conflict", "annotations/success"}))
 }
 

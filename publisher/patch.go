@@ -49,6 +49,34 @@ func addressesPatch(node *corev1.Node, next []corev1.NodeAddress) (types.PatchTy
 	return fieldPatch("/status/addresses", node.Status.Addresses, next, node.ResourceVersion)
 }
 
+// statusPatch writes next and, in the same request, the annotation changes that go with it
+// (through nodes/status, whose strategy resets only the spec): a consumer of an annotation, such as
+// the approver reading the approval record when the kubelet files its CSR, never sees the new
+// addresses without it. With both the addresses and the annotations already on the Node, a JSON
+// patch `test`s each; otherwise a JSON merge patch carries the resourceVersion read (409 on any
+// concurrent write).
+func statusPatch(node *corev1.Node, next []corev1.NodeAddress, changes map[string]string) (types.PatchType, []byte, error) {
+	if len(changes) == 0 {
+		return addressesPatch(node, next)
+	}
+	if next == nil {
+		next = []corev1.NodeAddress{}
+	}
+	if len(node.Status.Addresses) == 0 || len(node.Annotations) == 0 {
+		b, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": node.ResourceVersion, "annotations": annotationsMerge(node, changes)},
+			"status":   map[string]any{"addresses": next},
+		})
+		return types.MergePatchType, b, err
+	}
+	ops := []jsonPatchOp{
+		{Op: "test", Path: "/status/addresses", Value: node.Status.Addresses},
+		{Op: "replace", Path: "/status/addresses", Value: next},
+	}
+	b, err := json.Marshal(append(ops, annotationOps(node, changes)...))
+	return types.JSONPatchType, b, err
+}
+
 func taintsPatch(node *corev1.Node, next []corev1.Taint) (types.PatchType, []byte, error) {
 	return fieldPatch("/spec/taints", node.Spec.Taints, next, node.ResourceVersion)
 }

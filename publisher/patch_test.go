@@ -187,3 +187,60 @@ func TestIsConflict(t *testing.T) {
 		})
 	}
 }
+
+// The annotations that follow from new addresses travel in the addresses' write: `test`ed JSON
+// patch operations on both when the Node has both, a JSON merge patch with the resourceVersion
+// when it lacks either (removing only keys it has), the plain addresses patch when no annotation
+// changes.
+func TestStatusPatch(t *testing.T) {
+	next := []corev1.NodeAddress{internal("192.0.2.10")}
+	for _, tc := range []struct {
+		name        string
+		addrs       []corev1.NodeAddress
+		annotations map[string]string
+		changes     map[string]string
+		wantType    types.PatchType
+		want        string
+	}{
+		{
+			name: "both present", addrs: []corev1.NodeAddress{internal("192.0.2.9")},
+			annotations: map[string]string{"nodeaddr.io/addresses": "192.0.2.9", "gone.io/x": "1", "other": "x"},
+			changes:     map[string]string{"nodeaddr.io/addresses": "192.0.2.10", "gone.io/x": ""},
+			wantType:    types.JSONPatchType,
+			want: `[{"op":"test","path":"/status/addresses","value":[{"type":"InternalIP","address":"192.0.2.9"}]},` +
+				`{"op":"replace","path":"/status/addresses","value":[{"type":"InternalIP","address":"192.0.2.10"}]},` +
+				`{"op":"test","path":"/metadata/annotations/gone.io~1x","value":"1"},{"op":"remove","path":"/metadata/annotations/gone.io~1x","value":null},` +
+				`{"op":"test","path":"/metadata/annotations/nodeaddr.io~1addresses","value":"192.0.2.9"},{"op":"add","path":"/metadata/annotations/nodeaddr.io~1addresses","value":"192.0.2.10"}]`,
+		},
+		{
+			name: "no annotations yet", addrs: []corev1.NodeAddress{hostname(nodeName)},
+			changes:  map[string]string{"nodeaddr.io/addresses": "192.0.2.10", "gone.io/x": ""},
+			wantType: types.MergePatchType,
+			want:     `{"metadata":{"annotations":{"nodeaddr.io/addresses":"192.0.2.10"},"resourceVersion":"7"},"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.10"}]}}`,
+		},
+		{
+			name: "no addresses yet", annotations: map[string]string{"nodeaddr.io/addresses": "192.0.2.9"},
+			changes:  map[string]string{"nodeaddr.io/addresses": ""},
+			wantType: types.MergePatchType,
+			want:     `{"metadata":{"annotations":{"nodeaddr.io/addresses":null},"resourceVersion":"7"},"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.10"}]}}`,
+		},
+		{
+			name: "no annotation changes", addrs: []corev1.NodeAddress{internal("192.0.2.9")},
+			wantType: types.JSONPatchType,
+			want: `[{"op":"test","path":"/status/addresses","value":[{"type":"InternalIP","address":"192.0.2.9"}]},` +
+				`{"op":"replace","path":"/status/addresses","value":[{"type":"InternalIP","address":"192.0.2.10"}]}]`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testNode("7", tc.addrs)
+			n.Annotations = tc.annotations
+			pt, data, err := statusPatch(n, next, tc.changes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pt != tc.wantType || string(data) != tc.want {
+				t.Errorf("patch %s %s\nwant %s %s", pt, data, tc.wantType, tc.want)
+			}
+		})
+	}
+}

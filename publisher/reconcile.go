@@ -40,7 +40,7 @@ func (p *Publisher) reconcile(ctx context.Context) error {
 		}
 		next = merge(node.Status.Addresses, desired.Managed, desired.Addresses)
 		if !slices.Equal(next, node.Status.Addresses) { // order included
-			if err := p.writeAddresses(ctx, node, next, since, desired.Explanation); err != nil {
+			if err := p.writeAddresses(ctx, node, next, since, desired); err != nil {
 				return err
 			}
 			if node, _, _ = p.snapshot(); node == nil {
@@ -98,6 +98,12 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 	if err != nil {
 		return nil, err
 	}
+	p.annotated(res, ch)
+	return res, nil
+}
+
+// annotated logs and records the annotation changes a write made.
+func (p *Publisher) annotated(res *corev1.Node, ch map[string]string) {
 	desc := make([]string, 0, len(ch))
 	for _, a := range p.cfg.Annotations {
 		if v, ok := ch[a.Key]; ok {
@@ -107,7 +113,6 @@ func (p *Publisher) syncAnnotations(ctx context.Context, node *corev1.Node, reso
 	p.log.Info("annotations updated", "reason", "addresses-changed", "annotations", strings.Join(desc, " "),
 		"resourceVersion", res.ResourceVersion)
 	p.cfg.Recorder.Eventf(res, corev1.EventTypeNormal, ReasonAnnotationsUpdated, "Annotations set: %s", strings.Join(desc, " "))
-	return res, nil
 }
 
 // reportNodeIP warns once per distinct problem with the provided node IP (worker only).
@@ -170,9 +175,11 @@ func (p *Publisher) patch(ctx context.Context, kind string, node *corev1.Node, p
 	return res, nil
 }
 
-// writeAddresses writes next; the AddressesUpdated Event it records carries why.
-func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time, why []resolver.Explained) error {
-	pt, data, err := addressesPatch(node, next)
+// writeAddresses writes next, with the annotations that follow from it in the same write; the
+// AddressesUpdated Event it records carries why.
+func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next []corev1.NodeAddress, since time.Time, desired *resolver.State) error {
+	ann := annotationChanges(node.Annotations, p.cfg.Annotations, inStatusOrder(next, p.cfg.Managed, desired.Addresses))
+	pt, data, err := statusPatch(node, next, ann)
 	if err != nil {
 		return err
 	}
@@ -200,7 +207,10 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	}
 	p.log.Info("addresses updated", "reason", "desired-changed", "old", fmt.Sprint(old), "new", fmt.Sprint(now),
 		"resourceVersion", res.ResourceVersion)
-	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonAddressesUpdated, addressesUpdatedMessage(old, now, why))
+	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonAddressesUpdated, addressesUpdatedMessage(old, now, desired.Explanation))
+	if ann != nil {
+		p.annotated(res, ann)
+	}
 	return nil
 }
 

@@ -135,6 +135,10 @@ func TestCentralApprover(t *testing.T) {
 
 	t.Run("legitimate CSRs are approved", func(t *testing.T) { testApprovals(t, w) })
 
+	t.Run("back-to-back renumberings: CSRs filed 0 to 0.9 s after the status are approved, nothing reported pending", func(t *testing.T) {
+		testRenumberings(t, w)
+	})
+
 	table := attacks(w.clusterIP)
 	t.Run("attacks of an honest node's kubelet are left pending", func(t *testing.T) { w.runMode(t, "honest-", table, false) })
 
@@ -529,4 +533,79 @@ func checkApproverRequests(t *testing.T, w *world) {
 		}
 	}
 	t.Logf("approver requests (%d processes, %d approvals): %v", starts, approved, got)
+}
+
+// testRenumberings: the kubelet files its serving CSR 0 to 0.9 s after the Node's addresses change
+// (docs/renumbering.md). The agent renumbers twice, back to back, so that the second write comes
+// when its --publish-rate budget is spent; the approval record travels in the status write itself,
+// so every Node version that carries the new InternalIP carries its record, and the CSR filed at 0,
+// 0.1, 0.5 or 0.9 s after that version is approved with no KubeletServingCSRPending Event and no
+// pending count.
+func testRenumberings(t *testing.T, w *world) {
+	current := selfIP
+	for i, delay := range []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 900 * time.Millisecond} {
+		first, second := fmt.Sprintf("192.0.2.%d", 20+i), fmt.Sprintf("192.0.2.%d", 30+i)
+		name := fmt.Sprintf("renumbered-%dms", delay.Milliseconds())
+		t.Run(name, func(t *testing.T) {
+			w.renumber(t, current, first)
+			current = first
+			w.renumber(t, current, second) // at once: the agent's write budget is spent
+			current = second
+			before := w.metrics(t)
+			time.Sleep(delay) // the kubelet's delay after the status change, which the case is about
+			if _, err := w.file(t, kubeletOf(self), name, csrSpec{dns: []string{self}, ips: []string{second, selfIP6}}); err != nil {
+				t.Fatal(err)
+			}
+			w.expectApproved(t, self, name, "["+second+" "+selfIP6+"]", before)
+			if d := pendingDeltas(before, w.metrics(t)); len(d) != 0 {
+				t.Errorf("pending counters grew by %v, want none", d)
+			}
+			for _, e := range w.eventsNaming(t, name) {
+				if e.Reason != eventApproved {
+					t.Errorf("Event %s %s: %s, want only %s", e.Type, e.Reason, e.Message, eventApproved)
+				}
+			}
+		})
+	}
+	w.renumber(t, current, selfIP)
+}
+
+// renumber moves node-a's IPv4 address from one to another (add, then delete: the kernel promotes
+// the new one) and returns when the Node lists it. Every Node version seen on the way lists in its
+// status exactly the InternalIPs its approval record names.
+func (w *world) renumber(t *testing.T, from, to string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nodes := w.cp.Admin.CoreV1().Nodes()
+	n, err := nodes.Get(ctx, self, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := nodes.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + self, ResourceVersion: n.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	w.h.NS.IP("addr", "add", to+"/24", "dev", "eth0")
+	w.h.NS.IP("addr", "del", from+"/24", "dev", "eth0")
+	want := to + "," + selfIP6
+	for ev := range watch.ResultChan() {
+		n, ok := ev.Object.(*corev1.Node)
+		if !ok {
+			continue
+		}
+		var ips []string
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ips = append(ips, a.Address)
+			}
+		}
+		if got := strings.Join(ips, ","); got != n.Annotations[recordKey] {
+			t.Errorf("Node version %s lists InternalIPs %s with the record %q", n.ResourceVersion, got, n.Annotations[recordKey])
+		} else if got == want {
+			return
+		}
+	}
+	t.Fatalf("node-a does not list %s within 30s", want)
 }

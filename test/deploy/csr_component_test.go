@@ -27,10 +27,12 @@ import (
 // The kubelet-serving-csr component (deploy/components/kubelet-serving-csr) and its chart switch,
 // config.approveKubeletServingCsr: the central approver, its RBAC and its two policies.
 const (
-	csrPolicyName    = "nodeaddr-kubelet-serving-csr"
-	recordPolicyName = "nodeaddr-approval-record"
-	approverName     = "nodeaddr-approver"
-	recordAnnotation = "nodeaddr.io/addresses"
+	csrPolicyName        = "nodeaddr-kubelet-serving-csr"
+	recordPolicyName     = "nodeaddr-approval-record"
+	approverLeasePolicy  = "nodeaddr-approver-lease"
+	approverEventsPolicy = "nodeaddr-approver-events"
+	approverName         = "nodeaddr-approver"
+	recordAnnotation     = "nodeaddr.io/addresses"
 )
 
 // componentKeys are the objects the component adds to the base, keyed as decodeDocs keys them, for
@@ -43,6 +45,8 @@ func componentKeys(name, ns string) []string {
 		"Deployment/" + ns + "/" + name + "-approver",
 		"ValidatingAdmissionPolicy/<nil>/" + name + "-kubelet-serving-csr", "ValidatingAdmissionPolicyBinding/<nil>/" + name + "-kubelet-serving-csr",
 		"ValidatingAdmissionPolicy/<nil>/" + name + "-approval-record", "ValidatingAdmissionPolicyBinding/<nil>/" + name + "-approval-record",
+		"ValidatingAdmissionPolicy/<nil>/" + name + "-approver-lease", "ValidatingAdmissionPolicyBinding/<nil>/" + name + "-approver-lease",
+		"ValidatingAdmissionPolicy/<nil>/" + name + "-approver-events", "ValidatingAdmissionPolicyBinding/<nil>/" + name + "-approver-events",
 	}
 }
 
@@ -98,15 +102,21 @@ func checkApproverNamed(t *testing.T, what string, objs map[string]object, name,
 	if _, ok := objs["ServiceAccount/"+ns+"/"+sa]; !ok {
 		t.Errorf("%s: no ServiceAccount %s/%s", what, ns, sa)
 	}
-	p, ok := objs["ValidatingAdmissionPolicy/<nil>/"+name+"-kubelet-serving-csr"]
-	if !ok {
-		t.Fatalf("%s: no policy %s-kubelet-serving-csr", what, name)
-	}
 	user := fmt.Sprintf(`'system:serviceaccount:' + '%s' + ':' + '%s'`, ns, sa)
-	for _, e := range []any{at(p, "spec", "matchConditions", 0, "expression"), at(p, "spec", "variables", 0, "expression")} {
-		if !strings.Contains(strings.Join(strings.Fields(fmt.Sprint(e)), " "), user) {
-			t.Errorf("%s: the policy's expression does not name %s: %v", what, user, e)
+	for _, policy := range []string{"-kubelet-serving-csr", "-approver-lease", "-approver-events"} {
+		p, ok := objs["ValidatingAdmissionPolicy/<nil>/"+name+policy]
+		if !ok {
+			t.Fatalf("%s: no policy %s%s", what, name, policy)
 		}
+		for _, e := range []any{at(p, "spec", "matchConditions", 0, "expression"), at(p, "spec", "variables", 0, "expression")} {
+			if !strings.Contains(strings.Join(strings.Fields(fmt.Sprint(e)), " "), user) {
+				t.Errorf("%s: the policy %s%s's expression does not name %s: %v", what, name, policy, user, e)
+			}
+		}
+	}
+	if v := at(objs["ValidatingAdmissionPolicy/<nil>/"+name+"-approver-lease"], "spec", "variables", 1); at(v, "name") != "leaseName" ||
+		at(v, "expression") != "'"+lease+"'" {
+		t.Errorf("%s: the Lease policy's leaseName is %v, want '%s'", what, v, lease)
 	}
 	for _, key := range []string{"ClusterRoleBinding/<nil>/" + name + "-kubelet-serving-csr", "RoleBinding/default/" + name + "-kubelet-serving-csr",
 		"RoleBinding/" + ns + "/" + sa} {
@@ -384,7 +394,7 @@ func TestKubeletServingCSRPolicyChecks(t *testing.T) {
 			}
 		}
 	}
-	want := []string{csrPolicyName, recordPolicyName}
+	want := []string{csrPolicyName, recordPolicyName, approverLeasePolicy, approverEventsPolicy}
 	if !slices.Equal(policies, want) || !slices.Equal(bindings, want) {
 		t.Fatalf("the component's policies %v and bindings %v, want %v", policies, bindings, want)
 	}
@@ -411,6 +421,31 @@ func TestKubeletServingCSRComponentApplies(t *testing.T) {
 	if c := d.Spec.Template.Spec.Containers[0]; c.Image != releasedImage(t) || c.Args[0] != "approver" {
 		t.Errorf("approver container %s %v", c.Image, c.Args)
 	}
+}
+
+// untilDenied retries attempt (numbered from 0) until the named policy refuses it, for at most 30 s:
+// a policy applied a moment ago may not be enforced yet.
+func untilDenied(t *testing.T, policy string, attempt func(i int) error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; ; i++ {
+		err := attempt(i)
+		if namesPolicy(err, policy) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not refuse within 30s: last result %v", policy, err)
+		}
+		time.Sleep(200 * time.Millisecond) // the poll interval
+	}
+}
+
+// approverEvent is an Event about node as the approver records it (component nodeaddr-approver,
+// no host).
+func approverEvent(cp *harness.ControlPlane, t *testing.T, node string) *corev1.Event {
+	e := nodeEvent(cp, t, node, "nodeaddr-approver", "KubeletServingCSRApproved")
+	e.Source.Host = ""
+	return e
 }
 
 // fileCSR creates, with cs's identity, a CSR of signer for node's kubelet (SANs node and
@@ -503,9 +538,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			_, err := approver.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
 			return err
 		},
-		"create an Event about node-a in default": func() error {
-			return createEvent(ctx, approver, nodeEvent(cp, t, a, "nodeaddr-approver", "KubeletServingCSRApproved"))
-		},
+		"create an Event about node-a in default": func() error { return createEvent(ctx, approver, approverEvent(cp, t, a)) },
 		"create, get and update its Lease": func() error {
 			l, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
 			if err != nil {
@@ -522,6 +555,43 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	} {
 		if err := f(); err != nil {
 			t.Errorf("the approver may %s: %v", what, err)
+		}
+	}
+	// What RBAC cannot name, the policies refuse: another Lease in its namespace (a component whose
+	// Lease is absent would never lead again), an Event forged as a kubelet's, or of another reason.
+	const b = "node-b"
+	cp.CreateNode(t, harness.NodeSpec{Name: b, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: b}}})
+	kubeletEvent := nodeEvent(cp, t, b, "kubelet", "NodeNotReady")
+	untilDenied(t, approverLeasePolicy, func(i int) error {
+		_, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", i)}}, metav1.CreateOptions{})
+		return err
+	})
+	untilDenied(t, approverEventsPolicy, func(int) error { return createEvent(ctx, approver, kubeletEvent) })
+	for what, c := range map[string]struct {
+		policy string
+		f      func() error
+	}{
+		"create the Lease kube-controller-manager in its namespace": {approverLeasePolicy, func() error {
+			d := int32(2147483647)
+			holder := "attacker"
+			_, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-controller-manager"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d}}, metav1.CreateOptions{})
+			return err
+		}},
+		"forge a kubelet's NodeNotReady Event about another Node": {approverEventsPolicy, func() error { return createEvent(ctx, approver, kubeletEvent) }},
+		"write an Event of another reason as itself": {approverEventsPolicy, func() error {
+			e := approverEvent(cp, t, a)
+			e.Reason = "NodeNotReady"
+			return createEvent(ctx, approver, e)
+		}},
+		"write an Event about a Pod": {approverEventsPolicy, func() error {
+			e := approverEvent(cp, t, a)
+			e.InvolvedObject = corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "x"}
+			return createEvent(ctx, approver, e)
+		}},
+	} {
+		if err := c.f(); !harness.DeniedBy(err, c.policy) {
+			t.Errorf("the approver may not %s: %v, want a 403 from %s", what, err, c.policy)
 		}
 	}
 	for what, f := range map[string]func() error{
@@ -709,6 +779,15 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 				}
 				if approval != nil {
 					t.Errorf("the approver in node-agents approves: %v", approval)
+				}
+				// Its own Lease, under the name its flag and Role give; no other.
+				leases := approver.CoordinationV1().Leases("node-agents")
+				untilDenied(t, "site-"+approverLeasePolicy, func(i int) error {
+					_, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kube-scheduler-%d", i)}}, metav1.CreateOptions{})
+					return err
+				})
+				if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{}); err != nil {
+					t.Errorf("the approver in node-agents creates its Lease %s: %v", approverName, err)
 				}
 				return
 			}
