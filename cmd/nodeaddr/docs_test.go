@@ -793,6 +793,28 @@ func TestDocsCiteNoIssueNumbers(t *testing.T) {
 	}
 }
 
+// ---- the results page carries its hand-kept part ----
+
+// checkBenchmarksPart: docs/BENCHMARKS.md, which `make bench` assembles, carries docs/bench/results.md
+// as it is (the Makefile copies it between the run's reports and the micro-benchmarks), so a result
+// lives in one file: a table changed on the page alone would be lost at the next `make bench`, and
+// one changed in results.md alone would not be published.
+func checkBenchmarksPart(page, part string) []string {
+	if !strings.HasPrefix(part, docFragmentMark) {
+		return []string{"docs/bench/results.md does not start with " + docFragmentMark + " -->"}
+	}
+	if !strings.Contains(page, part) {
+		return []string{"docs/BENCHMARKS.md does not carry docs/bench/results.md as it is: edit results.md, then copy it into the page (or run make bench)"}
+	}
+	return nil
+}
+
+func TestDocsBenchmarksCarryResults(t *testing.T) {
+	for _, e := range checkBenchmarksPart(docRead(t, "docs/BENCHMARKS.md"), docRead(t, "docs/bench/results.md")) {
+		t.Error(e)
+	}
+}
+
 // ---- the link checker on its own ----
 
 // The link checker reports a missing file, a missing anchor in another file and in the same
@@ -1080,6 +1102,11 @@ func TestDocsFactsCheckersFail(t *testing.T) {
 	}
 	if errs, n := checkHelmValues(map[string]string{"x.md": "`image.repository` / `.tag`, `monitoring.labels.team`, `config.yaml`"}, values); len(errs) != 0 || n != 3 {
 		t.Errorf("checkHelmValues: %v (%d values), want 3 values found and none reported", errs, n)
+	}
+
+	part := docRead(t, "docs/bench/results.md")
+	if len(checkBenchmarksPart(docRead(t, "docs/BENCHMARKS.md"), part+"| a row the page lacks |\n")) == 0 {
+		t.Error("checkBenchmarksPart accepted a results.md row missing from BENCHMARKS.md")
 	}
 
 	if len(checkNoIssueNumbers("x.md", "as issue 31 asked (finding 6)")) != 1 {
