@@ -815,6 +815,75 @@ func TestDocsBenchmarksCarryResults(t *testing.T) {
 	}
 }
 
+// ---- each fact on one page ----
+
+// docOneHome names the snippets an operator copies that live on one page each (or one page per form):
+// another page that needs one links there. Only fenced code counts: prose may name them.
+var docOneHome = map[string][]string{
+	// Changing who may scrape /metrics: metrics.md, "Who may scrape".
+	`"data":{"metrics-allowed-scrapers":`: {"docs/metrics.md"},
+	// The scraper token's projected volume: metrics.md, "Scraper tokens" (the Prometheus resource), and
+	// the stack's values in kube-prometheus-stack.md (which test/monitoring applies).
+	"audience: nodeaddr": {"docs/metrics.md", "docs/kube-prometheus-stack.md"},
+	// Pinning a release's image by digest: install.md, "Verify and pin by digest".
+	"digest: ": {"docs/install.md"},
+}
+
+// docSentenceWords is the length from which a sentence found on two pages is a copied fact.
+const docSentenceWords = 12
+
+// checkFactsOnce: no page copies another's snippet (docOneHome), and no sentence of
+// docSentenceWords words or more is on two pages.
+func checkFactsOnce(pages map[string]string, homes map[string][]string) []string {
+	var errs []string
+	seen := map[string]string{}
+	for _, file := range slices.Sorted(maps.Keys(pages)) {
+		text := pages[file]
+		for marker, home := range homes {
+			if slices.Contains(home, file) {
+				continue
+			}
+			inFence := false
+			for _, l := range strings.Split(text, "\n") {
+				if docFenceRE.MatchString(l) {
+					inFence = !inFence
+				} else if inFence && strings.Contains(l, marker) {
+					errs = append(errs, fmt.Sprintf("%s: copies the snippet %q, which lives on %v: link it", file, marker, home))
+					break
+				}
+			}
+		}
+		for _, para := range strings.Split(strings.Join(docProse(text), "\n"), "\n\n") {
+			para = strings.Join(strings.Fields(para), " ")
+			for _, sentence := range docSentenceRE.Split(para, -1) {
+				if len(strings.Fields(sentence)) < docSentenceWords {
+					continue
+				}
+				if other, ok := seen[sentence]; ok && other != file {
+					errs = append(errs, fmt.Sprintf("%s repeats a sentence of %s: %q", file, other, sentence))
+				}
+				seen[sentence] = file
+			}
+		}
+	}
+	slices.Sort(errs)
+	return slices.Compact(errs)
+}
+
+// docSentenceRE splits a paragraph after a sentence's end.
+var docSentenceRE = regexp.MustCompile(`[.:;]\s+`)
+
+// Each fact on one page, linked from the others: a snippet on its home page only, and no sentence
+// copied from page to page. docs/BENCHMARKS.md is left out: make bench assembles it from reports
+// that state their method.
+func TestDocsFactsOnce(t *testing.T) {
+	pages := docPages(t)
+	delete(pages, "docs/BENCHMARKS.md")
+	for _, e := range checkFactsOnce(pages, docOneHome) {
+		t.Error(e)
+	}
+}
+
 // ---- the link checker on its own ----
 
 // The link checker reports a missing file, a missing anchor in another file and in the same
@@ -1102,6 +1171,13 @@ func TestDocsFactsCheckersFail(t *testing.T) {
 	}
 	if errs, n := checkHelmValues(map[string]string{"x.md": "`image.repository` / `.tag`, `monitoring.labels.team`, `config.yaml`"}, values); len(errs) != 0 || n != 3 {
 		t.Errorf("checkHelmValues: %v (%d values), want 3 values found and none reported", errs, n)
+	}
+
+	copied := map[string]string{"a.md": "The agents read the allow-list when they start, so restart them after a change.\n",
+		"b.md": "Intro.\n\nThe agents read the allow-list when they start, so restart them after a change.\n",
+		"c.md": "```sh\nkubectl patch cm nodeaddr -p '{\"data\":{\"metrics-allowed-scrapers\":\"x\"}}'\n```\n"}
+	if errs := checkFactsOnce(copied, docOneHome); len(errs) != 2 {
+		t.Errorf("checkFactsOnce: %v, want the repeated sentence and the copied snippet", errs)
 	}
 
 	part := docRead(t, "docs/bench/results.md")
