@@ -6,8 +6,9 @@ package main
 // metric definitions, the Helm values the docs name against the chart's values.yaml, every relative
 // link and #anchor of the Markdown files (and the docs/FILE.md, "Heading" references of the
 // manifests and the code), the length of the pages, the namespace of every kubectl command of the
-// operator pages, and the --help sections docs/configuration.md lists. Files only: no build, no
-// cluster, fast.
+// operator pages, the --help sections docs/configuration.md lists, each fact on one page (a copied
+// snippet or sentence), and docs/BENCHMARKS.md carrying docs/bench/results.md as it is. Files only:
+// no build, no cluster, fast.
 //
 // Each check is a function of the text, so TestDocsFactsCheckersFail can show that it fails on a
 // broken fact.
