@@ -10,9 +10,10 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// --annotations on the real API server: the keys are set after the addresses and before the taint
-// goes, another annotation is untouched, the `test` of an absent key is accepted, a renumbering is
-// one address write plus one annotation write, and a key whose address is gone is removed.
+// --annotations on the real API server: the keys are set with the addresses, in the same write
+// through nodes/status (which keeps metadata changes), and before the taint goes; another annotation
+// is untouched, the `test` of an absent key is accepted, a renumbering is one write, and a key whose
+// address is gone is removed.
 func TestAnnotationsPublished(t *testing.T) {
 	e := newEnv(t, "annotated")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized},
@@ -28,11 +29,11 @@ func TestAnnotationsPublished(t *testing.T) {
 	if !maps.Equal(n.Annotations, want) {
 		t.Fatalf("annotations = %v, want %v", n.Annotations, want)
 	}
-	if w := e.cp.Writes(t, e.node); w["status"] != 1 || w[""] != 2 {
-		t.Fatalf("writes = %v, want 1 status write and 2 node writes (annotations, taint)", w)
+	if w := e.cp.Writes(t, e.node); w["status"] != 1 || w[""] != 1 {
+		t.Fatalf("writes = %v, want 1 status write (addresses and annotations) and 1 node write (the taint)", w)
 	}
 
-	// Renumbering (make-before-break): one more write of each kind.
+	// Renumbering (make-before-break): one more status write.
 	e.ns.IP("addr", "add", "192.0.2.11/25", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
@@ -45,7 +46,7 @@ func TestAnnotationsPublished(t *testing.T) {
 		t.Fatalf("addresses = %s, want [ExternalIP=192.0.2.11]", got)
 	}
 	time.Sleep(2 * time.Second) // a wrong agent would write again by now
-	if w := e.cp.Writes(t, e.node); w["status"] != 2 || w[""] != 3 {
-		t.Fatalf("writes = %v, want 2 status writes and 3 node writes", w)
+	if w := e.cp.Writes(t, e.node); w["status"] != 2 || w[""] != 1 {
+		t.Fatalf("writes = %v, want 2 status writes and 1 node write", w)
 	}
 }
