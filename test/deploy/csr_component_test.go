@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 
@@ -539,6 +540,12 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			return err
 		},
 		"create an Event about node-a in default": func() error { return createEvent(ctx, approver, approverEvent(cp, t, a)) },
+		"create an Event about a Node of a 200-character name (the recorder's uid is the name)": func() error {
+			e := approverEvent(cp, t, a)
+			long := strings.Repeat("n", 200)
+			e.GenerateName, e.InvolvedObject.Name, e.InvolvedObject.UID = "long.", long, types.UID(long)
+			return createEvent(ctx, approver, e)
+		},
 		"create, get and update its Lease": func() error {
 			l, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
 			if err != nil {
