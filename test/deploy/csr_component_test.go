@@ -796,6 +796,11 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 				if _, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{}); err != nil {
 					t.Errorf("the approver in node-agents creates its Lease %s: %v", approverName, err)
 				}
+				// Its own Events in default; no kubelet's.
+				untilDenied(t, "site-"+approverEventsPolicy, func(int) error { return createEvent(ctx, approver, nodeEvent(cp, t, a, "kubelet", "NodeNotReady")) })
+				if err := createEvent(ctx, approver, approverEvent(cp, t, a)); err != nil {
+					t.Errorf("the approver in node-agents records its Event about %s: %v", a, err)
+				}
 				return
 			}
 			for _, err := range []error{err, approval} {
