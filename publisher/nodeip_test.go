@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -72,7 +73,7 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 	assertEqual(t, "patches", f.patches(), []string{
 		addressesPatchAction(old, []corev1.NodeAddress{internal("192.0.2.10"), hostname(nodeName)})})
 	ev := f.events()
-	if len(ev) != 2 || !strings.HasPrefix(ev[1], "Warning "+ReasonProvidedNodeIPNotFound+" The kubelet's node IP [10.0.0.99]") {
+	if len(ev) != 2 || !strings.HasPrefix(ev[1], "Warning "+vocab.ReasonProvidedNodeIPNotFound+" The kubelet's node IP [10.0.0.99]") {
 		t.Fatalf("events %q, want AddressesUpdated then one ProvidedNodeIPNotFound warning", ev)
 	}
 	if n := f.get(t); !hasUninitialized(n) || n.Annotations["example.com/other"] != "x" {
@@ -108,7 +109,7 @@ func TestReconcileProvidedNodeIPInvalid(t *testing.T) {
 		}
 	}
 	ev := f.events()
-	if len(ev) != 3 || !strings.HasPrefix(ev[1], "Warning "+ReasonProvidedNodeIPInvalid+" Ignoring annotation") || ev[2] != taintRemovedEvent {
+	if len(ev) != 3 || !strings.HasPrefix(ev[1], "Warning "+vocab.ReasonProvidedNodeIPInvalid+" Ignoring annotation") || ev[2] != taintRemovedEvent {
 		t.Fatalf("events %q, want AddressesUpdated, one ProvidedNodeIPInvalid warning, TaintRemoved", ev)
 	}
 	if got := f.obs.nodeIPMissing(); got != 0 {

@@ -34,9 +34,9 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 	"github.com/nodeaddr/nodeaddr/watcher"
@@ -112,11 +112,11 @@ func (a *command) run(ctx context.Context) error {
 	a.warnCIDRMisses(cfg.Loop.Kernel)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
-		b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
+		b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
 		b.StartRecordingToSink(client.EventSink())
 		defer b.Shutdown()
 		cfg.Publisher.Nodes = client
-		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})
+		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: vocab.EventComponent, Host: o.nodeName})
 	}
 	watcherMetrics := watcher.NewMetrics(m.Registry)
 	if !o.runOnce {
