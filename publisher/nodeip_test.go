@@ -2,9 +2,7 @@ package publisher
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,36 +112,6 @@ func TestReconcileProvidedNodeIPInvalid(t *testing.T) {
 	}
 	if got := f.obs.nodeIPMissing(); got != 0 {
 		t.Errorf("nodeaddr_provided_node_ip_missing = %v, want 0", got)
-	}
-}
-
-// What the resolver takes from the Node: its pod CIDRs, its addresses of the managed types, the
-// other types' (another writer's) and the kubelet's provided-node-ip annotation.
-func TestResolverInput(t *testing.T) {
-	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
-		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}})
-	node.Spec.PodCIDRs = []string{"10.244.1.0/24", "fd00:10:244:1::/64"}
-	v := ResolverInput(node, manageExternal)
-	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
-	if !slices.Equal(v.PodCIDRs, want) {
-		t.Errorf("pod CIDRs %v, want %v", v.PodCIDRs, want)
-	}
-	if got := fmt.Sprint(v.Addresses); got != "[ExternalIP=203.0.113.9]" {
-		t.Errorf("addresses %s, want the managed type only", got)
-	}
-	if got := fmt.Sprint(v.Unmanaged); got != "[InternalIP=10.0.0.5]" {
-		t.Errorf("unmanaged %s, want the kubelet's InternalIP", got)
-	}
-	if v.ProvidedNodeIP != "" {
-		t.Errorf("provided node IP %q without the annotation", v.ProvidedNodeIP)
-	}
-	if got := ResolverInput(annotated(node, "10.0.0.5"), manageExternal).ProvidedNodeIP; got != "10.0.0.5" {
-		t.Errorf("provided node IP %q, want the annotation's 10.0.0.5", got)
-	}
-	n := testNode("12", nil)
-	n.Spec.PodCIDR = "10.244.2.0/24"
-	if got := ResolverInput(n, manageExternal).PodCIDRs; !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}) {
-		t.Errorf("pod CIDRs from spec.podCIDR: %v", got)
 	}
 }
 

@@ -86,8 +86,8 @@ type Publisher struct {
 // New returns a publisher. Nothing happens until Run or Reconcile.
 func New(cfg Config) *Publisher {
 	cfg = withDefaults(cfg)
-	if cfg.Node == nil { // no Node yet: Publish and Reconcile wait for one
-		cfg.Node = NewNodeView(cache.NewStore(cache.MetaNamespaceKeyFunc), cfg.NodeName)
+	if cfg.Node == nil {
+		cfg.Node = noNode{}
 	}
 	return &Publisher{
 		cfg:     cfg,

@@ -115,7 +115,7 @@ func (a *command) run(ctx context.Context) error {
 		b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
 		b.StartRecordingToSink(client.EventSink())
 		defer b.Shutdown()
-		cfg.Publisher.Nodes = client
+		cfg.Nodes = client
 		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: vocab.EventComponent, Host: o.nodeName})
 	}
 	watcherMetrics := watcher.NewMetrics(m.Registry)

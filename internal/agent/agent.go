@@ -1,5 +1,5 @@
 // Package agent assembles one nodeaddr agent and owns its Node: it builds the one Node informer and
-// hands its read-only view (publisher.NodeView) to the publisher, the resolver loop and discovery.
+// hands its read-only view to the publisher, the resolver loop and discovery (node.go).
 package agent
 
 import (
@@ -24,8 +24,10 @@ import (
 type Config struct {
 	// NodeName is the Node the agent manages.
 	NodeName string
-	// Publisher configures the writes; New sets its NodeName, Node and Managed. Publisher.Nodes nil
-	// means no cluster (--dry-run): resolved states are printed to DryRun instead.
+	// Nodes is the Node API (internal/kube's client); nil means no cluster (--dry-run): resolved
+	// states are printed to DryRun instead.
+	Nodes NodeClient
+	// Publisher configures the writes; New sets its NodeName, Nodes, Node and Managed.
 	Publisher publisher.Config
 	// Loop configures the resolver loop; New sets its Node, RouteTables and Discovery.
 	Loop resolver.LoopConfig
@@ -35,7 +37,7 @@ type Config struct {
 	Trigger resolver.Trigger
 	// AllowPodCIDRs keeps the Node's pod CIDRs selectable (--default-exclusions=false).
 	AllowPodCIDRs bool
-	// DryRun receives one JSON line per change of the previewed Node when Publisher.Nodes is nil.
+	// DryRun receives one JSON line per change of the previewed Node when Nodes is nil.
 	DryRun io.Writer
 	// Explain prints the explanation before each DryRun line (--explain); ExplainJSON as JSON (-o json).
 	Explain, ExplainJSON bool
@@ -47,7 +49,7 @@ type Config struct {
 type Agent struct {
 	cfg      Config
 	informer cache.SharedIndexInformer // nil in a dry run
-	node     publisher.NodeView        // the informer's Node; nil in a dry run
+	node     *nodeView                 // the informer's Node; nil in a dry run
 	synced   cache.InformerSynced      // the handler has seen the informer's initial list
 	pub      *publisher.Publisher      // nil in a dry run
 	printer  *printer                  // nil unless a dry run
@@ -64,15 +66,15 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.cfg.Publisher.Managed = cfg.Loop.Policy.Managed
 	var sink resolver.Sink
-	if nodes := cfg.Publisher.Nodes; nodes != nil {
+	if nodes := cfg.Nodes; nodes != nil {
 		a.api = &apiState{log: a.cfg.Publisher.Logger, now: time.Now}
 		if a.api.log == nil {
 			a.api.log = slog.New(slog.DiscardHandler)
 		}
-		a.informer = publisher.NewNodeInformer(nodes, cfg.NodeName, a.api.observe)
-		a.node = publisher.NewNodeView(a.informer.GetStore(), cfg.NodeName)
+		a.informer = newNodeInformer(nodes, cfg.NodeName, a.api.observe)
+		a.node = &nodeView{a.informer.GetStore(), cfg.NodeName}
 		pc := a.cfg.Publisher
-		pc.NodeName, pc.Node = cfg.NodeName, a.node
+		pc.NodeName, pc.Nodes, pc.Node = cfg.NodeName, nodes, a.node
 		a.pub = publisher.New(pc)
 		a.explain = &explainLog{nodeName: cfg.NodeName, log: a.api.log}
 		a.dad = &dadWarnings{nodeName: cfg.NodeName, rec: cfg.Publisher.Recorder, node: a.node, log: a.api.log}
@@ -121,7 +123,7 @@ func (a *Agent) resolverInput() (resolver.NodeInput, bool) {
 	if n == nil {
 		return resolver.NodeInput{}, false
 	}
-	in := publisher.ResolverInput(n, a.cfg.Loop.Policy.Managed)
+	in := resolverInputOf(n, a.cfg.Loop.Policy.Managed)
 	if a.cfg.AllowPodCIDRs {
 		in.PodCIDRs = nil
 	}

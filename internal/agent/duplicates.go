@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
-	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -19,7 +18,7 @@ import (
 type dadWarnings struct {
 	nodeName string
 	rec      record.EventRecorder // nil: no Events (a dry run has none)
-	node     publisher.NodeView
+	node     *nodeView
 	log      *slog.Logger
 
 	mu     sync.Mutex

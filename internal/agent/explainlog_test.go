@@ -118,7 +118,7 @@ func TestExplanationRecordReadsBackAsDryRunExplain(t *testing.T) {
 	var log bytes.Buffer
 	cfg := explainConfig(nil, false)
 	cfg.DryRun, cfg.Explain = nil, false
-	cfg.Publisher.Nodes = fakeNodes{newClient(registered("")).CoreV1().Nodes()}
+	cfg.Nodes = fakeNodes{newClient(registered("")).CoreV1().Nodes()}
 	cfg.Publisher.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	if _, err := newAgent(t, cfg).RunOnce(t.Context()); err != nil {
 		t.Fatal(err)

@@ -65,8 +65,8 @@ func TestExplainWithoutTheAgentsLog(t *testing.T) {
 	b := eventrecord.NewBroadcaster(eventrecord.WithContext(ctx), eventrecord.WithCorrelatorOptions(kube.CorrelatorOptions()))
 	b.StartRecordingToSink(kc.EventSink())
 	ag, err := agent.New(agent.Config{
-		NodeName: "node-x",
-		Publisher: publisher.Config{Nodes: kc, Rate: 10, Burst: 10,
+		NodeName: "node-x", Nodes: kc,
+		Publisher: publisher.Config{Rate: 10, Burst: 10,
 			Recorder: b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: vocab.EventComponent, Host: "node-x"})},
 		Loop: resolver.LoopConfig{Kernel: oneHost{},
 			Policy: resolver.Policy{Managed: []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}, Targets: []resolver.Target{

@@ -394,9 +394,9 @@ func newAgentWith(ctx context.Context, host, node, token string, approvalRecord 
 		annotations = append(annotations, vocab.RecordSpec())
 	}
 	ag, err := agent.New(agent.Config{
-		NodeName: node,
+		NodeName: node, Nodes: kc,
 		Publisher: publisher.Config{
-			Nodes: kc, RemoveTaint: true, Annotations: annotations,
+			RemoveTaint: true, Annotations: annotations,
 			Rate: publishRate, Burst: publishBurst, Metrics: publisher.NewMetrics(a.obs.reg), Recorder: rec,
 		},
 		Loop: resolver.LoopConfig{
