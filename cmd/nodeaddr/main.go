@@ -126,9 +126,6 @@ func (a *command) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s := ag.NodeState(); s != nil {
-		m.ReadNodeState(s)
-	}
 	if o.runOnce {
 		return a.runOnce(ctx, ag)
 	}
@@ -216,6 +213,7 @@ func (a *command) config(reg prometheus.Registerer) agent.Config {
 		DryRun:        a.stdout,
 		Explain:       o.explain, ExplainJSON: o.output == "json",
 		Discovery: o.discovery.agentConfig(a.log, discovery.NewMetrics(reg)),
+		Registry:  reg,
 	}
 }
 

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
@@ -43,6 +43,8 @@ type Config struct {
 	Explain, ExplainJSON bool
 	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
 	Discovery *discovery.Config
+	// Registry, if set, gets the node gauges (gauges.go), read from the publisher when scraped.
+	Registry prometheus.Registerer
 }
 
 // Agent is one assembled agent.
@@ -97,6 +99,11 @@ func New(cfg Config) (*Agent, error) {
 		a.cfg.Loop.Discovery = a.discover
 	}
 	a.loop = resolver.NewLoop(a.cfg.Loop, trigger, sink)
+	if cfg.Registry != nil {
+		if err := cfg.Registry.Register(newNodeGauges(a.NodeState())); err != nil {
+			return nil, fmt.Errorf("register node gauges: %w", err)
+		}
+	}
 	if a.informer != nil {
 		reg, err := a.informer.AddEventHandler(a.nodeEvents())
 		if err != nil {
@@ -162,7 +169,7 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // NodeState is what the node gauges read at scrape time; nil in a dry run.
-func (a *Agent) NodeState() metrics.NodeState {
+func (a *Agent) NodeState() NodeState {
 	if a.pub == nil {
 		return nil
 	}
