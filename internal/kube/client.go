@@ -35,7 +35,7 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Client is a REST client for core/v1, implementing publisher.NodeClient.
+// Client is a REST client for core/v1, implementing the agent's NodeClient (internal/agent).
 type Client struct {
 	rest   rest.Interface
 	params runtime.ParameterCodec
