@@ -13,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	clientmetrics "k8s.io/client-go/tools/metrics"
-
-	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 // Metrics is the agent's registry with the collectors that belong to no stage.
@@ -22,23 +20,21 @@ type Metrics struct {
 	// Registry is where every owner registers its metrics (watcher.NewMetrics and the like).
 	Registry *prometheus.Registry
 
-	state          *stateCollector
 	listenerClosed *prometheus.CounterVec
 }
 
-// New returns a registry with the Go and process collectors, nodeaddr_build_info, the Node state
-// gauges and the listeners' counters.
+// New returns a registry with the Go and process collectors, nodeaddr_build_info and the listeners'
+// counters.
 func New(version, revision string) *Metrics {
 	r := NewRegistry(prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()})
 	m := &Metrics{
 		Registry: r,
-		state:    newStateCollector(),
 		listenerClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeaddr_listener_connections_closed_total",
 			Help: "Connections the metrics or probe listener closed to keep serving, by listener and reason (source_budget, listener_full, first_request_timeout).",
 		}, []string{"listener", "reason"}),
 	}
-	r.MustRegister(m.state, m.listenerClosed)
+	r.MustRegister(m.listenerClosed)
 	// Pre-create label sets so every series exists from the start (rates and alerts need a 0).
 	for _, l := range []string{"metrics", "probes"} {
 		for _, r := range []string{closedSourceBudget, closedListenerFull, closedNoRequestSent} {
@@ -65,68 +61,6 @@ func (m *Metrics) onListenerClose(listener string) func(reason string) {
 		return func(string) {}
 	}
 	return func(reason string) { m.listenerClosed.WithLabelValues(listener, reason).Inc() }
-}
-
-// NodeState is what the node gauges read at scrape time (the agent's publisher).
-type NodeState interface {
-	DesiredAddresses() []resolver.Address
-	Managed() []resolver.AddressType
-	Tainted() bool
-}
-
-// stateCollector reads the node gauges from a NodeState when scraped, as node_exporter's collectors
-// read the system: no copy to keep in step. Without a NodeState there is no address and no taint.
-type stateCollector struct {
-	addressInfo, managed, taint *prometheus.Desc
-
-	mu    sync.Mutex
-	state NodeState
-}
-
-func newStateCollector() *stateCollector {
-	return &stateCollector{
-		addressInfo: prometheus.NewDesc("nodeaddr_address_info",
-			"The managed node addresses nodeaddr publishes (value 1), by type, family and address.", []string{"type", "family", "address"}, nil),
-		// An alert on a missing InternalIP needs to tell "none resolved" from "not managed"
-		// (--internal-ip-target=none): only the first is a lost outcome.
-		managed: prometheus.NewDesc("nodeaddr_managed_info",
-			"The address types this agent manages (value 1), by type.", []string{"type"}, nil),
-		taint: prometheus.NewDesc("nodeaddr_uninitialized_taint",
-			"1 while the Node carries the node.cloudprovider.kubernetes.io/uninitialized taint.", nil, nil),
-	}
-}
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.addressInfo
-	ch <- c.managed
-	ch <- c.taint
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	s := c.state
-	c.mu.Unlock()
-	tainted := 0.0
-	if s != nil {
-		for _, a := range s.DesiredAddresses() {
-			ch <- prometheus.MustNewConstMetric(c.addressInfo, prometheus.GaugeValue, 1,
-				string(a.Type), resolver.FamilyOf(a.IP).String(), a.IP.String())
-		}
-		for _, t := range s.Managed() {
-			ch <- prometheus.MustNewConstMetric(c.managed, prometheus.GaugeValue, 1, string(t))
-		}
-		if s.Tainted() {
-			tainted = 1
-		}
-	}
-	ch <- prometheus.MustNewConstMetric(c.taint, prometheus.GaugeValue, tainted)
-}
-
-// ReadNodeState makes the node gauges read s at scrape time.
-func (m *Metrics) ReadNodeState(s NodeState) {
-	m.state.mu.Lock()
-	defer m.state.mu.Unlock()
-	m.state.state = s
 }
 
 // Client-go's request metrics, under the names Kubernetes components use, so the same dashboards

@@ -9,64 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
 func addr(t resolver.AddressType, cidr string) resolver.Address {
 	p := netip.MustParsePrefix(cidr)
 	return resolver.Address{Type: t, IP: p.Addr(), PrefixLen: p.Bits()}
-}
-
-func TestParseAnnotations(t *testing.T) {
-	both := []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}
-	tests := []struct {
-		name    string
-		in      string
-		managed []resolver.AddressType
-		want    []string // key=format
-		err     string
-	}{
-		{name: "empty", in: " , ", managed: both},
-		{name: "nodeaddr preset, both types", in: "nodeaddr", managed: both, want: []string{
-			"nodeaddr.io/internal-ipv4=internal-ipv4", "nodeaddr.io/internal-ipv6=internal-ipv6",
-			"nodeaddr.io/external-ipv4=external-ipv4", "nodeaddr.io/external-ipv6=external-ipv6"}},
-		{name: "preset keys of unmanaged types are left out", in: "nodeaddr,k3s", managed: manageExternal, want: []string{
-			"nodeaddr.io/external-ipv4=external-ipv4", "nodeaddr.io/external-ipv6=external-ipv6",
-			"k3s.io/external-ip=external-ips"}},
-		{name: "calico", in: "calico", managed: manageInternal, want: []string{
-			"projectcalico.org/IPv4Address=internal-ipv4-cidr", "projectcalico.org/IPv6Address=internal-ipv6-cidr"}},
-		{name: "flannel", in: "flannel", managed: both, want: []string{
-			"flannel.alpha.coreos.com/public-ip-overwrite=external-ipv4",
-			"flannel.alpha.coreos.com/public-ipv6-overwrite=external-ipv6"}},
-		{name: "explicit keys, spaces", in: " example.com/ip = internal-ips ,node-ip=external-ipv6-cidr", managed: both, want: []string{
-			"example.com/ip=internal-ips", "node-ip=external-ipv6-cidr"}},
-		{name: "unknown preset", in: "cilium", managed: both, err: `"cilium" is neither a preset (calico, flannel, k3s, nodeaddr) nor KEY=FORMAT`},
-		{name: "preset with nothing managed", in: "flannel", managed: manageInternal, err: "preset flannel writes ExternalIP, which is not managed"},
-		{name: "explicit key of an unmanaged type", in: "a.io/x=external-ipv4", managed: manageInternal, err: "a.io/x=external-ipv4: ExternalIP is not managed"},
-		{name: "bad format", in: "a.io/x=internal-ip", managed: both, err: `a.io/x: format "internal-ip" is not one of internal-ipv4`},
-		{name: "bad key", in: "a b=internal-ipv4", managed: both, err: `"a b" is not a valid annotation key`},
-		{name: "empty key", in: "=internal-ipv4", managed: both, err: `"" is not a valid annotation key`},
-		{name: "key twice", in: "k3s,k3s.io/internal-ip=internal-ipv4", managed: both, err: "annotation k3s.io/internal-ip given twice (preset k3s and k3s.io/internal-ip=internal-ipv4)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseAnnotations(tt.in, tt.managed)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err %v, want it to contain %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var s []string
-			for _, a := range got {
-				s = append(s, a.String())
-			}
-			assertEqual(t, "specs", s, tt.want)
-		})
-	}
 }
 
 func TestAnnotationValue(t *testing.T) {
@@ -85,23 +34,25 @@ func TestAnnotationValue(t *testing.T) {
 		{"external-ipv4-cidr", "203.0.113.7/32"},
 		{"external-ipv6-cidr", "2001:db8::7/128"}, // prefix unknown: a host prefix
 	}
-	for _, tt := range tests {
-		a, err := parseFormat(tt.format)
+	spec := func(format string) vocab.AnnotationSpec {
+		specs, err := vocab.ParseAnnotations("k="+format, manageBoth)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := a.Value(addrs); got != tt.want {
+		return specs[0]
+	}
+	for _, tt := range tests {
+		if got := annotationValue(spec(tt.format), addrs); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.format, got, tt.want)
 		}
 	}
-	none, _ := parseFormat("external-ipv6")
-	if got := none.Value(addrs[:3]); got != "" {
+	if got := annotationValue(spec("external-ipv6"), addrs[:3]); got != "" {
 		t.Errorf("no IPv6 ExternalIP: %q, want empty", got)
 	}
 }
 
 func TestAnnotationChanges(t *testing.T) {
-	specs, err := ParseAnnotations("nodeaddr", manageExternal)
+	specs, err := vocab.ParseAnnotations("nodeaddr", manageExternal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +106,7 @@ func TestAnnotationsPatch(t *testing.T) {
 func TestReconcileWritesAnnotations(t *testing.T) {
 	node := testNode("10", kubeletAddrs(), uninitTaint)
 	node.Annotations = map[string]string{"other.io/x": "1", "nodeaddr.io/external-ipv6": "2001:db8::1"}
-	specs, _ := ParseAnnotations("nodeaddr,k3s", manageExternal)
+	specs, _ := vocab.ParseAnnotations("nodeaddr,k3s", manageExternal)
 	f := newFixture(t, node, func(c *Config) { c.Annotations = specs })
 	st := externalState()
 	st.Addresses = []resolver.Address{addr(resolver.ExternalIP, "203.0.113.7/24")}
@@ -189,7 +140,7 @@ func TestReconcileWritesAnnotations(t *testing.T) {
 
 	// Someone sets one of our keys after our last read: the `test` fails (a conflict), the Node is
 	// re-read and the next pass writes over it; the other keys are untouched.
-	f.p.cfg.Annotations, _ = ParseAnnotations("nodeaddr,example.com/cidr=external-ipv4-cidr", manageExternal)
+	f.p.cfg.Annotations, _ = vocab.ParseAnnotations("nodeaddr,example.com/cidr=external-ipv4-cidr", manageExternal)
 	f.observe(f.get(t))
 	if err := f.p.reconcile(t.Context()); err != nil {
 		t.Fatal(err)
@@ -227,10 +178,7 @@ func TestRecordSpecValue(t *testing.T) {
 		{Type: resolver.InternalIP, IP: netip.MustParseAddr("2001:db8::10")},
 		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("203.0.113.7")},
 	}
-	if got := RecordSpec().Value(addrs); got != "192.0.2.10,2001:db8::10,203.0.113.7" {
+	if got := annotationValue(vocab.RecordSpec(), addrs); got != "192.0.2.10,2001:db8::10,203.0.113.7" {
 		t.Fatalf("record %q", got)
-	}
-	if got := RecordSpec().String(); got != "nodeaddr.io/addresses=ips" {
-		t.Fatalf("String %q", got)
 	}
 }

@@ -1,15 +1,13 @@
 package publisher
 
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
@@ -53,8 +51,8 @@ func TestAddressesUpdatedMessageBounded(t *testing.T) {
 	}
 	why = append(why, resolver.Explained{Type: "InternalIP", Family: "IPv6", Address: "2001:db8::1", From: "route to 2001:db8::53", Chosen: true, Reason: "chosen"})
 	msg := addressesUpdatedMessage(nil, []corev1.NodeAddress{internal("2001:db8::1")}, why)
-	if len(msg) > EventMessageLimit {
-		t.Fatalf("%d bytes, want at most %d", len(msg), EventMessageLimit)
+	if len(msg) > vocab.EventMessageLimit {
+		t.Fatalf("%d bytes, want at most %d", len(msg), vocab.EventMessageLimit)
 	}
 	m, err := explanation.Parse(msg)
 	if err != nil {
@@ -62,34 +60,5 @@ func TestAddressesUpdatedMessageBounded(t *testing.T) {
 	}
 	if len(m.Lines)+m.More != len(why) || !strings.Contains(msg, "\n+ InternalIP IPv6 2001:db8::1 (route to 2001:db8::53): chosen\n") {
 		t.Errorf("%d lines and %d more of %d, the chosen one kept? message:\n%s", len(m.Lines), m.More, len(why), msg)
-	}
-}
-
-// The agent's recorder folds a Node's eleventh AddressesUpdated Event of ten minutes, each with its
-// own explanation, into one whose message stays the newest as it is: within the admission policy's
-// bound, and readable by kubectl nodeaddr explain (client-go's default would prefix it and take a
-// full message past 1024).
-func TestCorrelatorKeepsFoldedMessagesBounded(t *testing.T) {
-	c := record.NewEventCorrelatorWithOptions(CorrelatorOptions())
-	var folded int
-	for i := range 12 {
-		msg := addressesUpdatedMessage(nil, []corev1.NodeAddress{internal(fmt.Sprintf("10.0.0.%d", i))}, []resolver.Explained{
-			{Type: "InternalIP", Family: "IPv4", Address: fmt.Sprintf("10.0.0.%d", i), From: "route to 192.0.2.1", Chosen: true,
-				Reason: "chosen" + strings.Repeat(".", 2000)}})
-		r, err := c.EventCorrelate(&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-a.%d", i), Namespace: "default"},
-			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "node-a"}, Reason: ReasonAddressesUpdated, Type: corev1.EventTypeNormal,
-			Message: msg, Source: corev1.EventSource{Component: "nodeaddr", Host: "node-a"}})
-		if err != nil || r.Skip {
-			t.Fatalf("event %d: %v (skipped %v)", i, err, r != nil && r.Skip)
-		}
-		if r.Event.Name != fmt.Sprintf("node-a.%d", i) {
-			folded++
-		}
-		if len(r.Event.Message) > EventMessageLimit || r.Event.Message != msg {
-			t.Errorf("event %d: %d bytes, the message changed: %v", i, len(r.Event.Message), r.Event.Message != msg)
-		}
-	}
-	if folded == 0 {
-		t.Error("no Event was folded: the test does not reach the aggregation")
 	}
 }

@@ -132,27 +132,3 @@ func withoutUninitialized(taints []corev1.Taint) ([]corev1.Taint, bool) {
 	})
 	return out, len(out) < len(taints)
 }
-
-// ResolverInput is what a resolution takes from n: its pod CIDRs, its addresses of the managed types
-// and of the others, in status order, and the kubelet's provided-node-ip annotation.
-func ResolverInput(n *corev1.Node, managed []resolver.AddressType) resolver.NodeInput {
-	unmanaged := slices.DeleteFunc([]resolver.AddressType{resolver.InternalIP, resolver.ExternalIP},
-		func(t resolver.AddressType) bool { return slices.Contains(managed, t) })
-	return resolver.NodeInput{PodCIDRs: podCIDRs(n), Addresses: inStatusOrder(n.Status.Addresses, managed, nil),
-		Unmanaged: inStatusOrder(n.Status.Addresses, unmanaged, nil), ProvidedNodeIP: n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr]}
-}
-
-// podCIDRs returns the Node's pod CIDRs (spec.podCIDRs, else spec.podCIDR), skipping bad ones.
-func podCIDRs(n *corev1.Node) []netip.Prefix {
-	list := n.Spec.PodCIDRs
-	if len(list) == 0 && n.Spec.PodCIDR != "" {
-		list = []string{n.Spec.PodCIDR}
-	}
-	var out []netip.Prefix
-	for _, c := range list {
-		if p, err := resolver.ParsePrefix(c); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}

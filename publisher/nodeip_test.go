@@ -2,9 +2,7 @@ package publisher
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -72,7 +71,7 @@ func TestReconcileProvidedNodeIPMissing(t *testing.T) {
 	assertEqual(t, "patches", f.patches(), []string{
 		addressesPatchAction(old, []corev1.NodeAddress{internal("192.0.2.10"), hostname(nodeName)})})
 	ev := f.events()
-	if len(ev) != 2 || !strings.HasPrefix(ev[1], "Warning "+ReasonProvidedNodeIPNotFound+" The kubelet's node IP [10.0.0.99]") {
+	if len(ev) != 2 || !strings.HasPrefix(ev[1], "Warning "+vocab.ReasonProvidedNodeIPNotFound+" The kubelet's node IP [10.0.0.99]") {
 		t.Fatalf("events %q, want AddressesUpdated then one ProvidedNodeIPNotFound warning", ev)
 	}
 	if n := f.get(t); !hasUninitialized(n) || n.Annotations["example.com/other"] != "x" {
@@ -108,41 +107,11 @@ func TestReconcileProvidedNodeIPInvalid(t *testing.T) {
 		}
 	}
 	ev := f.events()
-	if len(ev) != 3 || !strings.HasPrefix(ev[1], "Warning "+ReasonProvidedNodeIPInvalid+" Ignoring annotation") || ev[2] != taintRemovedEvent {
+	if len(ev) != 3 || !strings.HasPrefix(ev[1], "Warning "+vocab.ReasonProvidedNodeIPInvalid+" Ignoring annotation") || ev[2] != taintRemovedEvent {
 		t.Fatalf("events %q, want AddressesUpdated, one ProvidedNodeIPInvalid warning, TaintRemoved", ev)
 	}
 	if got := f.obs.nodeIPMissing(); got != 0 {
 		t.Errorf("nodeaddr_provided_node_ip_missing = %v, want 0", got)
-	}
-}
-
-// What the resolver takes from the Node: its pod CIDRs, its addresses of the managed types, the
-// other types' (another writer's) and the kubelet's provided-node-ip annotation.
-func TestResolverInput(t *testing.T) {
-	node := testNode("10", []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.9"},
-		{Type: corev1.NodeInternalIP, Address: "10.0.0.5"}, {Type: corev1.NodeHostName, Address: nodeName}})
-	node.Spec.PodCIDRs = []string{"10.244.1.0/24", "fd00:10:244:1::/64"}
-	v := ResolverInput(node, manageExternal)
-	want := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
-	if !slices.Equal(v.PodCIDRs, want) {
-		t.Errorf("pod CIDRs %v, want %v", v.PodCIDRs, want)
-	}
-	if got := fmt.Sprint(v.Addresses); got != "[ExternalIP=203.0.113.9]" {
-		t.Errorf("addresses %s, want the managed type only", got)
-	}
-	if got := fmt.Sprint(v.Unmanaged); got != "[InternalIP=10.0.0.5]" {
-		t.Errorf("unmanaged %s, want the kubelet's InternalIP", got)
-	}
-	if v.ProvidedNodeIP != "" {
-		t.Errorf("provided node IP %q without the annotation", v.ProvidedNodeIP)
-	}
-	if got := ResolverInput(annotated(node, "10.0.0.5"), manageExternal).ProvidedNodeIP; got != "10.0.0.5" {
-		t.Errorf("provided node IP %q, want the annotation's 10.0.0.5", got)
-	}
-	n := testNode("12", nil)
-	n.Spec.PodCIDR = "10.244.2.0/24"
-	if got := ResolverInput(n, manageExternal).PodCIDRs; !slices.Equal(got, []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}) {
-		t.Errorf("pod CIDRs from spec.podCIDR: %v", got)
 	}
 }
 

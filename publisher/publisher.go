@@ -12,12 +12,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
-
-// DefaultFieldManager names nodeaddr in managedFields when Config.FieldManager is empty.
-const DefaultFieldManager = identity.FieldManager
 
 // Write kinds and results, the labels of nodeaddr_node_writes_total.
 const (
@@ -45,13 +42,13 @@ type Config struct {
 	Managed     []resolver.AddressType
 	RemoveTaint bool
 	// Annotations are written from the published addresses (--annotations).
-	Annotations []AnnotationSpec
+	Annotations []vocab.AnnotationSpec
 	// Rate and Burst bound writes (both kinds together). The first write passes at once.
 	Rate  rate.Limit
 	Burst int
 	// Node is the agent's view of the Node, which the publisher reads and never modifies.
 	Node NodeView
-	// FieldManager names nodeaddr in managedFields.
+	// FieldManager names nodeaddr in managedFields (default vocab.FieldManager).
 	FieldManager string
 	Recorder     record.EventRecorder
 	Logger       *slog.Logger
@@ -89,8 +86,8 @@ type Publisher struct {
 // New returns a publisher. Nothing happens until Run or Reconcile.
 func New(cfg Config) *Publisher {
 	cfg = withDefaults(cfg)
-	if cfg.Node == nil { // no Node yet: Publish and Reconcile wait for one
-		cfg.Node = NewNodeView(cache.NewStore(cache.MetaNamespaceKeyFunc), cfg.NodeName)
+	if cfg.Node == nil {
+		cfg.Node = noNode{}
 	}
 	return &Publisher{
 		cfg:     cfg,
@@ -113,7 +110,7 @@ func withDefaults(cfg Config) Config {
 		cfg.Recorder = &record.FakeRecorder{}
 	}
 	if cfg.FieldManager == "" {
-		cfg.FieldManager = DefaultFieldManager
+		cfg.FieldManager = vocab.FieldManager
 	}
 	cfg.Burst = max(cfg.Burst, 1)
 	if cfg.MinBackoff <= 0 {
@@ -201,7 +198,7 @@ func (p *Publisher) reportOverwrite(ow *overwrite) {
 	p.cfg.Metrics.overwritten(ow.delay)
 	p.log.Warn("another writer changed the managed addresses", "reason", "overwritten",
 		"writer", ow.writer, "ours", fmt.Sprint(ow.ours), "theirs", fmt.Sprint(ow.theirs), "rewrite_in", ow.delay)
-	p.cfg.Recorder.Eventf(ow.node, corev1.EventTypeWarning, ReasonAddressesOverwritten,
+	p.cfg.Recorder.Eventf(ow.node, corev1.EventTypeWarning, vocab.ReasonAddressesOverwritten,
 		"%s replaced the addresses nodeaddr wrote (%v with %v); %s", ow.writer, ow.ours, ow.theirs, overwriteAdvice(ow.node))
 }
 

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -210,6 +211,31 @@ type fakeNodes struct{ typedcorev1.NodeInterface }
 
 func (fakeNodes) IsWatchListSemanticsUnSupported() bool { return true }
 
+// newInformer is a Node informer over client, as the agent builds one.
+func newInformer(client *fake.Clientset) cache.SharedIndexInformer {
+	nodes := fakeNodes{client.CoreV1().Nodes()}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return nodes.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, nodes), &corev1.Node{}, 0, cache.Indexers{})
+}
+
+// storeView is the agent's view of the Node: the one in an informer's store.
+type storeView struct{ store cache.Store }
+
+func (v storeView) Node() *corev1.Node {
+	o, ok, err := v.store.GetByKey(nodeName)
+	if err != nil || !ok {
+		return nil
+	}
+	return o.(*corev1.Node)
+}
+
 type fixture struct {
 	client *fake.Clientset
 	inf    cache.SharedIndexInformer // the Node informer, as the agent builds it
@@ -237,8 +263,8 @@ func newFixture(t *testing.T, node *corev1.Node, tweak ...func(*Config)) *fixtur
 	for _, fn := range tweak {
 		fn(&cfg)
 	}
-	f.inf = NewNodeInformer(cfg.Nodes, nodeName, nil)
-	cfg.Node = NewNodeView(f.inf.GetStore(), nodeName)
+	f.inf = newInformer(client)
+	cfg.Node = storeView{f.inf.GetStore()}
 	f.p = New(cfg)
 	t.Cleanup(f.p.queue.ShutDown)
 	return f
@@ -818,7 +844,7 @@ func TestNodeCacheCurrentCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-			c := &nodeCache{view: NewNodeView(store, nodeName)}
+			c := &nodeCache{view: storeView{store}}
 			if tc.received != nil {
 				c.received(tc.received)
 			}

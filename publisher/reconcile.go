@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
+	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
 
 // reconcile makes one pass: write the addresses if they differ, then the annotations, then remove
@@ -112,7 +114,7 @@ func (p *Publisher) annotated(res *corev1.Node, ch map[string]string) {
 	}
 	p.log.Info("annotations updated", "reason", "addresses-changed", "annotations", strings.Join(desc, " "),
 		"resourceVersion", res.ResourceVersion)
-	p.cfg.Recorder.Eventf(res, corev1.EventTypeNormal, ReasonAnnotationsUpdated, "Annotations set: %s", strings.Join(desc, " "))
+	p.cfg.Recorder.Eventf(res, corev1.EventTypeNormal, vocab.ReasonAnnotationsUpdated, "Annotations set: %s", strings.Join(desc, " "))
 }
 
 // reportNodeIP warns once per distinct problem with the provided node IP (worker only).
@@ -124,7 +126,7 @@ func (p *Publisher) reportNodeIP(node *corev1.Node, r resolver.NodeIPOutcome) {
 		key = r.Err.Error()
 		if key != p.nodeIPWarned {
 			p.log.Warn("provided node IP ignored", "reason", "invalid-annotation", "err", r.Err)
-			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonProvidedNodeIPInvalid,
+			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, vocab.ReasonProvidedNodeIPInvalid,
 				"Ignoring %v", r.Err)
 		}
 	case len(r.Missing) > 0:
@@ -133,7 +135,7 @@ func (p *Publisher) reportNodeIP(node *corev1.Node, r resolver.NodeIPOutcome) {
 			p.log.Warn("provided node IP is not on this host: keeping the uninitialized taint",
 				"reason", "provided-node-ip-not-found", "address", fmt.Sprint(r.Missing),
 				"annotation", node.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr])
-			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonProvidedNodeIPNotFound,
+			p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, vocab.ReasonProvidedNodeIPNotFound,
 				"The kubelet's node IP %v (annotation %s) is not assigned to this host; the node keeps the %s taint until it is (check the kubelet's --node-ip)",
 				r.Missing, cloudproviderapi.AnnotationAlphaProvidedIPAddr, cloudproviderapi.TaintExternalCloudProvider)
 		}
@@ -207,7 +209,7 @@ func (p *Publisher) writeAddresses(ctx context.Context, node *corev1.Node, next 
 	}
 	p.log.Info("addresses updated", "reason", "desired-changed", "old", fmt.Sprint(old), "new", fmt.Sprint(now),
 		"resourceVersion", res.ResourceVersion)
-	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonAddressesUpdated, addressesUpdatedMessage(old, now, desired.Explanation))
+	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, vocab.ReasonAddressesUpdated, addressesUpdatedMessage(old, now, desired.Explanation))
 	if ann != nil {
 		p.annotated(res, ann)
 	}
@@ -225,7 +227,7 @@ func (p *Publisher) removeTaint(ctx context.Context, node *corev1.Node) error {
 		return err
 	}
 	p.log.Info("uninitialized taint removed", "reason", "addresses-reconciled")
-	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, ReasonTaintRemoved,
+	p.cfg.Recorder.Event(res, corev1.EventTypeNormal, vocab.ReasonTaintRemoved,
 		"Removed taint "+cloudproviderapi.TaintExternalCloudProvider+": nodeaddr has set the node addresses")
 	return nil
 }
@@ -250,7 +252,7 @@ func (p *Publisher) failed(ctx context.Context, kind string, node *corev1.Node, 
 	warn := p.health.failed()
 	p.log.Error("write failed", "kind", kind, "err", err, "consecutive_failures", p.health.failures)
 	if warn {
-		p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, ReasonWriteFailed,
+		p.cfg.Recorder.Eventf(node, corev1.EventTypeWarning, vocab.ReasonWriteFailed,
 			"nodeaddr failed %d times in a row to write %s: %v", p.health.failures, kind, err)
 	}
 	return fmt.Errorf("write %s: %w", kind, err)
@@ -276,4 +278,10 @@ func (h *health) failed() (warn bool) {
 		return true
 	}
 	return false
+}
+
+// addressesUpdatedMessage is the message of the AddressesUpdated Event: the change from old to now,
+// then why, in the form resolver/explanation.Parse reads, bounded to vocab.EventMessageLimit.
+func addressesUpdatedMessage(old, now []corev1.NodeAddress, why []resolver.Explained) string {
+	return explanation.Format(fmt.Sprintf("Addresses changed from %v to %v", old, now), why, vocab.EventMessageLimit)
 }

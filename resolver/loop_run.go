@@ -81,7 +81,7 @@ type Loop struct {
 	nodeKick chan struct{}
 }
 
-// NodeInput is what a resolution takes from the Node (publisher.ResolverInput reads it).
+// NodeInput is what a resolution takes from the Node (internal/agent reads it: resolverInputOf).
 type NodeInput struct {
 	PodCIDRs  []netip.Prefix // excluded from selection
 	Addresses []Address      // the Node's current addresses of the managed types

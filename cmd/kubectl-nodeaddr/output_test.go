@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 // TestOutputFormats: every -o of kubectl get, on each command's object: cli-runtime's printers
@@ -179,7 +179,7 @@ func mustJSON(t *testing.T, v any) string {
 // leave one of its addresses out, it is to deny, with the approver's reason.
 func TestStaleCSRAdvice(t *testing.T) {
 	n := &corev1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: "node-a",
-		Annotations: map[string]string{rules.RecordAnnotation: "10.0.0.5,fd00::5"}},
+		Annotations: map[string]string{vocab.RecordAnnotation: "10.0.0.5,fd00::5"}},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
 			{Type: corev1.NodeInternalIP, Address: "fd00::5"}}}}
 	csr := func(name string, ips ...string) *certificatesv1.CertificateSigningRequest {

@@ -15,8 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
-	"github.com/nodeaddr/nodeaddr/resolver/explanation"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 const statusExample = `  # Every Node: addresses, who wrote them, when nodeaddr last did, taint, agent, last Warning
@@ -212,8 +211,8 @@ func lastExplanation(ctx context.Context, cs kubernetes.Interface, ns, selector,
 	}
 	// Every namespace, as status searches (a recorder may choose another than default); the filter
 	// in LastExplanationEvent is the same as this selector.
-	fs := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "reason": explanation.EventReason,
-		"source": identity.EventComponent}.AsSelector().String()
+	fs := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "reason": vocab.ReasonAddressesUpdated,
+		"source": vocab.EventComponent}.AsSelector().String()
 	events, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: fs})
 	if err != nil {
 		return inspect.Explanation{}, fmt.Errorf("list events: %w", err)

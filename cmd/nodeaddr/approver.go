@@ -26,8 +26,9 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
+	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/metrics"
-	"github.com/nodeaddr/nodeaddr/publisher"
 )
 
 // approverOptions are the approver's flags.
@@ -163,12 +164,12 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	b := record.NewBroadcaster(record.WithContext(parent), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
+	b := record.NewBroadcaster(record.WithContext(parent), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
 	b.StartRecordingToSink(api.EventSink())
 	defer b.Shutdown()
 	ctrl, err := csrapproval.NewController(csrapproval.Config{
 		Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
-		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: csrapproval.EventComponent}),
+		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.ApproverEventComponent}),
 	})
 	if err != nil {
 		return err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -41,7 +41,7 @@ type options struct {
 	typePolicy                        map[resolver.AddressType]resolver.TypePolicy
 	allowSecondary, defaultExclusions bool
 	serviceCIDRs                      []netip.Prefix
-	annotations                       []publisher.AnnotationSpec
+	annotations                       []vocab.AnnotationSpec
 	keepExternalEqualInternal         bool // --external-ip-equal-internal=keep
 
 	listenerOptions

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
@@ -75,9 +75,9 @@ func (o *options) defineFlags(r *rawFlags, getenv func(string) string) *namedFla
 	fs.Float64Var(&o.publishRate, "publish-rate", 1, "sustained Node writes per second")
 	fs.IntVar(&o.publishBurst, "publish-burst", 3, "Node writes allowed in a burst")
 	fs.BoolVar(&o.removeTaint, "remove-taint", true, "remove the node.cloudprovider.kubernetes.io/uninitialized taint once the addresses are set")
-	fs.BoolVar(&o.approvalRecord, "approval-record", false, "also write the annotation "+publisher.RecordAnnotation+": the IPs nodeaddr wrote into status.addresses, which the central approver (nodeaddr approver, deploy/components/kubelet-serving-csr) approves kubelet-serving certificates for")
+	fs.BoolVar(&o.approvalRecord, "approval-record", false, "also write the annotation "+vocab.RecordAnnotation+": the IPs nodeaddr wrote into status.addresses, which the central approver (nodeaddr approver, deploy/components/kubelet-serving-csr) approves kubelet-serving certificates for")
 	fs.BoolVar(&o.approvalRecord, "approve-kubelet-serving-csr", false, "deprecated: approval moved to the central approver; the same as --approval-record")
-	fs.StringVar(&r.annotations, "annotations", getenv("NODEADDR_ANNOTATIONS"), "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(publisher.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
+	fs.StringVar(&r.annotations, "annotations", getenv("NODEADDR_ANNOTATIONS"), "Node annotations to publish the addresses in (env NODEADDR_ANNOTATIONS): comma-separated presets ("+strings.Join(vocab.PresetNames(), ", ")+") and KEY=FORMAT items, FORMAT internal-|external- + ipv4, ipv6, ips, ipv4-cidr or ipv6-cidr")
 	fs.DurationVar(&o.overwriteBackoff, "overwrite-backoff", 10*time.Second, "first delay before rewriting addresses another writer (e.g. a kubelet without --cloud-provider=external) keeps reverting; doubles with each further revert")
 	fs.DurationVar(&o.overwriteMax, "overwrite-backoff-max", 10*time.Minute, "longest delay before rewriting reverted addresses")
 

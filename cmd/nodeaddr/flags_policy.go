@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -56,14 +56,14 @@ func (o *options) buildPolicy(fs *pflag.FlagSet, r *rawFlags) error {
 	if err := o.checkManaged(fs, r); err != nil {
 		return err
 	}
-	if o.annotations, err = publisher.ParseAnnotations(r.annotations, o.managed()); err != nil {
+	if o.annotations, err = vocab.ParseAnnotations(r.annotations, o.managed()); err != nil {
 		return usagef("--annotations: %v", err)
 	}
 	if o.approvalRecord {
-		if slices.ContainsFunc(o.annotations, func(a publisher.AnnotationSpec) bool { return a.Key == publisher.RecordAnnotation }) {
-			return usagef("--annotations names %s, which --approval-record writes itself", publisher.RecordAnnotation)
+		if slices.ContainsFunc(o.annotations, func(a vocab.AnnotationSpec) bool { return a.Key == vocab.RecordAnnotation }) {
+			return usagef("--annotations names %s, which --approval-record writes itself", vocab.RecordAnnotation)
 		}
-		o.annotations = append(o.annotations, publisher.RecordSpec())
+		o.annotations = append(o.annotations, vocab.RecordSpec())
 	}
 	return nil
 }

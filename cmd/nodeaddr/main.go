@@ -34,9 +34,9 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 	"github.com/nodeaddr/nodeaddr/watcher"
@@ -112,11 +112,11 @@ func (a *command) run(ctx context.Context) error {
 	a.warnCIDRMisses(cfg.Loop.Kernel)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
-		b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(publisher.CorrelatorOptions()))
+		b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
 		b.StartRecordingToSink(client.EventSink())
 		defer b.Shutdown()
-		cfg.Publisher.Nodes = client
-		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: identity.EventComponent, Host: o.nodeName})
+		cfg.Nodes = client
+		cfg.Publisher.Recorder = b.NewRecorder(scheme, corev1.EventSource{Component: vocab.EventComponent, Host: o.nodeName})
 	}
 	watcherMetrics := watcher.NewMetrics(m.Registry)
 	if !o.runOnce {
@@ -125,9 +125,6 @@ func (a *command) run(ctx context.Context) error {
 	ag, err := agent.New(cfg)
 	if err != nil {
 		return err
-	}
-	if s := ag.NodeState(); s != nil {
-		m.ReadNodeState(s)
 	}
 	if o.runOnce {
 		return a.runOnce(ctx, ag)
@@ -216,6 +213,7 @@ func (a *command) config(reg prometheus.Registerer) agent.Config {
 		DryRun:        a.stdout,
 		Explain:       o.explain, ExplainJSON: o.output == "json",
 		Discovery: o.discovery.agentConfig(a.log, discovery.NewMetrics(reg)),
+		Registry:  reg,
 	}
 }
 

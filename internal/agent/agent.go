@@ -1,5 +1,5 @@
 // Package agent assembles one nodeaddr agent and owns its Node: it builds the one Node informer and
-// hands its read-only view (publisher.NodeView) to the publisher, the resolver loop and discovery.
+// hands its read-only view to the publisher, the resolver loop and discovery (node.go).
 package agent
 
 import (
@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeaddr/nodeaddr/metrics"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
@@ -24,8 +24,10 @@ import (
 type Config struct {
 	// NodeName is the Node the agent manages.
 	NodeName string
-	// Publisher configures the writes; New sets its NodeName, Node and Managed. Publisher.Nodes nil
-	// means no cluster (--dry-run): resolved states are printed to DryRun instead.
+	// Nodes is the Node API (internal/kube's client); nil means no cluster (--dry-run): resolved
+	// states are printed to DryRun instead.
+	Nodes NodeClient
+	// Publisher configures the writes; New sets its NodeName, Nodes, Node and Managed.
 	Publisher publisher.Config
 	// Loop configures the resolver loop; New sets its Node, RouteTables and Discovery.
 	Loop resolver.LoopConfig
@@ -35,19 +37,21 @@ type Config struct {
 	Trigger resolver.Trigger
 	// AllowPodCIDRs keeps the Node's pod CIDRs selectable (--default-exclusions=false).
 	AllowPodCIDRs bool
-	// DryRun receives one JSON line per change of the previewed Node when Publisher.Nodes is nil.
+	// DryRun receives one JSON line per change of the previewed Node when Nodes is nil.
 	DryRun io.Writer
 	// Explain prints the explanation before each DryRun line (--explain); ExplainJSON as JSON (-o json).
 	Explain, ExplainJSON bool
 	// Discovery, if set, discovers the ExternalIP behind NAT with STUN (--external-ip-discovery).
 	Discovery *discovery.Config
+	// Registry, if set, gets the node gauges (gauges.go), read from the publisher when scraped.
+	Registry prometheus.Registerer
 }
 
 // Agent is one assembled agent.
 type Agent struct {
 	cfg      Config
 	informer cache.SharedIndexInformer // nil in a dry run
-	node     publisher.NodeView        // the informer's Node; nil in a dry run
+	node     *nodeView                 // the informer's Node; nil in a dry run
 	synced   cache.InformerSynced      // the handler has seen the informer's initial list
 	pub      *publisher.Publisher      // nil in a dry run
 	printer  *printer                  // nil unless a dry run
@@ -64,15 +68,15 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.cfg.Publisher.Managed = cfg.Loop.Policy.Managed
 	var sink resolver.Sink
-	if nodes := cfg.Publisher.Nodes; nodes != nil {
+	if nodes := cfg.Nodes; nodes != nil {
 		a.api = &apiState{log: a.cfg.Publisher.Logger, now: time.Now}
 		if a.api.log == nil {
 			a.api.log = slog.New(slog.DiscardHandler)
 		}
-		a.informer = publisher.NewNodeInformer(nodes, cfg.NodeName, a.api.observe)
-		a.node = publisher.NewNodeView(a.informer.GetStore(), cfg.NodeName)
+		a.informer = newNodeInformer(nodes, cfg.NodeName, a.api.observe)
+		a.node = &nodeView{a.informer.GetStore(), cfg.NodeName}
 		pc := a.cfg.Publisher
-		pc.NodeName, pc.Node = cfg.NodeName, a.node
+		pc.NodeName, pc.Nodes, pc.Node = cfg.NodeName, nodes, a.node
 		a.pub = publisher.New(pc)
 		a.explain = &explainLog{nodeName: cfg.NodeName, log: a.api.log}
 		a.dad = &dadWarnings{nodeName: cfg.NodeName, rec: cfg.Publisher.Recorder, node: a.node, log: a.api.log}
@@ -95,6 +99,11 @@ func New(cfg Config) (*Agent, error) {
 		a.cfg.Loop.Discovery = a.discover
 	}
 	a.loop = resolver.NewLoop(a.cfg.Loop, trigger, sink)
+	if cfg.Registry != nil {
+		if err := cfg.Registry.Register(newNodeGauges(a.NodeState())); err != nil {
+			return nil, fmt.Errorf("register node gauges: %w", err)
+		}
+	}
 	if a.informer != nil {
 		reg, err := a.informer.AddEventHandler(a.nodeEvents())
 		if err != nil {
@@ -121,7 +130,7 @@ func (a *Agent) resolverInput() (resolver.NodeInput, bool) {
 	if n == nil {
 		return resolver.NodeInput{}, false
 	}
-	in := publisher.ResolverInput(n, a.cfg.Loop.Policy.Managed)
+	in := resolverInputOf(n, a.cfg.Loop.Policy.Managed)
 	if a.cfg.AllowPodCIDRs {
 		in.PodCIDRs = nil
 	}
@@ -160,7 +169,7 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // NodeState is what the node gauges read at scrape time; nil in a dry run.
-func (a *Agent) NodeState() metrics.NodeState {
+func (a *Agent) NodeState() NodeState {
 	if a.pub == nil {
 		return nil
 	}

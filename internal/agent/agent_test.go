@@ -87,7 +87,7 @@ func config(client *fake.Clientset, k *kernel, sig *watcher.Signal) Config {
 		Trigger: sig,
 	}
 	if client != nil {
-		cfg.Publisher.Nodes = fakeNodes{client.CoreV1().Nodes()}
+		cfg.Nodes = fakeNodes{client.CoreV1().Nodes()}
 	}
 	return cfg
 }

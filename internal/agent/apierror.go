@@ -23,7 +23,7 @@ type apiState struct {
 	failures int       // since the last WARN
 }
 
-// observe takes the outcome of one list or watch request of the Node (publisher.NewNodeInformer).
+// observe takes the outcome of one list or watch request of the Node (newNodeInformer).
 func (s *apiState) observe(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -71,7 +71,7 @@ func TestAgentUnreachableAPIServerIsVisible(t *testing.T) {
 	k := &kernel{}
 	k.set("192.0.2.10")
 	cfg := config(nil, k, watcher.NewSignal())
-	cfg.Publisher.Nodes, cfg.Publisher.Logger = cs.CoreV1().Nodes(), log
+	cfg.Nodes, cfg.Publisher.Logger = cs.CoreV1().Nodes(), log
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

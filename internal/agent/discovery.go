@@ -5,7 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )
@@ -31,5 +31,5 @@ func (a *Agent) disagreement(f resolver.Family, reason string) {
 		return
 	}
 	msg := fmt.Sprintf("no %s ExternalIP from STUN, the last agreed one (if any) stays: %s", f, reason)
-	rec.Event(n, corev1.EventTypeWarning, publisher.ReasonExternalIPDisagreement, publisher.EventMessage(msg))
+	rec.Event(n, corev1.EventTypeWarning, vocab.ReasonExternalIPDisagreement, vocab.EventMessage(msg))
 }

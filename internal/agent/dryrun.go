@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
@@ -15,7 +16,7 @@ import (
 // without addresses and annotations (publisher.Preview), after the explanation with --explain.
 type printer struct {
 	w           io.Writer
-	annotations []publisher.AnnotationSpec
+	annotations []vocab.AnnotationSpec
 	explain     bool // --explain
 	json        bool // -o json: the explanation as one JSON line
 

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
@@ -18,7 +18,7 @@ import (
 type dadWarnings struct {
 	nodeName string
 	rec      record.EventRecorder // nil: no Events (a dry run has none)
-	node     publisher.NodeView
+	node     *nodeView
 	log      *slog.Logger
 
 	mu     sync.Mutex
@@ -47,7 +47,7 @@ func (d *dadWarnings) observe(s resolver.State) {
 		d.log.Warn("address refused: duplicate address detection failed", "node", d.nodeName, "address", a.IP.String(),
 			"interface", a.Interface, "reason", "dad-failed")
 		if d.rec != nil {
-			d.rec.Event(n, corev1.EventTypeWarning, publisher.ReasonDuplicateAddress, publisher.EventMessage(dadMessage(a)))
+			d.rec.Event(n, corev1.EventTypeWarning, vocab.ReasonDuplicateAddress, vocab.EventMessage(dadMessage(a)))
 		}
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 )
 
-// explainLog logs each change's explanation in one INFO record (identity.ExplainMessage, ExplainKey),
+// explainLog logs each change's explanation in one INFO record (vocab.ExplainMessage, ExplainKey),
 // which kubectl nodeaddr explain reads when no AddressesUpdated Event is left (Events expire).
 type explainLog struct {
 	nodeName string
@@ -32,7 +32,7 @@ func (x *explainLog) observe(s resolver.State) {
 	if err != nil {
 		return // Explained has only strings and bools
 	}
-	x.log.Info(identity.ExplainMessage, "node", x.nodeName, "state", s.String(), identity.ExplainKey, string(b))
+	x.log.Info(vocab.ExplainMessage, "node", x.nodeName, "state", s.String(), vocab.ExplainKey, string(b))
 }
 
 // explainedSink is the agent's sink, with the explanation logs and the DAD warnings first.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/watcher"
 )
@@ -24,14 +24,14 @@ func explanations(t *testing.T, log *bytes.Buffer) [][]string {
 	var out [][]string
 	for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
 		var rec map[string]any
-		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["msg"] != identity.ExplainMessage {
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["msg"] != vocab.ExplainMessage {
 			continue
 		}
 		if rec["level"] != "INFO" || rec["node"] != nodeName {
 			t.Errorf("explanation record %s: want level INFO and node %s", l, nodeName)
 		}
 		var lines []resolver.Explained
-		if err := json.Unmarshal([]byte(rec[identity.ExplainKey].(string)), &lines); err != nil {
+		if err := json.Unmarshal([]byte(rec[vocab.ExplainKey].(string)), &lines); err != nil {
 			t.Fatalf("explanation %s: %v", l, err)
 		}
 		var s []string
@@ -118,7 +118,7 @@ func TestExplanationRecordReadsBackAsDryRunExplain(t *testing.T) {
 	var log bytes.Buffer
 	cfg := explainConfig(nil, false)
 	cfg.DryRun, cfg.Explain = nil, false
-	cfg.Publisher.Nodes = fakeNodes{newClient(registered("")).CoreV1().Nodes()}
+	cfg.Nodes = fakeNodes{newClient(registered("")).CoreV1().Nodes()}
 	cfg.Publisher.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	if _, err := newAgent(t, cfg).RunOnce(t.Context()); err != nil {
 		t.Fatal(err)

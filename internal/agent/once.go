@@ -54,7 +54,7 @@ func (e resolveError) Unwrap() error { return e.error }
 // once makes one attempt: read the Node into the view, resolve with it, reconcile.
 func (a *Agent) once(ctx context.Context) (resolver.State, error) {
 	name := a.cfg.NodeName
-	n, err := a.cfg.Publisher.Nodes.Get(ctx, name, metav1.GetOptions{})
+	n, err := a.cfg.Nodes.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return resolver.State{}, fmt.Errorf("node %q not found: %w", name, err)
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 // API is the approver's REST clients, one per API group it reads, over Scheme: a clientset links
@@ -84,7 +85,7 @@ func (a *API) Source(ctx context.Context) (Source, error) {
 		}),
 		Approve: func(ctx context.Context, csr *certv1.CertificateSigningRequest) error {
 			return a.certs.Put().Resource("certificatesigningrequests").Name(csr.Name).SubResource("approval").
-				VersionedParams(&metav1.UpdateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).
+				VersionedParams(&metav1.UpdateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).
 				Body(csr).Do(ctx).Error()
 		},
 	}

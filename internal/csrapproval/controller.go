@@ -4,7 +4,7 @@
 // one must not sit with credentials that a compromised node holds: admission cannot read a CSR's
 // SANs (CEL parses no x509), so any holder of that right can approve anything its policy lets
 // through. The agents only publish, on their own Node, the record of the addresses they wrote
-// (rules.RecordAnnotation); the approver decides from that record and from the cluster's view,
+// (vocab.RecordAnnotation); the approver decides from that record and from the cluster's view,
 // with the rules of csrapproval/rules.
 package csrapproval
 
@@ -46,19 +46,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
-	"github.com/nodeaddr/nodeaddr/publisher"
-)
-
-// Event reasons on the requester's Node (stable: alerts and runbooks match on them).
-const (
-	EventApproved = publisher.ReasonCSRApproved
-	EventPending  = publisher.ReasonCSRPending
-	// ApprovalReason is the reason of the Approved condition the approver adds.
-	ApprovalReason = "NodeaddrApproved"
-	// EventComponent is the source of the approver's Events.
-	EventComponent = "nodeaddr-approver"
-	// FieldManager names the approver's writes.
-	FieldManager = "nodeaddr-approver"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 // SignerFieldSelector narrows the CSR informer to kubelet-serving CSRs.
@@ -258,7 +246,7 @@ func nodeFactsChanged(old, o any) bool {
 	a, ok1 := old.(*corev1.Node)
 	b, ok2 := o.(*corev1.Node)
 	return !ok1 || !ok2 || !slices.Equal(a.Status.Addresses, b.Status.Addresses) ||
-		a.Annotations[rules.RecordAnnotation] != b.Annotations[rules.RecordAnnotation]
+		a.Annotations[vocab.RecordAnnotation] != b.Annotations[vocab.RecordAnnotation]
 }
 
 // requeueAll queues every node with CSRs.
@@ -428,7 +416,7 @@ func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigning
 	u := csr.DeepCopy()
 	u.Status.Conditions = append(u.Status.Conditions, certv1.CertificateSigningRequestCondition{
 		Type: certv1.CertificateApproved, Status: corev1.ConditionTrue,
-		Reason: ApprovalReason, Message: msg, LastUpdateTime: metav1.NewTime(c.cfg.Now()),
+		Reason: vocab.ApprovalReason, Message: msg, LastUpdateTime: metav1.NewTime(c.cfg.Now()),
 	})
 	err := c.cfg.Source.Approve(ctx, u)
 	switch {
@@ -450,7 +438,7 @@ func (c *Controller) approve(ctx context.Context, csr *certv1.CertificateSigning
 	c.cfg.Metrics.latency.Observe(latency.Seconds())
 	c.cfg.Logger.Info("kubelet serving CSR approved", "node", node, "csr", csr.Name,
 		"addresses", fmt.Sprint(f.Published), "latency", latency)
-	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, EventApproved, "%s", publisher.EventMessage(
+	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, vocab.ReasonCSRApproved, "%s", vocab.EventMessage(
 		fmt.Sprintf("Kubelet serving CSR %s approved: IP SANs among the addresses nodeaddr published %v", csr.Name, f.Published)))
 	return nil
 }
@@ -466,6 +454,6 @@ func (c *Controller) reportPending(csr *certv1.CertificateSigningRequest, node s
 	}
 	c.cfg.Metrics.pendingTotal.WithLabelValues(v.Reason).Inc()
 	c.cfg.Logger.Warn("kubelet serving CSR left pending", "node", node, "csr", csr.Name, "reason", v.Reason, "message", v.Message)
-	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, EventPending, "%s", publisher.EventMessage(
+	c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, vocab.ReasonCSRPending, "%s", vocab.EventMessage(
 		fmt.Sprintf("Kubelet serving CSR %s left pending (%s): %s", csr.Name, v.Reason, v.Message)))
 }

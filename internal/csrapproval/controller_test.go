@@ -20,12 +20,13 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 func node(name string, record string, addrs ...string) *corev1.Node {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if record != "" {
-		n.Annotations = map[string]string{rules.RecordAnnotation: record}
+		n.Annotations = map[string]string{vocab.RecordAnnotation: record}
 	}
 	for _, a := range addrs {
 		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
@@ -208,7 +209,7 @@ func TestControllerApprovesWhenTheRecordArrives(t *testing.T) {
 		t.Errorf("a second Event for the same reason: %q", <-rec.Events)
 	}
 	n = n.DeepCopy()
-	n.Annotations = map[string]string{rules.RecordAnnotation: "10.0.0.5"}
+	n.Annotations = map[string]string{vocab.RecordAnnotation: "10.0.0.5"}
 	if _, err := cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestControllerApprovesWhenTheRecordArrives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := csr.Status.Conditions; len(c) != 1 || c[0].Type != certv1.CertificateApproved || c[0].Reason != ApprovalReason {
+	if c := csr.Status.Conditions; len(c) != 1 || c[0].Type != certv1.CertificateApproved || c[0].Reason != vocab.ApprovalReason {
 		t.Errorf("conditions %+v", c)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 // Lease is the leader Lease's client.
@@ -34,12 +35,12 @@ func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coo
 	in = in.DeepCopy()
 	in.Name, in.Namespace = l.name, l.ns
 	return l.do(ctx, l.c.Post().
-		VersionedParams(&metav1.CreateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in))
+		VersionedParams(&metav1.CreateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).Body(in))
 }
 
 func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	return l.do(ctx, l.c.Put().Name(l.name).
-		VersionedParams(&metav1.UpdateOptions{FieldManager: FieldManager}, metav1.ParameterCodec).Body(in))
+		VersionedParams(&metav1.UpdateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).Body(in))
 }
 
 func (l leaseClient) do(ctx context.Context, r *rest.Request) (*coordinationv1.Lease, error) {

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
 
@@ -43,7 +43,7 @@ func LastExplanationEvent(node *corev1.Node, events []corev1.Event) (e Explanati
 	var newest *corev1.Event
 	for i := range events {
 		ev := &events[i]
-		if ev.Reason == explanation.EventReason && ev.Source.Component == EventComponent && about(ev, node) &&
+		if ev.Reason == vocab.ReasonAddressesUpdated && ev.Source.Component == vocab.EventComponent && about(ev, node) &&
 			(newest == nil || newer(ev, newest)) {
 			newest = ev
 		}
@@ -83,7 +83,7 @@ func LastExplanation(log []byte) (e Explanation, ok bool, err error) {
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, identity.ExplainMessage) {
+		if !strings.Contains(line, vocab.ExplainMessage) {
 			continue
 		}
 		rec, found := explainRecord(line)
@@ -91,7 +91,7 @@ func LastExplanation(log []byte) (e Explanation, ok bool, err error) {
 			continue
 		}
 		var lines []explanation.Line
-		if err := json.Unmarshal([]byte(rec[identity.ExplainKey]), &lines); err != nil {
+		if err := json.Unmarshal([]byte(rec[vocab.ExplainKey]), &lines); err != nil {
 			return Explanation{}, false, fmt.Errorf("explanation logged at %s: %w", rec["time"], err)
 		}
 		e, ok = Explanation{Time: rec["time"], State: rec["state"], Lines: lines}, true
@@ -103,7 +103,7 @@ func LastExplanation(log []byte) (e Explanation, ok bool, err error) {
 func explainRecord(line string) (map[string]string, bool) {
 	if strings.HasPrefix(line, "{") {
 		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != identity.ExplainMessage {
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != vocab.ExplainMessage {
 			return nil, false
 		}
 		out := map[string]string{}
@@ -115,7 +115,7 @@ func explainRecord(line string) (map[string]string, bool) {
 		return out, true
 	}
 	rec := logfmt(line)
-	return rec, rec["msg"] == identity.ExplainMessage && rec[identity.ExplainKey] != ""
+	return rec, rec["msg"] == vocab.ExplainMessage && rec[vocab.ExplainKey] != ""
 }
 
 // logfmt parses a log/slog text record: key=value pairs, a value quoted (Go syntax) when it has a

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 func hostPod(ns, name, node string, phase corev1.PodPhase, ips ...string) corev1.Pod {
@@ -169,7 +170,7 @@ func recorded(n *corev1.Node) *corev1.Node {
 	for _, a := range n.Status.Addresses {
 		ips = append(ips, a.Address)
 	}
-	n.Annotations = map[string]string{rules.RecordAnnotation: strings.Join(ips, ",")}
+	n.Annotations = map[string]string{vocab.RecordAnnotation: strings.Join(ips, ",")}
 	return n
 }
 

@@ -17,16 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 // AgentSelector selects nodeaddr's agent pods: the DaemonSet's selector in deploy/daemonset.yaml and
 // the Helm chart's with its default name (a test reads the manifest, so the two cannot drift).
 const AgentSelector = "app.kubernetes.io/name=nodeaddr"
-
-// EventComponent is the source component of the Events nodeaddr emits. Matching on it rather than
-// on a list of reasons keeps Warnings added later visible.
-const EventComponent = identity.EventComponent
 
 // Writer kinds: who owns status.addresses in managedFields.
 const (
@@ -104,7 +100,7 @@ func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event) NodeS
 		}
 		// nodeaddr writes nothing else through the status subresource, so its status entry's time is
 		// its last address write, even after another writer took the addresses over.
-		if mf.Manager == identity.FieldManager && (owns || mf.Subresource == "status") && mf.Time != nil &&
+		if mf.Manager == vocab.FieldManager && (owns || mf.Subresource == "status") && mf.Time != nil &&
 			(s.LastWrite == nil || mf.Time.After(s.LastWrite.Time)) {
 			s.LastWrite = mf.Time.DeepCopy()
 		}
@@ -153,7 +149,7 @@ func ownsAddresses(mf metav1.ManagedFieldsEntry) bool {
 // ("cloud-controller-manager", "aws-cloud-controller-manager", …).
 func writerKind(manager string) string {
 	switch {
-	case manager == identity.FieldManager:
+	case manager == vocab.FieldManager:
 		return WriterNodeaddr
 	case manager == "kubelet":
 		return WriterKubelet
@@ -198,7 +194,7 @@ func podReady(p *corev1.Pod) bool {
 // AgentContainer is the container of an agent pod named nodeaddr, else the first one.
 func AgentContainer(p *corev1.Pod) *corev1.Container {
 	for i := range p.Spec.Containers {
-		if p.Spec.Containers[i].Name == EventComponent {
+		if p.Spec.Containers[i].Name == "nodeaddr" {
 			return &p.Spec.Containers[i]
 		}
 	}
@@ -222,13 +218,14 @@ func imageVersion(image string) string {
 	return "latest"
 }
 
-// lastWarning is the newest Warning Event nodeaddr emitted about node.
+// lastWarning is the newest Warning Event nodeaddr emitted about node. Matching on the source
+// component rather than on a list of reasons keeps Warnings added later visible.
 func lastWarning(node *corev1.Node, events []corev1.Event) *Warning {
 	var w *Warning
 	for i := range events {
 		e := &events[i]
 		if e.Type != corev1.EventTypeWarning || !about(e, node) ||
-			(e.Source.Component != EventComponent && e.ReportingController != EventComponent) {
+			(e.Source.Component != vocab.EventComponent && e.ReportingController != vocab.EventComponent) {
 			continue
 		}
 		if t := eventTime(e); w == nil || w.Time.Before(&t) {

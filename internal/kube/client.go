@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 )
 
 // A clientset would link and register every API group; this is the REST client the generated
@@ -34,7 +35,7 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Client is a REST client for core/v1, implementing publisher.NodeClient.
+// Client is a REST client for core/v1, implementing the agent's NodeClient (internal/agent).
 type Client struct {
 	rest   rest.Interface
 	params runtime.ParameterCodec
@@ -116,6 +117,13 @@ func Timeout(opts metav1.ListOptions) time.Duration {
 		return 0
 	}
 	return time.Duration(*opts.TimeoutSeconds) * time.Second
+}
+
+// CorrelatorOptions keep a folded Event's message as it is: client-go's "(combined from similar
+// events): " prefix would take a message of vocab.EventMessageLimit past what the admission policy
+// allows.
+func CorrelatorOptions() record.CorrelatorOptions {
+	return record.CorrelatorOptions{MessageFunc: func(e *corev1.Event) string { return e.Message }}
 }
 
 // EventSink is the event broadcaster's record.EventSink on the same client.

@@ -19,12 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/reference"
-
-	"github.com/nodeaddr/nodeaddr/publisher"
-)
-
-var (
-	_ publisher.NodeClient = (*Client)(nil)
 )
 
 // TestKubeClient checks the requests the REST client makes (paths, query, content types) and that

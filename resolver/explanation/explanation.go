@@ -18,9 +18,6 @@ import (
 	"unicode/utf8"
 )
 
-// EventReason is the reason of the Event whose message is an explanation (ReasonAddressesUpdated).
-const EventReason = "AddressesUpdated"
-
 // Line is one line of an explanation (resolver.Explained); the JSON names are those of `--explain -o json`.
 type Line struct {
 	Type    string `json:"type"`

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/test/admission"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -41,7 +41,7 @@ func TestAdmission(t *testing.T) {
 
 // The annotation keys the agent may write besides nodeaddr.io/ ones are exactly those named by the
 // --annotations value of the nodeaddr ConfigMap (the string the DaemonSet passes), which kustomize's
-// replacements render into the policy: each preset's keys as publisher.Preset defines them (so the
+// replacements render into the policy: each preset's keys as vocab.Preset defines them (so the
 // policy's copy of the presets is checked against the agent's) and the keys of KEY=FORMAT items.
 // Each configuration is docs/customize.md's overlay that patches the ConfigMap (deploy/wiring its
 // transformer), applied with kubectl as an operator would.
@@ -57,7 +57,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 	presetKeys := func(names ...string) []string {
 		var keys []string
 		for _, n := range names {
-			specs, _ := publisher.Preset(n)
+			specs, _ := vocab.Preset(n)
 			for _, s := range specs {
 				keys = append(keys, s.Key)
 			}
@@ -66,7 +66,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 	}
 	const explicit = "example.com/node-ip"
 	// Every key some configuration could name, and one that none does.
-	candidates := append(presetKeys(publisher.PresetNames()...), explicit, "example.com/owner")
+	candidates := append(presetKeys(vocab.PresetNames()...), explicit, "example.com/owner")
 	attempt := 0
 	// write sets key to a value it never had, so that an earlier write cannot make it a no-op.
 	write := func(key string) error {

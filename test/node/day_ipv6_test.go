@@ -11,7 +11,7 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -265,8 +265,8 @@ func (d *day6) renumber6(t *testing.T) {
 			status, other)
 	}
 	n := d.node.Node(t)
-	if rec := n.Annotations[publisher.RecordAnnotation]; rec != newIP6 {
-		t.Errorf("approval record %s=%q, want %q", publisher.RecordAnnotation, rec, newIP6)
+	if rec := n.Annotations[vocab.RecordAnnotation]; rec != newIP6 {
+		t.Errorf("approval record %s=%q, want %q", vocab.RecordAnnotation, rec, newIP6)
 	}
 
 	// The kubelet's new serving CSR: the new address only, approved by the central approver.

@@ -19,7 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -441,9 +441,9 @@ func (d *day) approvalRecord(t *testing.T, now string) {
 			published = append(published, a.Address)
 		}
 	}
-	record := n.Annotations[publisher.RecordAnnotation]
+	record := n.Annotations[vocab.RecordAnnotation]
 	if want := strings.Join(published, ","); record != want || !slices.Contains(published, now) {
-		t.Errorf("approval record %s=%q, want %q (the published addresses, with %s)", publisher.RecordAnnotation, record, want, now)
+		t.Errorf("approval record %s=%q, want %q (the published addresses, with %s)", vocab.RecordAnnotation, record, want, now)
 	}
 	var serving []string
 	d.waitFor("the kubelet serving a certificate for "+now, time.Minute, func() bool {
@@ -452,7 +452,7 @@ func (d *day) approvalRecord(t *testing.T, now string) {
 	})
 	d.agentUnchanged(t)
 	report(t, "record %s=%q on the Node; the kubelet serves IP SANs %v; the fresh node's agent pod still running, 0 restarts",
-		publisher.RecordAnnotation, record, serving)
+		vocab.RecordAnnotation, record, serving)
 }
 
 // agentUnchanged fails t unless the agent pod running now is the one that started on the fresh

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/publisher"
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -62,12 +62,12 @@ func TestExplainWithoutTheAgentsLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := eventrecord.NewBroadcaster(eventrecord.WithContext(ctx), eventrecord.WithCorrelatorOptions(publisher.CorrelatorOptions()))
+	b := eventrecord.NewBroadcaster(eventrecord.WithContext(ctx), eventrecord.WithCorrelatorOptions(kube.CorrelatorOptions()))
 	b.StartRecordingToSink(kc.EventSink())
 	ag, err := agent.New(agent.Config{
-		NodeName: "node-x",
-		Publisher: publisher.Config{Nodes: kc, Rate: 10, Burst: 10,
-			Recorder: b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: identity.EventComponent, Host: "node-x"})},
+		NodeName: "node-x", Nodes: kc,
+		Publisher: publisher.Config{Rate: 10, Burst: 10,
+			Recorder: b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: vocab.EventComponent, Host: "node-x"})},
 		Loop: resolver.LoopConfig{Kernel: oneHost{},
 			Policy: resolver.Policy{Managed: []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}, Targets: []resolver.Target{
 				{Type: resolver.InternalIP, IP: netip.MustParseAddr("198.51.100.1")},
@@ -80,7 +80,7 @@ func TestExplainWithoutTheAgentsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The recorder sends its Events on its own goroutine.
-	for deadline := time.Now().Add(30 * time.Second); len(cp.Events(t, "node-x", publisher.ReasonAddressesUpdated)) == 0; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); len(cp.Events(t, "node-x", vocab.ReasonAddressesUpdated)) == 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no AddressesUpdated Event about node-x")
 		}

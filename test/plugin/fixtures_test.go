@@ -20,8 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 
-	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -101,7 +100,7 @@ func node(t *testing.T, cp *harness.ControlPlane, name string, port int32, write
 	if err != nil {
 		t.Fatal(err)
 	}
-	if writer == publisher.DefaultFieldManager && len(addrs) > 0 {
+	if writer == vocab.FieldManager && len(addrs) > 0 {
 		patch := `[{"op":"replace","path":"/status/addresses","value":[`
 		for i, a := range addrs {
 			if i > 0 {
@@ -111,7 +110,7 @@ func node(t *testing.T, cp *harness.ControlPlane, name string, port int32, write
 		}
 		patch += `]}]`
 		if n, err = cp.Admin.CoreV1().Nodes().Patch(ctx, name, types.JSONPatchType, []byte(patch),
-			metav1.PatchOptions{FieldManager: publisher.DefaultFieldManager}, "status"); err != nil {
+			metav1.PatchOptions{FieldManager: vocab.FieldManager}, "status"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,9 +184,9 @@ func endpointSlice(t *testing.T, cs kubernetes.Interface, ns, name string, pods 
 // record writes the approval record of Node name, as its agent does with --approval-record.
 func record(t *testing.T, cs kubernetes.Interface, name string, ips ...string) {
 	t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, publisher.RecordAnnotation, strings.Join(ips, ","))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, vocab.RecordAnnotation, strings.Join(ips, ","))
 	if _, err := cs.CoreV1().Nodes().Patch(context.Background(), name, types.MergePatchType, []byte(patch),
-		metav1.PatchOptions{FieldManager: publisher.DefaultFieldManager}); err != nil {
+		metav1.PatchOptions{FieldManager: vocab.FieldManager}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -218,7 +217,7 @@ func warning(t *testing.T, cs kubernetes.Interface, n *corev1.Node, reason, mess
 		ObjectMeta:     metav1.ObjectMeta{Namespace: "default", Name: n.Name + "." + strconv.FormatInt(now.UnixNano(), 16)},
 		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID},
 		Type:           corev1.EventTypeWarning, Reason: reason, Message: message,
-		Source:         corev1.EventSource{Component: inspect.EventComponent, Host: n.Name},
+		Source:         corev1.EventSource{Component: vocab.EventComponent, Host: n.Name},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}, metav1.CreateOptions{})
 	if err != nil {

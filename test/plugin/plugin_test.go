@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/publisher"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -61,11 +61,11 @@ func setup(t *testing.T) *cluster {
 	if c.portD, err = harness.FreePort(); err != nil { // nothing listens there
 		t.Fatal(err)
 	}
-	a := node(t, c.cp, "node-a", c.portA, publisher.DefaultFieldManager, nil, "127.0.0.2")
+	a := node(t, c.cp, "node-a", c.portA, vocab.FieldManager, nil, "127.0.0.2")
 	node(t, c.cp, "node-b", kubeletB.port(), "kubelet", nil, "127.0.0.3")
 	nc := node(t, c.cp, "node-c", 10250, "", []corev1.Taint{harness.Uninitialized})
-	node(t, c.cp, "node-d", int32(c.portD), publisher.DefaultFieldManager, nil, "127.0.0.4")
-	node(t, c.cp, "node-e", 0, publisher.DefaultFieldManager, nil, "198.51.100.2")
+	node(t, c.cp, "node-d", int32(c.portD), vocab.FieldManager, nil, "127.0.0.4")
+	node(t, c.cp, "node-e", 0, vocab.FieldManager, nil, "198.51.100.2")
 	record(t, cs, "node-e", "198.51.100.2")
 
 	namespaces(t, cs, "kube-system", "ingress")
@@ -78,8 +78,8 @@ func setup(t *testing.T) *cluster {
 	endpointSlice(t, cs, "ingress", "ingress-http", [2]string{"ingress-ctrl-e", "198.51.100.12"}, [2]string{"web-0", "198.51.100.9"})
 	servingCSR(t, c.cp, "csr-node-a", "node-a", "127.0.0.2")
 	servingCSR(t, c.cp, "csr-node-e", "node-e", "198.51.100.2")
-	warning(t, cs, a, publisher.ReasonAddressesOverwritten, "status.addresses reverted by kubelet")
-	warning(t, cs, nc, publisher.ReasonProvidedNodeIPNotFound, "10.9.9.9 is not an address of this host")
+	warning(t, cs, a, vocab.ReasonAddressesOverwritten, "status.addresses reverted by kubelet")
+	warning(t, cs, nc, vocab.ReasonProvidedNodeIPNotFound, "10.9.9.9 is not an address of this host")
 	return c
 }
 
@@ -418,14 +418,14 @@ func TestStatus(t *testing.T) {
 	}
 	var written *metav1.Time
 	for _, mf := range c.cp.Node(t, "node-a").ManagedFields {
-		if mf.Manager == publisher.DefaultFieldManager && mf.Subresource == "status" {
+		if mf.Manager == vocab.FieldManager && mf.Subresource == "status" {
 			written = mf.Time
 		}
 	}
 	s := l.Items[0]
 	if written == nil || s.LastWrite == nil || !s.LastWrite.Equal(written) || len(s.Writers) != 1 || s.Writers[0].Kind != inspect.WriterNodeaddr ||
 		s.Agent == nil || *s.Agent != (inspect.AgentPod{Namespace: "kube-system", Name: "nodeaddr-a", Ready: true, Restarts: 2, Version: "0.1.0"}) ||
-		s.LastWarning == nil || s.LastWarning.Reason != publisher.ReasonAddressesOverwritten || len(s.Attention) != 0 {
+		s.LastWarning == nil || s.LastWarning.Reason != vocab.ReasonAddressesOverwritten || len(s.Attention) != 0 {
 		t.Errorf("status -o json: %s\nnodeaddr's status write in managedFields: %v", stdout, written)
 	}
 

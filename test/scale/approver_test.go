@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -136,7 +137,7 @@ func (a *approver) run(ctx context.Context, cfg *rest.Config) error {
 	ctrl, err := csrapproval.NewController(csrapproval.Config{
 		Source: src, Metrics: csrapproval.NewMetrics(a.reg),
 		Logger:   slog.New(slog.NewTextHandler(a.log, nil)),
-		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: csrapproval.EventComponent}),
+		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.ApproverEventComponent}),
 	})
 	if err != nil {
 		return err

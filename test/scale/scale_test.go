@@ -32,6 +32,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/publisher"
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -358,7 +359,7 @@ func phaseAddresses(names []string, phase int) map[string]string {
 }
 
 // newAgentWith builds node's agent; with approvalRecord it also writes the approval record on its
-// Node (publisher.RecordSpec appended to its annotations, as cmd/nodeaddr does for
+// Node (vocab.RecordSpec appended to its annotations, as cmd/nodeaddr does for
 // --approval-record).
 func newAgentWith(ctx context.Context, host, node, token string, approvalRecord bool) (*fleetAgent, error) {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
@@ -388,14 +389,14 @@ func newAgentWith(ctx context.Context, host, node, token string, approvalRecord 
 	b.StartRecordingToSink(kc.EventSink())
 	a := &fleetAgent{node: node, kernel: &oneAddressKernel{}, sig: watcher.NewSignal(), obs: writeCounts{prometheus.NewRegistry()}, events: b}
 	rec := b.NewRecorder(kube.Scheme(), corev1.EventSource{Component: "nodeaddr", Host: node})
-	var annotations []publisher.AnnotationSpec
+	var annotations []vocab.AnnotationSpec
 	if approvalRecord {
-		annotations = append(annotations, publisher.RecordSpec())
+		annotations = append(annotations, vocab.RecordSpec())
 	}
 	ag, err := agent.New(agent.Config{
-		NodeName: node,
+		NodeName: node, Nodes: kc,
 		Publisher: publisher.Config{
-			Nodes: kc, RemoveTaint: true, Annotations: annotations,
+			RemoveTaint: true, Annotations: annotations,
 			Rate: publishRate, Burst: publishBurst, Metrics: publisher.NewMetrics(a.obs.reg), Recorder: rec,
 		},
 		Loop: resolver.LoopConfig{

@@ -31,14 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeaddr/nodeaddr/publisher/identity"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
-
-// RecordAnnotation is the record an agent started with --approval-record keeps on its own Node:
-// the comma-separated IPs nodeaddr wrote into status.addresses, in status order. The base admission
-// policy lets an agent write only its own Node, and the component's policy keeps kubelets from
-// writing this key, so an IP in it was published by that Node's agent.
-const RecordAnnotation = identity.RecordAnnotation
 
 // Reasons a CSR is left pending, as Event and metric label values.
 const (
@@ -401,12 +395,12 @@ func nodeNames(o any) ([]string, error) {
 	return out, nil
 }
 
-// Published are the IPs of n that nodeaddr published: in its RecordAnnotation and among its
+// Published are the IPs of n that nodeaddr published: in its vocab.RecordAnnotation and among its
 // InternalIP and ExternalIP entries (the record alone is not enough: an address the agent no longer
 // writes is gone from the status first).
 func Published(n *corev1.Node) []netip.Addr {
 	var record []netip.Addr
-	for _, raw := range strings.Split(n.Annotations[RecordAnnotation], ",") {
+	for _, raw := range strings.Split(n.Annotations[vocab.RecordAnnotation], ",") {
 		if ip, err := netip.ParseAddr(strings.TrimSpace(raw)); err == nil {
 			record = append(record, ip.Unmap())
 		}

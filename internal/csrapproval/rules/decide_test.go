@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules/rulestest"
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
 func TestDecide(t *testing.T) {
@@ -70,7 +71,7 @@ func TestNodeOfAndPending(t *testing.T) {
 // Published is the record and the status together: an IP in only one of them is not published.
 func TestPublished(t *testing.T) {
 	n := &corev1.Node{}
-	n.Annotations = map[string]string{rules.RecordAnnotation: "10.0.0.5, fd00::5,10.0.0.9,garbage"}
+	n.Annotations = map[string]string{vocab.RecordAnnotation: "10.0.0.5, fd00::5,10.0.0.9,garbage"}
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.5"},
 		{Type: corev1.NodeInternalIP, Address: "fd00::5"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.7"},
 		{Type: corev1.NodeHostName, Address: "10.0.0.9"}}
@@ -83,7 +84,7 @@ func TestPublished(t *testing.T) {
 // kubernetes Service in default and its EndpointSlices name the API server.
 func TestFactsFrom(t *testing.T) {
 	node := func(name, record string, addrs ...corev1.NodeAddress) *corev1.Node {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{rules.RecordAnnotation: record}}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{vocab.RecordAnnotation: record}}}
 		n.Status.Addresses = addrs
 		return n
 	}

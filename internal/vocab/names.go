@@ -1,21 +1,27 @@
-package publisher
+package vocab
 
-import (
-	"fmt"
-	"strings"
+import "strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
-
-	"github.com/nodeaddr/nodeaddr/resolver"
-	"github.com/nodeaddr/nodeaddr/resolver/explanation"
+// Who wrote: the field managers in managedFields and the source components of Events.
+const (
+	// FieldManager names the agent's writes to its Node.
+	FieldManager = "nodeaddr"
+	// EventComponent is the source component of the agent's Events.
+	EventComponent = "nodeaddr"
+	// ApproverFieldManager names the approver's writes (a CSR's Approved condition).
+	ApproverFieldManager = "nodeaddr-approver"
+	// ApproverEventComponent is the source component of the approver's Events.
+	ApproverEventComponent = "nodeaddr-approver"
+	// ApprovalReason is the reason of the Approved condition the approver adds to a CSR.
+	ApprovalReason = "NodeaddrApproved"
 )
 
 // The reasons of every Event nodeaddr records, stable CamelCase constants: alerts and runbooks
 // (docs/runbooks.md) match on them.
 const (
-	// ReasonAddressesUpdated: the managed addresses were written (addressesUpdatedMessage).
-	ReasonAddressesUpdated = explanation.EventReason
+	// ReasonAddressesUpdated: the managed addresses were written; the message is an explanation
+	// (resolver/explanation), which kubectl nodeaddr explain reads back.
+	ReasonAddressesUpdated = "AddressesUpdated"
 	// ReasonTaintRemoved: the uninitialized taint was removed.
 	ReasonTaintRemoved = "TaintRemoved"
 	// ReasonAnnotationsUpdated: the configured address annotations were written.
@@ -32,7 +38,7 @@ const (
 	ReasonDuplicateAddress = "DuplicateAddress"
 	// ReasonExternalIPDisagreement (Warning, by the agent): the STUN servers disagree.
 	ReasonExternalIPDisagreement = "ExternalIPDisagreement"
-	// ReasonCSRApproved (recorded by internal/csrapproval): a kubelet's serving CSR was approved.
+	// ReasonCSRApproved (by the approver): a kubelet's serving CSR was approved.
 	ReasonCSRApproved = "KubeletServingCSRApproved"
 	// ReasonCSRPending (Warning, by the approver): a kubelet-serving CSR breaks a rule.
 	ReasonCSRPending = "KubeletServingCSRPending"
@@ -49,14 +55,9 @@ func EventMessage(s string) string {
 	return strings.ToValidUTF8(s[:EventMessageLimit-3], "") + "..."
 }
 
-// addressesUpdatedMessage is the message of the AddressesUpdated Event: the change from old to now,
-// then why, in the form resolver/explanation.Parse reads, bounded to EventMessageLimit.
-func addressesUpdatedMessage(old, now []corev1.NodeAddress, why []resolver.Explained) string {
-	return explanation.Format(fmt.Sprintf("Addresses changed from %v to %v", old, now), why, EventMessageLimit)
-}
-
-// CorrelatorOptions keep a folded Event's message as it is: client-go's "(combined from similar
-// events): " prefix would take a message of EventMessageLimit past what the admission policy allows.
-func CorrelatorOptions() record.CorrelatorOptions {
-	return record.CorrelatorOptions{MessageFunc: func(e *corev1.Event) string { return e.Message }}
-}
+// ExplainMessage is the message of the agent's log record that explains each change of the
+// addresses it publishes; ExplainKey is its attribute holding the explanation as a JSON array.
+const (
+	ExplainMessage = "addresses explained"
+	ExplainKey     = "explain"
+)
