@@ -23,7 +23,7 @@ func TestRegistrationToTaintRemoved(t *testing.T) {
 	var total, fromApply []time.Duration
 	for i := 0; i < benchRuns; i++ {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			w := newWorld(t, harness.NodeOptions{}, nil)
+			w := newWorld(t, worldOptions{})
 			applied := time.Now()
 			w.kubectlAdmin("apply", "-k", w.overlay())
 			w.waitFor("the taint removed", 3*time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })

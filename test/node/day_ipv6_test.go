@@ -80,15 +80,15 @@ func newDay6(t *testing.T) *day6 {
 		t.Fatal(err)
 	}
 	d := &day6{}
-	w := newWorldRouted(t, harness.KubernetesVersion, harness.ClusterOptions{Hardened: true, DualStack: true},
-		harness.NodeOptions{Images: []string{webTar}}, func(ns, router *harness.Netns) {
+	w := newWorld(t, worldOptions{cluster: harness.ClusterOptions{Hardened: true, DualStack: true},
+		node: harness.NodeOptions{Images: []string{webTar}}, uplink: func(ns, router *harness.Netns) {
 			slaacUplink(ns)
 			router.IP("-6", "addr", "add", router6Old+"/64", "dev", "r-eth0", "nodad")
 			router.IP("-6", "addr", "add", router6New+"/64", "dev", "r-eth0", "nodad")
 			d.radvd = harness.StartRadvd(t, router, "r-eth0", harness.RA{Prefixes: []harness.Prefix6{ra6Old}})
 			a := harness.WaitAddr6(t, ns, "eth0", oldIP6+" usable", func(a harness.Addr6) bool { return a.Local == oldIP6 && a.Usable() })
 			t.Logf("eth0 numbered by SLAAC from %s: %s (valid %d s, preferred %d s)", prefix6Old, a, a.Valid, a.Preferred)
-		})
+		}})
 	d.day = &day{world: w}
 	return d
 }

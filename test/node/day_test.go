@@ -91,8 +91,7 @@ func newDay(t *testing.T) *day {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorldWith(t, harness.KubernetesVersion, harness.ClusterOptions{Hardened: true},
-		harness.NodeOptions{Images: []string{webTar}}, nil)
+	w := newWorld(t, worldOptions{cluster: harness.ClusterOptions{Hardened: true}, node: harness.NodeOptions{Images: []string{webTar}}})
 	w.router.IP("addr", "add", gatewayV4+"/24", "dev", "r-eth0")
 	w.ns.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
 	w.ns.Sysctl("net.ipv4.conf.eth0.promote_secondaries", "1")

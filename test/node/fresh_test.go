@@ -22,7 +22,7 @@ const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 func TestRealNode(t *testing.T) {
 	// Its renumbering window runs beside TestKubeletWithoutCloudProvider's.
 	t.Parallel()
-	w := newWorld(t, harness.NodeOptions{}, nil)
+	w := newWorld(t, worldOptions{})
 	if !t.Run("1-fresh-node-shipped-defaults", w.freshNode) {
 		return
 	}

@@ -18,7 +18,7 @@ import (
 func TestHelmChart(t *testing.T) {
 	// Built before the node registers: the figures time the install, not Helm's own build.
 	harness.MustBuildHelm(t)
-	w := newWorld(t, harness.NodeOptions{}, nil)
+	w := newWorld(t, worldOptions{})
 	if !t.Run("7-helm-install", w.helmInstall) {
 		return
 	}

@@ -25,7 +25,7 @@ const (
 func TestKubeletWithoutCloudProvider(t *testing.T) {
 	// Mostly an observation window: runs beside TestRealNode's (scenario 5).
 	t.Parallel()
-	w := newWorld(t, harness.NodeOptions{NoCloudProvider: true, KubeletArgs: []string{"--node-ip=" + uplinkV4}}, nil)
+	w := newWorld(t, worldOptions{node: harness.NodeOptions{NoCloudProvider: true, KubeletArgs: []string{"--node-ip=" + uplinkV4}}})
 	t.Run("4-kubelet-without-cloud-provider", w.noCloudProvider)
 }
 

@@ -28,7 +28,7 @@ const (
 	internalTarget = "203.0.113.1"
 )
 
-func nodeIPUplink(ns *harness.Netns) {
+func nodeIPUplink(ns, _ *harness.Netns) {
 	ns.IP("addr", "add", providedIP+"/24", "dev", "eth0")
 	ns.IP("addr", "add", routeIP+"/24", "dev", "eth0")
 	ns.IP("route", "add", "default", "via", routeGW, "dev", "eth0")
@@ -40,7 +40,7 @@ func nodeIPUplink(ns *harness.Netns) {
 // --node-ip=providedIP; the agent manages InternalIP toward an IPv4 target (--internal-ip-target,
 // as docs/customize.md shows), so the annotation visibly overrides a different route source.
 func TestKubeletNodeIP(t *testing.T) {
-	w := newWorld(t, harness.NodeOptions{KubeletArgs: []string{"--node-ip=" + providedIP}}, nodeIPUplink)
+	w := newWorld(t, worldOptions{node: harness.NodeOptions{KubeletArgs: []string{"--node-ip=" + providedIP}}, uplink: nodeIPUplink})
 	t.Run("3-kubelet-node-ip", w.kubeletNodeIP)
 }
 
