@@ -26,7 +26,10 @@ func TestRegistrationToTaintRemoved(t *testing.T) {
 			w := newWorld(t, worldOptions{})
 			applied := time.Now()
 			w.kubectlAdmin("apply", "-k", w.overlay())
-			w.waitFor("the taint removed", 3*time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
+			harness.Eventually(w.t, 3*time.Minute, 100*time.Millisecond, "the taint removed", func() (bool, string) {
+				taints := harness.TaintKeys(w.node.Node(w.t))
+				return !slices.Contains(taints, uninitialized), fmt.Sprintf("taints %v", taints)
+			})
 			removed := w.taintRemovedAt()
 			total = append(total, removed.Sub(w.registeredAt()))
 			fromApply = append(fromApply, removed.Sub(applied))

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -250,19 +249,6 @@ func (w *world) run(name string, args ...string) string {
 func (w *world) kubectlAdmin(args ...string) string {
 	w.t.Helper()
 	return w.run(w.kubectl, append([]string{"--kubeconfig", w.admin}, args...)...)
-}
-
-// waitFor polls cond every 100 ms until it holds or timeout passes (a bound on a hang, not a
-// timing assertion).
-func (w *world) waitFor(what string, timeout time.Duration, cond func() bool) {
-	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // agentPod returns the DaemonSet's pod on the real node (a test's API-only Node gets one too), or nil.
