@@ -53,8 +53,8 @@ func TestAPIServerOutage(t *testing.T) {
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	sawNotReady := false
-	// measured window: 60 s of outage, probed every second.
-	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(time.Second) { // measured window: 60 s of outage
+
 		if c := probe(a, "/healthz"); c != 200 {
 			t.Fatalf("/healthz = %d during the outage, want 200", c)
 		}
