@@ -362,15 +362,10 @@ func waitEnforced(t *testing.T, cp *harness.ControlPlane) {
 		{Events, CreateEvent(AboutOther)},
 	}
 	for _, p := range probes {
-		var err error
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if err = p.r.send(ctx, w, agent, Agent); harness.DeniedBy(err, p.policy) {
-				break
-			}
-		}
-		if !harness.DeniedBy(err, p.policy) {
-			t.Fatalf("%s is not enforced within 30s (fail open?): %s: last result %v", p.policy, p.r.what, short(err))
-		}
+		harness.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("%s enforced (fail open?): %s", p.policy, p.r.what), func() (bool, string) {
+			err := p.r.send(ctx, w, agent, Agent)
+			return harness.DeniedBy(err, p.policy), short(err)
+		})
 	}
 }
 

@@ -29,7 +29,7 @@ func ruleReaction(t *testing.T, samples int) quantiles {
 	ruled := false
 	for range samples {
 		// Random phase against the resync ticker and the rate limiter (1 write/s sustained).
-		time.Sleep(time.Duration(1000+rand.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+rand.IntN(400)) * time.Millisecond) // kernel interval: 1-1.4 s between renumberings
 		want := "ExternalIP=198.51.100.10"
 		if ruled {
 			e.ns.IP("rule", "del", "priority", "1000")

@@ -63,8 +63,8 @@ func watchWakeups(pid int, d time.Duration) wakeups {
 	var last time.Time // the latest move of the current event
 	prev := threadSwitches(pid)
 	t0 := time.Now()
-	for time.Since(t0) < d {
-		time.Sleep(20 * time.Millisecond)
+	for time.Since(t0) < d { // measured window: d, sampled every 20 ms
+		time.Sleep(20 * time.Millisecond) // measured window: the sampling period
 		cur := threadSwitches(pid)
 		now := time.Now()
 		moved := false
@@ -117,7 +117,7 @@ func TestWakeups(t *testing.T) {
 		Env:        append([]string{"GOTRACEBACK=all"}, strings.Fields(os.Getenv("NODEADDR_WAKEUP_ENV"))...),
 	})
 	e.cp.WaitNode(t, e.node, 30*time.Second, "published", func(n *corev1.Node) bool { return addrs(n) != "" && !hasUninit(n) })
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // measured window: the agent settles before its wakeups are counted
 	pid := a.Pid()
 	t.Logf("agent pid %d, idling %s, output in %s", pid, idle, out)
 
@@ -128,7 +128,7 @@ func TestWakeups(t *testing.T) {
 		if err := strace.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Second) // attach
+		time.Sleep(2 * time.Second) // kernel interval: strace attaches (ptrace)
 	}
 	if os.Getenv("NODEADDR_WAKEUP_PROBES") != "" {
 		// What the kubelet does with deploy/daemonset.yaml: /readyz every 5 s, /healthz every 10 s,

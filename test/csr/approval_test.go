@@ -444,7 +444,7 @@ func testFloods(t *testing.T, w *world) {
 		newest := w.flood(t, kubeletOf(self), "node-a-flood-%03d", 500, csrSpec{ips: []string{selfIP, "192.0.2.97"}})
 		// creationTimestamp has whole seconds: the good CSR comes a second after the flood's
 		// newest, as a kubelet's next one would.
-		time.Sleep(time.Until(newest.Add(time.Second)))
+		time.Sleep(time.Until(newest.Add(time.Second))) // measured window: the next whole second
 		before := w.metrics(t)
 		if _, err := w.file(t, kubeletOf(self), "node-a-after-its-flood", csrSpec{ips: []string{selfIP}}); err != nil {
 			t.Fatal(err)
@@ -552,7 +552,7 @@ func testRenumberings(t *testing.T, w *world) {
 			w.renumber(t, current, second) // at once: the agent's write budget is spent
 			current = second
 			before := w.metrics(t)
-			time.Sleep(delay) // the kubelet's delay after the status change, which the case is about
+			time.Sleep(delay) // measured window: the kubelet's delay after the status change, which the case is about
 			if _, err := w.file(t, kubeletOf(self), name, csrSpec{dns: []string{self}, ips: []string{second, selfIP6}}); err != nil {
 				t.Fatal(err)
 			}
@@ -590,6 +590,9 @@ func (w *world) renumber(t *testing.T, from, to string) {
 	w.h.NS.IP("addr", "add", to+"/24", "dev", "eth0")
 	w.h.NS.IP("addr", "del", from+"/24", "dev", "eth0")
 	want := to + "," + selfIP6
+	// A watch, not harness.Eventually: every Node version on the way must carry its record, and a
+	// poll would see only some of them.
+	last := "no Node version"
 	for ev := range watch.ResultChan() {
 		n, ok := ev.Object.(*corev1.Node)
 		if !ok {
@@ -601,11 +604,13 @@ func (w *world) renumber(t *testing.T, from, to string) {
 				ips = append(ips, a.Address)
 			}
 		}
-		if got := strings.Join(ips, ","); got != n.Annotations[recordKey] {
+		got := strings.Join(ips, ",")
+		last = fmt.Sprintf("version %s with InternalIPs %s", n.ResourceVersion, got)
+		if got != n.Annotations[recordKey] {
 			t.Errorf("Node version %s lists InternalIPs %s with the record %q", n.ResourceVersion, got, n.Annotations[recordKey])
 		} else if got == want {
 			return
 		}
 	}
-	t.Fatalf("node-a does not list %s within 30s", want)
+	t.Fatalf("node-a does not list %s within 30s; last seen: %s", want, last)
 }

@@ -165,15 +165,10 @@ func newWorld(t *testing.T) *world {
 		t.Fatalf("the kubernetes Service's ClusterIP %q is not inside %s", w.clusterIP, serviceCIDR)
 	}
 	// The approver reads the Service network from the ServiceCIDR objects (no --service-cidr).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "ServiceCIDR kubernetes is ["+serviceCIDR+"]", func() (bool, string) {
 		sc, err := cp.Admin.NetworkingV1().ServiceCIDRs().Get(ctx, "kubernetes", metav1.GetOptions{})
-		if err == nil && slices.Equal(sc.Spec.CIDRs, []string{serviceCIDR}) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ServiceCIDR kubernetes: %v %v, want [%s]", sc, err, serviceCIDR)
-		}
-	}
+		return err == nil && slices.Equal(sc.Spec.CIDRs, []string{serviceCIDR}), fmt.Sprintf("%v %v", sc, err)
+	})
 	h.Uplink("eth0", selfIP+"/24", "192.0.2.1", 100)
 	h.Uplink6("eth0", selfIP6+"/64", "2001:db8::1", 100)
 	w.agent = h.Start("--external-ip-target=none", "--approval-record")
@@ -263,16 +258,20 @@ func (w *world) csr(t *testing.T, name string) *certv1.CertificateSigningRequest
 // waitEvent polls for the Event about node with reason whose message names the CSR, and returns it.
 func (w *world) waitEvent(t *testing.T, node, reason, csr string) corev1.Event {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		for _, e := range w.cp.Events(t, node, reason) {
+	var found corev1.Event
+	if err := harness.Poll(30*time.Second, 100*time.Millisecond, fmt.Sprintf("a %s Event about Node %s naming CSR %s", reason, node, csr), func() (bool, string) {
+		evs := w.cp.Events(t, node, reason)
+		for _, e := range evs {
 			if strings.Contains(e.Message, " "+csr+" ") {
-				return e
+				found = e
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event about Node %s naming CSR %s within 30s; approver log:\n%s", reason, node, csr, tail(w.approver.Logs(), 40))
-		}
+		return false, fmt.Sprintf("%d %s Events naming other CSRs", len(evs), reason)
+	}); err != nil {
+		t.Fatalf("%v; approver log:\n%s", err, tail(w.approver.Logs(), 40))
 	}
+	return found
 }
 
 // eventsNaming lists the Events in default whose message names the CSR.

@@ -71,7 +71,7 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The API server would have needed a moment to notice a missing parameter: give it that moment.
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured window: the policy must keep denying throughout
 	otherWritersWork(t, cp, a, "ConfigMap deleted")
 	if err := other.do(ctx, agent); !deniedByPolicy(err) {
 		t.Errorf("ConfigMap deleted: agent's write to another Node: %v, want a denial by %s", err, policyName)
@@ -197,14 +197,10 @@ func TestTokenProjectionOnAPIServer(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nodeaddr-test", Namespace: "kube-system"}, Spec: ds.Spec.Template.Spec}
 	pod.Spec.NodeName = "node-a"
 	var created *corev1.Pod
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if created, err = cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "the agent's pod created", func() (bool, string) {
+		created, err = cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	if len(created.Spec.Volumes) != 1 {
 		t.Errorf("pod volumes %+v: want only kube-api-access", created.Spec.Volumes)
 	}

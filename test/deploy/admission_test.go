@@ -96,7 +96,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 		// The API server's policy informer follows the update within moments: poll until every key
 		// is judged as expected, then report the judgement that disagreed last.
 		var wrong []string
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if harness.Poll(30*time.Second, 200*time.Millisecond, "every key judged as expected", func() (bool, string) {
 			wrong = nil
 			for _, k := range candidates {
 				err := write(k)
@@ -110,11 +110,8 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 					wrong = append(wrong, fmt.Sprintf("%s: denial %q does not name the rendered --annotations", k, err))
 				}
 			}
-			if len(wrong) == 0 || time.Now().After(deadline) {
-				break
-			}
-		}
-		if len(wrong) > 0 {
+			return len(wrong) == 0, strings.Join(wrong, "; ")
+		}) != nil {
 			t.Errorf("annotations=%q:\n  %s", c.spec, strings.Join(wrong, "\n  "))
 		}
 	}
@@ -155,11 +152,10 @@ func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The control: the policy is enforced (the agent's own Event, allowed by nodeaddr's policies, is denied).
-	for deadline := time.Now().Add(10 * time.Second); !harness.DeniedBy(createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")), name); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("policy %s is not enforced on Events within 10s", name)
-		}
-	}
+	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "policy "+name+" enforced on Events", func() (bool, string) {
+		err := createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated"))
+		return harness.DeniedBy(err, name), fmt.Sprint(err)
+	})
 	oracle := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kube-system:default",
 		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"},
 		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "secrets"}}}
@@ -255,17 +251,10 @@ func waitAllowed(t *testing.T, cs kubernetes.Interface, p patch) {
 // pollWrite retries p until its result satisfies want, for at most 30 s.
 func pollWrite(t *testing.T, cs kubernetes.Interface, p patch, want func(error) bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "write "+what, func() (bool, string) {
 		err := p.do(context.Background(), cs)
-		if want(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("write not %s within 30s: last result %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return want(err), fmt.Sprint(err)
+	})
 }
 
 // policyWorld starts a control plane with the policy, creates Nodes a and b from spec, and returns

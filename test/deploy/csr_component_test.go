@@ -428,17 +428,12 @@ func TestKubeletServingCSRComponentApplies(t *testing.T) {
 // a policy applied a moment ago may not be enforced yet.
 func untilDenied(t *testing.T, policy string, attempt func(i int) error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
+	i := 0
+	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, policy+" refuses", func() (bool, string) {
 		err := attempt(i)
-		if namesPolicy(err, policy) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not refuse within 30s: last result %v", policy, err)
-		}
-		time.Sleep(200 * time.Millisecond) // the poll interval
-	}
+		i++
+		return namesPolicy(err, policy), fmt.Sprint(err)
+	})
 }
 
 // approverEvent is an Event about node as the approver records it (component nodeaddr-approver,
@@ -472,18 +467,15 @@ func fileCSR(t *testing.T, cs kubernetes.Interface, name, node, signer string) *
 // refuses it (a new policy takes a moment to be enforced), and returns the refusal.
 func waitApproverPolicy(t *testing.T, approver, kubelet kubernetes.Interface, node, policy string) error {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
+	var err error
+	i := 0
+	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, "the approver's denial refused by "+policy, func() (bool, string) {
 		c := fileCSR(t, kubelet, fmt.Sprintf("probe-%d", i), node, certv1.KubeletServingSignerName)
-		err := harness.SetCSRCondition(context.Background(), approver, c, certv1.CertificateDenied)
-		if namesPolicy(err, policy) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the approver's denial is not refused by %s within 30s: last result %v", policy, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		i++
+		err = harness.SetCSRCondition(context.Background(), approver, c, certv1.CertificateDenied)
+		return namesPolicy(err, policy), fmt.Sprint(err)
+	})
+	return err
 }
 
 // The approver may add one Approved condition to a pending kubelet-serving CSR of a Node, and
@@ -645,13 +637,11 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	}
 	impostor := tokenClient(t, cp, podToken(t, cp, "kube-system", "impostor", a))
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		// RBAC's cache takes a moment to see the new binding.
+	// RBAC's cache takes a moment to see the new binding; the check below reports the last answer.
+	_ = harness.Poll(30*time.Second, 200*time.Millisecond, "an answer other than RBAC's denial", func() (bool, string) {
 		err = harness.SetCSRCondition(ctx, impostor, fileCSR(t, kubelet, fmt.Sprintf("impostor-%d", time.Now().UnixNano()), a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
-		if !harness.DeniedByRBAC(err) {
-			break
-		}
-	}
+		return !harness.DeniedByRBAC(err), fmt.Sprint(err)
+	})
 	if !harness.DeniedBy(err, csrPolicyName) || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr-approver") {
 		t.Errorf("another holder of the approver's ClusterRole approves: %v, want a 403 from %s naming the approver", err, csrPolicyName)
 	}
@@ -678,18 +668,16 @@ func TestApprovalRecordPolicy(t *testing.T) {
 	}
 	kubelet := cp.AsKubelet(t, a)
 	// Until the policy is enforced a kubelet's record gets through: remove it and retry.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, "the kubelet's record refused by "+recordPolicyName, func() (bool, string) {
 		err := record(a, "", "192.0.2.66").do(ctx, kubelet)
 		if namesPolicy(err, recordPolicyName) {
-			break
+			return true, ""
 		}
 		if err := record(a, "", "").do(ctx, cp.Admin); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the kubelet's record is not refused by %s within 30s: last result %v", recordPolicyName, err)
-		}
-	}
+		return false, fmt.Sprint(err)
+	})
 	agent := agentClient(t, cp, a)
 	// The base's own-Node policy, applied in the same breath, may reach the admission chain a
 	// moment after the record's: wait for it with another write it denies.

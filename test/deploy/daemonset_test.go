@@ -281,14 +281,11 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	}
 	// The agent's Events passed the events policy. They are sent after the writes they report, by
 	// the event broadcaster's goroutine: wait for them.
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if len(cp.Events(t, node, "AddressesUpdated")) > 0 && len(cp.Events(t, node, "TaintRemoved")) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("no AddressesUpdated and TaintRemoved Events about %s", node)
-			break
-		}
+	if err := harness.Poll(15*time.Second, 200*time.Millisecond, "AddressesUpdated and TaintRemoved Events about "+node, func() (bool, string) {
+		u, r := len(cp.Events(t, node, "AddressesUpdated")), len(cp.Events(t, node, "TaintRemoved"))
+		return u > 0 && r > 0, fmt.Sprintf("%d AddressesUpdated, %d TaintRemoved", u, r)
+	}); err != nil {
+		t.Error(err)
 	}
 	// None of the agent's writes was refused (by RBAC or a policy).
 	evs, err := cp.AuditSince(harness.AgentUser, started)
@@ -346,41 +343,28 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 // nodeaddr, one pid) has reached nodeaddr.
 func procStatus(t *testing.T, pid int) map[string]string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var out map[string]string
+	harness.Eventually(t, 10*time.Second, 20*time.Millisecond, fmt.Sprintf("pid %d is nodeaddr", pid), func() (bool, string) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]string{}
+		out = map[string]string{}
 		for _, l := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok {
 				out[k] = strings.TrimSpace(v)
 			}
 		}
-		if strings.HasPrefix(out["Name"], "nodeaddr") { // comm: the binary's name, at most 15 bytes
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d is %q, not nodeaddr, after 10s", pid, out["Name"])
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		// comm: the binary's name, at most 15 bytes
+		return strings.HasPrefix(out["Name"], "nodeaddr"), fmt.Sprintf("Name %q", out["Name"])
+	})
+	return out
 }
 
 func waitHTTP(t *testing.T, a *harness.Agent, port int, path string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("GET :%d%s answers 200", port, path), func() (bool, string) {
 		code, body, err := a.Get(port, path)
-		if err == nil && code == 200 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("GET :%d%s: %d %q %v", port, path, code, body, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return err == nil && code == 200, fmt.Sprintf("%d %q %v", code, body, err)
+	})
 }

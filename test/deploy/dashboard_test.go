@@ -297,12 +297,10 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	h.NS.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	h.NS.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	// (Best effort: a histogram without observations still answers, with NaN quantiles.)
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if code, body, err := scrape(a.NS, agentMetrics, token); err == nil && code == 200 &&
-			harness.ParseMetrics(body)["nodeaddr_reaction_seconds_count"] >= 2 {
-			break
-		}
-	}
+	_ = harness.Poll(10*time.Second, 200*time.Millisecond, "two reaction observations", func() (bool, string) {
+		code, body, err := scrape(a.NS, agentMetrics, token)
+		return err == nil && code == 200 && harness.ParseMetrics(body)["nodeaddr_reaction_seconds_count"] >= 2, ""
+	})
 
 	// Every metric the dashboard names is exposed by the agent, or is the approver's, or is a
 	// series the agent creates only with discovery servers (conditionalMetrics); the queries on
@@ -388,16 +386,12 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	// waitFor polls q until its only sample has the value want.
 	waitFor := func(what, q, want string, timeout time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
+		if err := harness.Poll(timeout, 500*time.Millisecond, fmt.Sprintf("%s: %s is %s", what, q, want), func() (bool, string) {
 			pr, err := promQuery(base, q)
-			if err == nil && pr.Status == "success" && len(pr.Data.Result) == 1 && sampleValue(pr.Data.Result[0]) == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s is not %s (%v %+v)\nconfig:\n%s\nlog:\n%s", what, q, want, err, pr, cfg, promLog())
-			}
-			time.Sleep(500 * time.Millisecond)
+			return err == nil && pr.Status == "success" && len(pr.Data.Result) == 1 && sampleValue(pr.Data.Result[0]) == want,
+				fmt.Sprintf("%v %+v", err, pr)
+		}); err != nil {
+			t.Fatalf("%v\nconfig:\n%s\nlog:\n%s", err, cfg, promLog())
 		}
 	}
 	// Wait for a few successful scrapes of both: rates need two samples in their window.

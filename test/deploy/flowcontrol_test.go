@@ -65,20 +65,18 @@ func TestFlowSchemaClassifiesAgents(t *testing.T) {
 // priority level exists.
 func waitNotDangling(t *testing.T, cp *harness.ControlPlane, name string) {
 	t.Helper()
-	var last string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "FlowSchema "+name+" Dangling=False", func() (bool, string) {
 		fs, err := cp.Admin.FlowcontrolV1().FlowSchemas().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = fmt.Sprint(fs.Status.Conditions)
 		for _, c := range fs.Status.Conditions {
 			if c.Type == "Dangling" && c.Status == "False" {
-				return
+				return true, ""
 			}
 		}
-	}
-	t.Fatalf("FlowSchema %s is not Dangling=False after 30 s: %s", name, last)
+		return false, fmt.Sprint(fs.Status.Conditions)
+	})
 }
 
 // The FlowSchema's subject is the agents' ServiceAccount and it names the priority level rendered

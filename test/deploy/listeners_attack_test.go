@@ -280,7 +280,7 @@ func holdOne(ctx context.Context, ns *harness.Netns, addr, mode string, connecte
 			if _, err := conn.Write([]byte{b}); err != nil {
 				return
 			}
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // measured window: one header byte every 300 ms
 		}
 	}
 	_, _ = io.Copy(io.Discard, conn) // until the server closes it

@@ -86,17 +86,14 @@ func podToken(t *testing.T, cp *harness.ControlPlane, ns, sa, node string) strin
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
 			Containers: []corev1.Container{{Name: "nodeaddr", Image: "nodeaddr:test"}}},
 	}
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var created *corev1.Pod
-		if created, err = cp.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err == nil {
-			pod = created
-			break
+	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "create pod in "+ns, func() (bool, string) {
+		created, err := cp.Admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create pod in %s: %v", ns, err)
-		}
-	}
+		pod = created
+		return true, ""
+	})
 	exp := int64(3600)
 	tr, err := cp.Admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{
 		ExpirationSeconds: &exp,

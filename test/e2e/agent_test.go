@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -49,7 +50,7 @@ func TestMetricsProbesAndShutdown(t *testing.T) {
 	// A kernel change produces a reaction-latency observation.
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.20")})
 	a.WaitMetric(`nodeaddr_reaction_seconds_count`, 10*time.Second, func(v float64) bool { return v == 1 })
 
 	a.Signal(syscall.SIGTERM)
@@ -65,17 +66,10 @@ func TestMetricsProbesAndShutdown(t *testing.T) {
 
 func waitHealthy(t *testing.T, a *harness.Agent) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, "agent healthy", func() (bool, string) {
 		code, body, err := a.Get(a.ProbePort, "/healthz")
-		if err == nil && code == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not healthy within 30s: %d %q %v", code, body, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && code == 200, fmt.Sprintf("/healthz %d %q %v", code, body, err)
+	})
 }
 
 // promtoolCheck runs `promtool check metrics` on an exposition.

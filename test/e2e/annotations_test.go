@@ -22,7 +22,7 @@ func TestAnnotationsPublished(t *testing.T) {
 	e.start("--internal-ip-target=none", "--external-ip-target=192.0.2.1", "--annotations=nodeaddr,k3s,example.com/cidr=external-ipv4-cidr")
 
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key)
+		return !harness.HasTaint(n, harness.Uninitialized.Key)
 	})
 	want := map[string]string{"example.com/keep": "me", "nodeaddr.io/external-ipv4": "192.0.2.10",
 		"k3s.io/external-ip": "192.0.2.10", "example.com/cidr": "192.0.2.10/24"}
@@ -42,10 +42,10 @@ func TestAnnotationsPublished(t *testing.T) {
 	n = e.cp.WaitNode(t, e.node, 30*time.Second, "annotations follow the renumbering", func(n *corev1.Node) bool {
 		return maps.Equal(n.Annotations, want)
 	})
-	if got := format(n.Status.Addresses); got != "[ExternalIP=192.0.2.11]" {
+	if got := harness.FormatAddrs(n.Status.Addresses); got != "[ExternalIP=192.0.2.11]" {
 		t.Fatalf("addresses = %s, want [ExternalIP=192.0.2.11]", got)
 	}
-	time.Sleep(2 * time.Second) // a wrong agent would write again by now
+	time.Sleep(2 * time.Second) // measured window: a wrong agent would write again by now
 	if w := e.cp.Writes(t, e.node); w["status"] != 2 || w[""] != 1 {
 		t.Fatalf("writes = %v, want 2 status writes and 1 node write", w)
 	}

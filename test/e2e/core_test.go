@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,18 +24,18 @@ var dedicated = corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: 
 func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
 	e := newEnv(t, "fresh")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
-		Addresses: []corev1.NodeAddress{addr(hn, "fresh")}})
+		Addresses: []corev1.NodeAddress{harness.Addr(hn, "fresh")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
 	e.start()
 
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key)
+		return !harness.HasTaint(n, harness.Uninitialized.Key)
 	})
 	// The defaults: an InternalIP per family; the ExternalIPs equal them and are not published.
-	want := []corev1.NodeAddress{addr(in, "192.0.2.10"), addr(in, "2001:db8::10"), addr(hn, "fresh")}
-	if got := n.Status.Addresses; format(got) != format(want) {
-		t.Fatalf("addresses = %s, want %s", format(got), format(want))
+	want := []corev1.NodeAddress{harness.Addr(in, "192.0.2.10"), harness.Addr(in, "2001:db8::10"), harness.Addr(hn, "fresh")}
+	if got := n.Status.Addresses; harness.FormatAddrs(got) != harness.FormatAddrs(want) {
+		t.Fatalf("addresses = %s, want %s", harness.FormatAddrs(got), harness.FormatAddrs(want))
 	}
 	// The API server adds node.kubernetes.io/not-ready at creation; it and the foreign taint stay.
 	if got := strings.Join(harness.TaintKeys(n), ","); got != "example.com/dedicated,node.kubernetes.io/not-ready" {
@@ -44,8 +45,8 @@ func TestFreshNodePublishedAndOnlyUninitializedTaintRemoved(t *testing.T) {
 		t.Fatalf("agent writes = %v, want one status write and one taint write", w)
 	}
 	// The event recorder sends asynchronously: wait for the events, then check there is one each.
-	waitEvents(t, e.cp, e.node, "AddressesUpdated", 1)
-	waitEvents(t, e.cp, e.node, "TaintRemoved", 1)
+	e.cp.WaitEvents(t, e.node, "AddressesUpdated", 1, 10*time.Second)
+	e.cp.WaitEvents(t, e.node, "TaintRemoved", 1, 10*time.Second)
 }
 
 // Scenario 2: renumbering the uplink, make-before-break and break-before-make, is one write each and
@@ -59,14 +60,14 @@ func TestRenumberIsOneWrite(t *testing.T) {
 
 	t.Run("make-before-break", func(t *testing.T) {
 		e.renumberMakeBeforeBreak("192.0.2.10", "192.0.2.20")
-		e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20"), addr(hn, "renumber")})
+		e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.20"), harness.Addr(hn, "renumber")})
 		if w := e.statusWrites(); w != 2 {
 			t.Fatalf("status writes = %d, want 2", w)
 		}
 	})
 	t.Run("break-before-make", func(t *testing.T) {
 		e.renumberBreakBeforeMake("192.0.2.20", "192.0.2.30")
-		e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.30"), addr(hn, "renumber")})
+		e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.30"), harness.Addr(hn, "renumber")})
 		if w := e.statusWrites(); w != 3 {
 			t.Fatalf("status writes = %d, want 3 (no empty or intermediate list)", w)
 		}
@@ -80,10 +81,10 @@ func TestRenumberIsOneWrite(t *testing.T) {
 // 192.0.2.10/24 and a default route, and the agent publishing that address as the ExternalIP.
 func (e *env) startRenumbering() *harness.Agent {
 	e.t.Helper()
-	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{harness.Addr(hn, e.node)}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, e.node)})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10"), harness.Addr(hn, e.node)})
 	return a
 }
 
@@ -102,7 +103,7 @@ func (e *env) renumberMakeBeforeBreak(from, to string) {
 func (e *env) renumberBreakBeforeMake(from, to string) {
 	e.t.Helper()
 	e.ns.IP("addr", "del", from+"/24", "dev", "eth0")
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // kernel interval: the lease gone, longer than debounce + max delay
 	e.ns.IP("addr", "add", to+"/24", "dev", "eth0")
 	e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
 }
@@ -114,14 +115,14 @@ func TestFailoverToSecondaryUplink(t *testing.T) {
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.uplink("eth1", "198.51.100.10/24", "198.51.100.1", 200)
 	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 
 	e.ns.IP("link", "set", "eth0", "down") // its routes vanish
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "198.51.100.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "198.51.100.10")})
 
 	e.ns.IP("link", "set", "eth0", "up") // a network manager restores the route
 	e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	if w := e.statusWrites(); w != 3 {
 		t.Fatalf("status writes = %d, want 3", w)
 	}
@@ -131,22 +132,22 @@ func TestFailoverToSecondaryUplink(t *testing.T) {
 func TestDualStack(t *testing.T) {
 	t.Run("kubelet InternalIPs and Hostname preserved", func(t *testing.T) {
 		e := newEnv(t, "dual")
-		kubelet := []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(in, "fd00::5"), addr(hn, "dual")}
+		kubelet := []corev1.NodeAddress{harness.Addr(in, "10.0.0.5"), harness.Addr(in, "fd00::5"), harness.Addr(hn, "dual")}
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: kubelet})
 		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
 		e.start("--internal-ip-target=none")
-		e.waitAddresses([]corev1.NodeAddress{addr(in, "10.0.0.5"), addr(in, "fd00::5"),
-			addr(ext, "192.0.2.10"), addr(ext, "2001:db8::10"), addr(hn, "dual")})
+		e.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "10.0.0.5"), harness.Addr(in, "fd00::5"),
+			harness.Addr(ext, "192.0.2.10"), harness.Addr(ext, "2001:db8::10"), harness.Addr(hn, "dual")})
 	})
 	t.Run("IPv6-primary node keeps IPv6 first", func(t *testing.T) {
 		e := newEnv(t, "v6primary")
 		e.cp.CreateNode(t, harness.NodeSpec{Name: e.node,
-			Addresses: []corev1.NodeAddress{addr(in, "fd00::5"), addr(in, "10.0.0.5"), addr(hn, "v6primary")}})
+			Addresses: []corev1.NodeAddress{harness.Addr(in, "fd00::5"), harness.Addr(in, "10.0.0.5"), harness.Addr(hn, "v6primary")}})
 		e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 		e.uplink6("eth0", "2001:db8::10/64", "2001:db8::1", 100)
 		e.start("--internal-ip-target=192.0.2.1,2001:db8::1", "--external-ip-target=none")
-		e.waitAddresses([]corev1.NodeAddress{addr(in, "2001:db8::10"), addr(in, "192.0.2.10"), addr(hn, "v6primary")})
+		e.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "2001:db8::10"), harness.Addr(in, "192.0.2.10"), harness.Addr(hn, "v6primary")})
 	})
 }
 
@@ -157,10 +158,10 @@ func TestIdleCostsNothing(t *testing.T) {
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--resync-interval=2s")
 	e.cp.WaitNode(t, e.node, 30*time.Second, "initialized", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
+		return !harness.HasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
 	})
 	before := countVerbs(t, e.cp)
-	time.Sleep(30 * time.Second) // the scenario: 30 s of idling with 15 resyncs
+	time.Sleep(30 * time.Second) // measured window: 30 s of idling with 15 resyncs
 	after := countVerbs(t, e.cp)
 	for _, verb := range []string{"get", "list", "patch", "update", "create"} {
 		if after[verb] != before[verb] {
@@ -201,14 +202,14 @@ func TestRunOnceRestartAndBadKubeconfig(t *testing.T) {
 		t.Fatalf("--run-once exit code = %d, want 0", code)
 	}
 	n := e.cp.Node(t, e.node)
-	if format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" || hasTaint(n, harness.Uninitialized.Key) {
-		t.Fatalf("after --run-once: addresses %s taints %v", format(n.Status.Addresses), harness.TaintKeys(n))
+	if harness.FormatAddrs(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" || harness.HasTaint(n, harness.Uninitialized.Key) {
+		t.Fatalf("after --run-once: addresses %s taints %v", harness.FormatAddrs(n.Status.Addresses), harness.TaintKeys(n))
 	}
 	writes := e.cp.Writes(t, e.node)
 
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	waitReady(t, a)
-	time.Sleep(2 * time.Second) // give a wrong agent the chance to write
+	time.Sleep(2 * time.Second) // measured window: a wrong agent would write by now
 	if got := e.cp.Writes(t, e.node); got["status"] != writes["status"] || got[""] != writes[""] {
 		t.Fatalf("restart with a correct Node wrote: before %v after %v", writes, got)
 	}
@@ -231,17 +232,10 @@ func TestRunOnceRestartAndBadKubeconfig(t *testing.T) {
 
 func waitReady(t *testing.T, a *harness.Agent) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, "agent ready", func() (bool, string) {
 		code, _, err := a.Get(a.ProbePort, "/readyz")
-		if err == nil && code == 200 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not ready within 30s: %d %v", code, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && code == 200, fmt.Sprintf("/readyz %d %v", code, err)
+	})
 }
 
 // Scenario 7: a Node created after the agent started is published once it appears.
@@ -249,19 +243,16 @@ func TestNodeCreatedAfterStart(t *testing.T) {
 	e := newEnv(t, "late")
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(a.Logs(), "waiting for it to be created") {
-		if time.Now().After(deadline) {
-			t.Fatal("agent never reported the missing node")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	harness.Eventually(t, 20*time.Second, 50*time.Millisecond, "agent reports the missing node", func() (bool, string) {
+		logs := a.Logs()
+		return strings.Contains(logs, "waiting for it to be created"), "log tail: " + lastLine(logs)
+	})
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "initialized", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key)
+		return !harness.HasTaint(n, harness.Uninitialized.Key)
 	})
-	if format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses = %s", format(n.Status.Addresses))
+	if harness.FormatAddrs(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses = %s", harness.FormatAddrs(n.Status.Addresses))
 	}
 }
 
@@ -269,10 +260,10 @@ func TestNodeCreatedAfterStart(t *testing.T) {
 // while the agent renumbers. Nothing is lost on either side, and conflicts really happened.
 func TestConcurrentWriterLosesNothing(t *testing.T) {
 	e := newEnv(t, "concurrent")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "concurrent")}})
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{harness.Addr(hn, "concurrent")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--debounce=0", "--publish-rate=100", "--publish-burst=100")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "concurrent")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10"), harness.Addr(hn, "concurrent")})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{cs: e.cp.Admin, node: e.node}
@@ -285,7 +276,7 @@ func TestConcurrentWriterLosesNothing(t *testing.T) {
 		e.ns.IP("addr", "add", "192.0.2."+itoa(next)+"/24", "dev", "eth0")
 		e.ns.IP("addr", "del", "192.0.2."+itoa(ip)+"/24", "dev", "eth0")
 		ip = next
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) // kernel interval: the renumberings' pace
 		if round >= 4 && a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="conflict"}`) > 0 {
 			break
 		}
@@ -295,9 +286,9 @@ func TestConcurrentWriterLosesNothing(t *testing.T) {
 	if c := a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="conflict"}`); c == 0 {
 		t.Fatalf("no conflict occurred: the test did not exercise the precondition (writer ops %d)", w.ops)
 	}
-	want := []corev1.NodeAddress{addr(ext, "192.0.2."+itoa(ip)), addr(hn, "concurrent")}
+	want := []corev1.NodeAddress{harness.Addr(ext, "192.0.2."+itoa(ip)), harness.Addr(hn, "concurrent")}
 	if w.dns {
-		want = append(want, addr(corev1.NodeInternalDNS, "concurrent.example"))
+		want = append(want, harness.Addr(corev1.NodeInternalDNS, "concurrent.example"))
 	}
 	n := e.waitAddresses(want)
 	w.check(t, n)

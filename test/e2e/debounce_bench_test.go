@@ -64,7 +64,7 @@ type debounceScenario struct {
 // debounceScenarios are the e2e tests' scenarios, through their own helpers.
 func debounceScenarios(dnsmasq, dhclient, keepalived string) []debounceScenario {
 	renumbered := func(e *env, ip string) string {
-		return format([]corev1.NodeAddress{addr(ext, ip), addr(hn, e.node)})
+		return harness.FormatAddrs([]corev1.NodeAddress{harness.Addr(ext, ip), harness.Addr(hn, e.node)})
 	}
 	ipN := func(n int) string { return "192.0.2." + itoa(n) }
 	return []debounceScenario{{
@@ -109,9 +109,9 @@ func debounceScenarios(dnsmasq, dhclient, keepalived string) []debounceScenario 
 			return func(int) (string, time.Time) {
 				for range 50 {
 					e.router.IP("link", "set", "r-eth0", "down")
-					time.Sleep(30 * time.Millisecond)
+					time.Sleep(30 * time.Millisecond) // kernel interval: the carrier down 30 ms
 					e.router.IP("link", "set", "r-eth0", "up")
-					time.Sleep(30 * time.Millisecond)
+					time.Sleep(30 * time.Millisecond) // kernel interval: and up 30 ms
 				}
 				return "[ExternalIP=192.0.2.10]", time.Now()
 			}
@@ -133,7 +133,7 @@ func debounceScenarios(dnsmasq, dhclient, keepalived string) []debounceScenario 
 				// The address change the Node follows is the last before the thaw; the 100 000
 				// route deletions after it run while the agent reacts.
 				thawed := e.routeFlood(a, ipN(10+k), ipN(11+k))
-				return format([]corev1.NodeAddress{addr(ext, ipN(11+k))}), thawed
+				return harness.FormatAddrs([]corev1.NodeAddress{harness.Addr(ext, ipN(11+k))}), thawed
 			}
 		},
 	}, {
@@ -180,7 +180,7 @@ func debounceScenarios(dnsmasq, dhclient, keepalived string) []debounceScenario 
 				harness.WaitAddr6(e.t, e.ns, "eth0", "deprecated "+slaac(1+k), func(a harness.Addr6) bool {
 					return a.Local == slaac(1+k) && a.Deprecated
 				})
-				final := format(e.internal6(slaac(2 + k)))
+				final := harness.FormatAddrs(e.internal6(slaac(2 + k)))
 				cur.Valid = 0
 				r.Announce(harness.RA{Prefixes: []harness.Prefix6{cur, next}})
 				return final, announced
@@ -211,11 +211,13 @@ func (l *nodeLog) len() int {
 // waitFor returns the first list seen from index from on that equals want.
 func (l *nodeLog) waitFor(t *testing.T, from int, timeout time.Duration, want string) nodeSeen {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, s := range l.since(from) {
+	var found nodeSeen
+	harness.Eventually(t, timeout, 5*time.Millisecond, want+" seen", func() (bool, string) {
+		seen := l.since(from)
+		for _, s := range seen {
 			if s.addrs == want {
-				return s
+				found = s
+				return true, ""
 			}
 		}
 		l.mu.Lock()
@@ -224,11 +226,9 @@ func (l *nodeLog) waitFor(t *testing.T, from int, timeout time.Duration, want st
 		if closed {
 			t.Fatalf("the Node watch closed before %s was seen", want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not seen within %s; seen: %v", want, timeout, l.since(from))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprint(seen)
+	})
+	return found
 }
 
 // kernelClock is `ip monitor` on addresses, routes and links in a namespace: when each kernel
@@ -304,7 +304,7 @@ func measureDebounce(t *testing.T, cp *harness.ControlPlane, s debounceScenario,
 		clock = monitorKernel(t, e.ns)
 	}
 	log := watchNodeLog(t, cp, node)
-	before := format(cp.Node(t, node).Status.Addresses)
+	before := harness.FormatAddrs(cp.Node(t, node).Status.Addresses)
 	writes := func() int { w := cp.Writes(t, node); return w["status"] + w[""] }
 	for k := 0; k < runs; k++ {
 		i0, w0, t0 := log.len(), writes(), time.Now()
@@ -312,7 +312,7 @@ func measureDebounce(t *testing.T, cp *harness.ControlPlane, s debounceScenario,
 		if final != before {
 			log.waitFor(t, i0, 90*time.Second, final)
 		}
-		time.Sleep(s.settle)
+		time.Sleep(s.settle) // measured window: the writes a scenario causes are counted after it settles
 		row.writes = append(row.writes, writes()-w0)
 		states, reached := publishedStates(log.since(i0), before, final)
 		if final != before && !reached.IsZero() {
@@ -333,7 +333,7 @@ func measureDebounce(t *testing.T, cp *harness.ControlPlane, s debounceScenario,
 			row.badRuns++
 		}
 		t.Logf("run %d: %d writes, Node lists %q, reactions so far %v", k, row.writes[k], states, row.reactions)
-		if now := format(cp.Node(t, node).Status.Addresses); now != final {
+		if now := harness.FormatAddrs(cp.Node(t, node).Status.Addresses); now != final {
 			t.Errorf("run %d: the Node ended with %s, want %s", k, now, final)
 		}
 		row.runs++

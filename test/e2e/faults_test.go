@@ -45,7 +45,7 @@ func TestAPIServerOutage(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	waitReady(t, a)
 
 	e.cp.StopAPIServer()
@@ -53,7 +53,8 @@ func TestAPIServerOutage(t *testing.T) {
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	sawNotReady := false
-	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(time.Second) { // measured window: 60 s of outage
+
 		if c := probe(a, "/healthz"); c != 200 {
 			t.Fatalf("/healthz = %d during the outage, want 200", c)
 		}
@@ -77,15 +78,12 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.cp.WaitNode(t, e.node, 90*time.Second, "converged after the outage", func(n *corev1.Node) bool {
-		return format(n.Status.Addresses) == "[ExternalIP=192.0.2.20]"
+		return harness.FormatAddrs(n.Status.Addresses) == "[ExternalIP=192.0.2.20]"
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for probe(a, "/readyz") != 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz did not recover")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "/readyz recovers", func() (bool, string) {
+		c := probe(a, "/readyz")
+		return c == 200, fmt.Sprintf("/readyz %d", c)
+	})
 }
 
 // etcd and then the API server restart; the agent reconnects and follows later changes.
@@ -94,17 +92,17 @@ func TestControlPlaneRestarts(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 
 	e.cp.StopEtcd()
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured window: etcd down for 2 s
 	if err := e.cp.StartEtcd(); err != nil {
 		t.Fatal(err)
 	}
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	e.cp.WaitNode(t, e.node, 60*time.Second, "converged after etcd restart", func(n *corev1.Node) bool {
-		return format(n.Status.Addresses) == "[ExternalIP=192.0.2.20]"
+		return harness.FormatAddrs(n.Status.Addresses) == "[ExternalIP=192.0.2.20]"
 	})
 
 	e.cp.StopAPIServer()
@@ -114,7 +112,7 @@ func TestControlPlaneRestarts(t *testing.T) {
 	e.ns.IP("addr", "add", "192.0.2.30/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.20/24", "dev", "eth0")
 	e.cp.WaitNode(t, e.node, 60*time.Second, "converged after API server restart", func(n *corev1.Node) bool {
-		return format(n.Status.Addresses) == "[ExternalIP=192.0.2.30]"
+		return harness.FormatAddrs(n.Status.Addresses) == "[ExternalIP=192.0.2.30]"
 	})
 }
 
@@ -125,18 +123,18 @@ func TestNodeDeletedAndRecreated(t *testing.T) {
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
 	e.cp.WaitNode(t, e.node, 30*time.Second, "initialized", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
+		return !harness.HasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
 	})
 	if err := e.cp.Admin.CoreV1().Nodes().Delete(context.Background(), e.node, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // measured window: the Node absent for half a second
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "initialized again", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
+		return !harness.HasTaint(n, harness.Uninitialized.Key) && len(n.Status.Addresses) == 1
 	})
-	if format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses = %s", format(n.Status.Addresses))
+	if harness.FormatAddrs(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses = %s", harness.FormatAddrs(n.Status.Addresses))
 	}
 }
 
@@ -148,9 +146,9 @@ func TestLinkFlapWritesNothing(t *testing.T) {
 	before := a.Metric(`nodeaddr_resolutions_total{result="success"}`)
 
 	e.flapCarrier()
-	time.Sleep(7 * time.Second) // longer than the removal grace: a wrong agent would write now
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses after flapping = %s", format(n.Status.Addresses))
+	time.Sleep(7 * time.Second) // measured window: longer than the removal grace, a wrong agent would write now
+	if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses after flapping = %s", harness.FormatAddrs(n.Status.Addresses))
 	}
 	if w := e.statusWrites(); w != 1 {
 		t.Fatalf("status writes = %d, want 1 (the initial one)", w)
@@ -169,7 +167,7 @@ func (e *env) startCarrierFlap() *harness.Agent {
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.ns.Sysctl("net.ipv4.conf.eth0.ignore_routes_with_linkdown", "1")
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	return a
 }
 
@@ -178,9 +176,9 @@ func (e *env) flapCarrier() {
 	e.t.Helper()
 	for i := 0; i < 50; i++ {
 		e.router.IP("link", "set", "r-eth0", "down")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // kernel interval: the carrier down 50 ms
 		e.router.IP("link", "set", "r-eth0", "up")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // kernel interval: and up 50 ms
 	}
 }
 
@@ -188,10 +186,10 @@ func (e *env) flapCarrier() {
 // renumbers: no field is lost on either side.
 func TestBusyWriterWhileRenumbering(t *testing.T) {
 	e := newEnv(t, "busy")
-	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, "busy")}})
+	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{harness.Addr(hn, "busy")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10"), addr(hn, "busy")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10"), harness.Addr(hn, "busy")})
 
 	stop, cancel := context.WithCancel(context.Background())
 	w := &writer{cs: e.cp.Admin, node: e.node, rate: 50, noAddresses: true}
@@ -202,11 +200,11 @@ func TestBusyWriterWhileRenumbering(t *testing.T) {
 		e.ns.IP("addr", "add", "192.0.2."+itoa(ip+1)+"/24", "dev", "eth0")
 		e.ns.IP("addr", "del", "192.0.2."+itoa(ip)+"/24", "dev", "eth0")
 		ip++
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // kernel interval: one renumbering a second
 	}
 	cancel()
 	<-done
-	n := e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2."+itoa(ip)), addr(hn, "busy")})
+	n := e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2."+itoa(ip)), harness.Addr(hn, "busy")})
 	w.check(t, n)
 	if w.ops < 200 {
 		t.Fatalf("writer made only %d requests", w.ops)
@@ -220,16 +218,13 @@ func TestSIGTERMDuringPendingPublish(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--publish-rate=0.01", "--publish-burst=1")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	e.ns.IP("addr", "add", "192.0.2.20/24", "dev", "eth0")
 	e.ns.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(a.Logs(), "desired addresses changed") || strings.Count(a.Logs(), "desired addresses changed") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("agent did not see the change")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	harness.Eventually(t, 10*time.Second, 20*time.Millisecond, "agent sees the change (two \"desired addresses changed\")", func() (bool, string) {
+		n := strings.Count(a.Logs(), "desired addresses changed")
+		return n >= 2, fmt.Sprintf("%d", n)
+	})
 	start := time.Now()
 	a.Signal(syscall.SIGTERM)
 	select {
@@ -241,8 +236,8 @@ func TestSIGTERMDuringPendingPublish(t *testing.T) {
 	if code := a.Stop(); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses = %s, want the last complete list", format(n.Status.Addresses))
+	if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses = %s, want the last complete list", harness.FormatAddrs(n.Status.Addresses))
 	}
 	if w := e.statusWrites(); w != 1 {
 		t.Fatalf("status writes = %d, want 1", w)
@@ -258,7 +253,7 @@ func TestKernelRouteFlood(t *testing.T) {
 	e := newEnv(t, "flood")
 	a := e.startRouteFlood()
 	e.routeFlood(a, "192.0.2.10", "192.0.2.20")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.20")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.20")})
 	m, err := a.Metrics()
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +285,7 @@ func (e *env) startRouteFlood() *harness.Agent {
 	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--netlink-receive-buffer=65536")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	return a
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,13 +42,13 @@ func ra6(preferred, valid int, prefixes ...string) harness.RA {
 // eth0 takes its IPv6 configuration from router advertisements, as h says.
 func (e *env) raNode(h harness.Host6) {
 	e.t.Helper()
-	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{harness.Addr(hn, e.node)}})
 	harness.LinkHost6(e.ns, "eth0", nodeMAC, e.router, "r-eth0", h)
 }
 
 // internal6 is the Node's expected list: the InternalIP ip beside the Hostname.
 func (e *env) internal6(ip string) []corev1.NodeAddress {
-	return []corev1.NodeAddress{addr(in, ip), addr(hn, e.node)}
+	return []corev1.NodeAddress{harness.Addr(in, ip), harness.Addr(hn, e.node)}
 }
 
 // usable6 waits until eth0 has ip as a settled, preferred address.
@@ -78,18 +79,15 @@ func settled(t *testing.T, a *harness.Agent, since time.Time) {
 // waitLog waits until the agent has logged a line containing every one of parts.
 func waitLog(t *testing.T, a *harness.Agent, what string, parts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		for _, l := range strings.Split(a.Logs(), "\n") {
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("the agent logs %s (a line with %q)", what, parts), func() (bool, string) {
+		logs := a.Logs()
+		for _, l := range strings.Split(logs, "\n") {
 			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent never logged %s (a line with %q)", what, parts)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, "log tail: " + lastLine(logs)
+	})
 }
 
 // changes counts the agent's "desired addresses changed" records.
@@ -153,8 +151,8 @@ func TestIPv6PrivacyAddressesRotateUnpublished(t *testing.T) {
 	rotated := e.temporarySource(first)
 	t.Logf("temporary route source rotated from %s to %s; stable address %s", first, rotated, stable.Local)
 	settled(t, a, time.Now())
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != format(e.internal6(stable.Local)) {
-		t.Fatalf("addresses after the rotation = %s, want %s", format(n.Status.Addresses), format(e.internal6(stable.Local)))
+	if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != harness.FormatAddrs(e.internal6(stable.Local)) {
+		t.Fatalf("addresses after the rotation = %s, want %s", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(e.internal6(stable.Local)))
 	}
 	if c := changes(a); c != 1 {
 		t.Fatalf("desired addresses changed %d times, want once: a rotation is no change", c)
@@ -166,20 +164,15 @@ func TestIPv6PrivacyAddressesRotateUnpublished(t *testing.T) {
 // other than not, as `ip -6 addr` shows it, and returns it.
 func (e *env) temporarySource(not string) string {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		src := harness.RouteSource6(e.ns, target6)
+	var src string
+	harness.Eventually(e.t, time.Minute, 100*time.Millisecond, "a new temporary route source", func() (bool, string) {
+		src = harness.RouteSource6(e.ns, target6)
 		addrs := harness.Addrs6(e.t, e.ns, "eth0")
-		if src != not && slices.ContainsFunc(addrs, func(a harness.Addr6) bool {
+		return src != not && slices.ContainsFunc(addrs, func(a harness.Addr6) bool {
 			return a.Local == src && a.Temporary && a.Usable()
-		}) {
-			return src
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("no new temporary route source after 1m (source %q, addresses %v)", src, addrs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		}), fmt.Sprintf("source %q, addresses %v", src, addrs)
+	})
+	return src
 }
 
 // A router renumbers make-before-break: it announces the new prefix beside the old, then
@@ -207,8 +200,8 @@ func TestRARenumberingMakeBeforeBreak(t *testing.T) {
 	e.usable6(newIP)
 	settled(t, a, time.Now())
 	t.Logf("both prefixes preferred: the kernel's source toward %s is %s", target6, harness.RouteSource6(e.ns, target6))
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != format(e.internal6(oldIP)) {
-		t.Fatalf("addresses with both prefixes = %s, want %s", format(n.Status.Addresses), format(e.internal6(oldIP)))
+	if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != harness.FormatAddrs(e.internal6(oldIP)) {
+		t.Fatalf("addresses with both prefixes = %s, want %s", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(e.internal6(oldIP)))
 	}
 	e.wantWrites(1, "a second preferred prefix does not move the InternalIP")
 
@@ -224,8 +217,8 @@ func TestRARenumberingMakeBeforeBreak(t *testing.T) {
 	r.Announce(harness.RA{Prefixes: []harness.Prefix6{old, fresh}})
 	e.waitGone6(oldIP)
 	settled(t, a, time.Now())
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != format(e.internal6(newIP)) {
-		t.Fatalf("addresses after the withdrawal = %s, want %s", format(n.Status.Addresses), format(e.internal6(newIP)))
+	if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != harness.FormatAddrs(e.internal6(newIP)) {
+		t.Fatalf("addresses after the withdrawal = %s, want %s", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(e.internal6(newIP)))
 	}
 	e.wantWrites(2, "the withdrawal of a prefix no longer published changes nothing")
 }
@@ -233,13 +226,10 @@ func TestRARenumberingMakeBeforeBreak(t *testing.T) {
 // waitGone6 waits until eth0 no longer has ip.
 func (e *env) waitGone6(ip string) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for slices.ContainsFunc(harness.Addrs6(e.t, e.ns, "eth0"), func(a harness.Addr6) bool { return a.Local == ip }) {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s still on eth0 after 1m", ip)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	harness.Eventually(e.t, time.Minute, 100*time.Millisecond, ip+" gone from eth0", func() (bool, string) {
+		addrs := harness.Addrs6(e.t, e.ns, "eth0")
+		return !slices.ContainsFunc(addrs, func(a harness.Addr6) bool { return a.Local == ip }), fmt.Sprintf("eth0 has %v", addrs)
+	})
 }
 
 // Flash renumbering: the router comes back with a new prefix and never deprecates the old one.
@@ -279,8 +269,8 @@ func TestRAFlashRenumbering(t *testing.T) {
 		e.wantWrites(2, "one move when the old address is deprecated")
 		e.waitGone6(oldIP)
 		settled(t, a, time.Now())
-		if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != format(e.internal6(newIP)) {
-			t.Fatalf("addresses after the old address expired = %s, want %s", format(n.Status.Addresses), format(e.internal6(newIP)))
+		if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != harness.FormatAddrs(e.internal6(newIP)) {
+			t.Fatalf("addresses after the old address expired = %s, want %s", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(e.internal6(newIP)))
 		}
 		e.wantWrites(2, "the old address expiring changes nothing")
 	})
@@ -380,7 +370,7 @@ func TestIPv6DuplicateAddressNeverPublished(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "dad6")
 			mon := monitorAddrs(t, e.ns)
-			e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+			e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{harness.Addr(hn, e.node)}})
 			// One link: the node, the host holding the duplicate and the router's bridge.
 			e.router.IP("link", "add", "br0", "type", "bridge", "mcast_snooping", "0")
 			e.router.IP("link", "set", "br0", "up")
@@ -406,7 +396,7 @@ func TestIPv6DuplicateAddressNeverPublished(t *testing.T) {
 				waitLog(t, a, "the duplicate refused", `msg="candidate skipped"`, "address="+tc.dup,
 					`reason="interface eth0: duplicate address detection failed"`)
 				// One Warning, however many resyncs refuse the duplicate again.
-				waitEvents(t, e.cp, e.node, "DuplicateAddress", 1)
+				e.cp.WaitEvents(t, e.node, "DuplicateAddress", 1, 10*time.Second)
 				settled(t, a, time.Now())
 				evs := e.cp.Events(t, e.node, "DuplicateAddress")
 				want := tc.dup + " on interface eth0 is not published: duplicate address detection failed " +
@@ -432,8 +422,8 @@ func TestIPv6DuplicateAddressNeverPublished(t *testing.T) {
 					t.Errorf("DuplicateAddress Events for a SLAAC address the kernel deleted: %+v", evs)
 				}
 			}
-			if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != format(e.internal6(gua)) {
-				t.Fatalf("addresses with a duplicate = %s, want %s", format(n.Status.Addresses), format(e.internal6(gua)))
+			if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != harness.FormatAddrs(e.internal6(gua)) {
+				t.Fatalf("addresses with a duplicate = %s, want %s", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(e.internal6(gua)))
 			}
 			e.wantWrites(1, "the GUA, never the duplicate")
 
@@ -447,7 +437,7 @@ func TestIPv6DuplicateAddressNeverPublished(t *testing.T) {
 			e.usable6(tc.dup)
 			e.waitAddresses(e.internal6(tc.dup))
 			e.wantWrites(2, "the ULA once it is the node's own")
-			waitEvents(t, e.cp, e.node, "AddressesUpdated", 2)
+			e.cp.WaitEvents(t, e.node, "AddressesUpdated", 2, 10*time.Second)
 		})
 	}
 }
@@ -481,13 +471,10 @@ func (m *addrMonitor) text() string {
 func (m *addrMonitor) wait(s string) {
 	m.t.Helper()
 	start := len(m.text())
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(m.text()[start:], s) {
-		if time.Now().After(deadline) {
-			m.t.Fatalf("ip monitor never showed %q:\n%s", s, m.text())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	harness.Eventually(m.t, time.Minute, 50*time.Millisecond, fmt.Sprintf("ip monitor shows %q", s), func() (bool, string) {
+		text := m.text()
+		return strings.Contains(text[start:], s), "\n" + text
+	})
 }
 
 // A dual-stack node on one link: its IPv4 address from a DHCP server (dnsmasq, dhclient with
@@ -521,13 +508,13 @@ func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
 			// list is the Node's expected list with these addresses, the primary family first.
 			list := func(ip4, ip6 string) string {
 				if tc.primary6 {
-					return format([]corev1.NodeAddress{addr(in, ip6), addr(in, ip4), addr(hn, e.node)})
+					return harness.FormatAddrs([]corev1.NodeAddress{harness.Addr(in, ip6), harness.Addr(in, ip4), harness.Addr(hn, e.node)})
 				}
-				return format([]corev1.NodeAddress{addr(in, ip4), addr(in, ip6), addr(hn, e.node)})
+				return harness.FormatAddrs([]corev1.NodeAddress{harness.Addr(in, ip4), harness.Addr(in, ip6), harness.Addr(hn, e.node)})
 			}
-			registered := []corev1.NodeAddress{addr(hn, e.node)}
+			registered := []corev1.NodeAddress{harness.Addr(hn, e.node)}
 			if tc.primary6 {
-				registered = append([]corev1.NodeAddress{addr(in, old6)}, registered...)
+				registered = append([]corev1.NodeAddress{harness.Addr(in, old6)}, registered...)
 			}
 			e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: registered})
 			harness.LinkHost6(e.ns, "eth0", nodeMAC, e.router, "r-eth0", harness.Host6{AddrGenMode: 0})
@@ -584,9 +571,9 @@ func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
 			seen := lists.distinct()
 			t.Logf("the Node's lists: %q", seen)
 			want := [][]string{
-				{format(registered), list(old4, old6), list(new4, old6), list(new4, new6)},
-				{format(registered), list(old4, old6), list(old4, new6), list(new4, new6)},
-				{format(registered), list(old4, old6), list(new4, new6)},
+				{harness.FormatAddrs(registered), list(old4, old6), list(new4, old6), list(new4, new6)},
+				{harness.FormatAddrs(registered), list(old4, old6), list(old4, new6), list(new4, new6)},
+				{harness.FormatAddrs(registered), list(old4, old6), list(new4, new6)},
 			}
 			if !tc.atOnce {
 				want = want[:1]
@@ -606,23 +593,16 @@ func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
 // and its default route added).
 func (e *env) waitSource4(ip string) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	harness.Eventually(e.t, time.Minute, 100*time.Millisecond, "a route toward 8.8.8.8 from "+ip, func() (bool, string) {
 		out, _ := exec.Command("ip", "-n", e.ns.Name, "-4", "route", "get", "8.8.8.8").Output()
-		if strings.Contains(string(out), " src "+ip+" ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("no route toward 8.8.8.8 from %s after 1m: %q", ip, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(string(out), " src "+ip+" "), fmt.Sprintf("%q", out)
+	})
 }
 
 // waitList waits until the Node's address list, formatted, is want.
 func (e *env) waitList(want string) {
 	e.t.Helper()
 	e.cp.WaitNode(e.t, e.node, 60*time.Second, "addresses "+want, func(n *corev1.Node) bool {
-		return format(n.Status.Addresses) == want
+		return harness.FormatAddrs(n.Status.Addresses) == want
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,49 +51,17 @@ func (e *env) start(args ...string) *harness.Agent {
 
 func (e *env) waitAddresses(want []corev1.NodeAddress) *corev1.Node {
 	e.t.Helper()
-	return e.cp.WaitNode(e.t, e.node, 30*time.Second, "addresses "+format(want), func(n *corev1.Node) bool {
+	return e.cp.WaitNode(e.t, e.node, 30*time.Second, "addresses "+harness.FormatAddrs(want), func(n *corev1.Node) bool {
 		return slices.Equal(n.Status.Addresses, want)
 	})
 }
 
 func (e *env) statusWrites() int { return e.cp.Writes(e.t, e.node)["status"] }
 
-func hasTaint(n *corev1.Node, key string) bool {
-	return slices.Contains(harness.TaintKeys(n), key)
-}
-
-func addr(t corev1.NodeAddressType, a string) corev1.NodeAddress {
-	return corev1.NodeAddress{Type: t, Address: a}
-}
-
-func format(a []corev1.NodeAddress) string {
-	s := "["
-	for i, x := range a {
-		if i > 0 {
-			s += " "
-		}
-		s += string(x.Type) + "=" + x.Address
-	}
-	return s + "]"
-}
-
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// waitEvents waits until exactly n Events with reason exist for node (and fails if more appear).
-func waitEvents(t *testing.T, cp *harness.ControlPlane, node, reason string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := len(cp.Events(t, node, reason))
-		if got > n {
-			t.Fatalf("%s events = %d, want %d", reason, got, n)
-		}
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s events = %d after 10s, want %d", reason, got, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+// lastLine is s's last non-empty line: what a wait on a log saw last.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndexByte(s, '\n')+1:]
 }

@@ -70,7 +70,7 @@ func TestMigrationFromLocalCCM(t *testing.T) {
 			// Each run manages a Node of its own, registered as a 1.37 kubelet registers it.
 			run := func(node string, args []string) string {
 				e.cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
-					Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+					Addresses: []corev1.NodeAddress{harness.Addr(hn, e.node)}})
 				kc := e.kc // the namespace's relay to the API server exists; only the token differs
 				if node != e.node {
 					kc = harness.Kubeconfig(t, harness.AgentDir(t), fmt.Sprintf("https://127.0.0.1:%d", e.cp.Port), e.cp.AgentToken(t, node))
@@ -81,10 +81,10 @@ func TestMigrationFromLocalCCM(t *testing.T) {
 					t.Fatalf("--run-once %v: exit %d", args, code)
 				}
 				n := e.cp.Node(t, node)
-				if hasTaint(n, harness.Uninitialized.Key) {
+				if harness.HasTaint(n, harness.Uninitialized.Key) {
 					t.Errorf("taint still there after %v", args)
 				}
-				return format(n.Status.Addresses)
+				return harness.FormatAddrs(n.Status.Addresses)
 			}
 			if got, want := run(e.node, tc.args), fill(tc.nodeaddr, e.node); got != want {
 				t.Errorf("local-ccm's arguments %v: addresses %s, want %s (local-ccm: %s)", tc.args, got, want, fill(tc.localCCM, e.node))
@@ -145,7 +145,7 @@ func TestDryRunDefaultsPreviewInternalIP(t *testing.T) {
 			}
 		}
 	}
-	if f := format(got.Addresses); f != "[InternalIP=192.0.2.10 InternalIP=2001:db8::10]" {
+	if f := harness.FormatAddrs(got.Addresses); f != "[InternalIP=192.0.2.10 InternalIP=2001:db8::10]" {
 		t.Fatalf("dry run printed %s, want [InternalIP=192.0.2.10 InternalIP=2001:db8::10] (output %q)", f, out)
 	}
 }

@@ -85,7 +85,7 @@ func TestDHCPRenumbering(t *testing.T) {
 	d := e.startDHCP(dnsmasq, dhclient)
 	d.renew("192.0.2.60")
 	e.cp.WaitNode(t, e.node, 60*time.Second, "renumbered by DHCP", func(n *corev1.Node) bool {
-		return format(n.Status.Addresses) == format([]corev1.NodeAddress{addr(ext, "192.0.2.60"), addr(hn, "dhcp")})
+		return harness.FormatAddrs(n.Status.Addresses) == harness.FormatAddrs([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.60"), harness.Addr(hn, "dhcp")})
 	})
 	if w := e.statusWrites(); w != 2 {
 		t.Fatalf("status writes = %d, want 2: the first lease and the new one, nothing in between", w)
@@ -105,7 +105,7 @@ type dhcp struct {
 // until the Node shows the lease as its ExternalIP (beside its Hostname).
 func (e *env) startDHCP(dnsmasq, dhclient string) *dhcp {
 	e.t.Helper()
-	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{addr(hn, e.node)}})
+	e.cp.CreateNode(e.t, harness.NodeSpec{Name: e.node, Addresses: []corev1.NodeAddress{harness.Addr(hn, e.node)}})
 	e.ns.Link("eth0", e.router, "r-eth0")
 	e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
 	d := &dhcp{e: e, dir: harness.AgentDir(e.t), mac: linkMAC(e.t, e.ns, "eth0"), dnsmasq: dnsmasq, dhclient: dhclient}
@@ -116,7 +116,7 @@ func (e *env) startDHCP(dnsmasq, dhclient string) *dhcp {
 	d.srv = d.serve("192.0.2.50")
 	d.cl = d.client()
 	e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.50"), addr(hn, e.node)})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.50"), harness.Addr(hn, e.node)})
 	return d
 }
 
@@ -168,9 +168,9 @@ func TestVRRPFailover(t *testing.T) {
 	before := v.a.Metric(`nodeaddr_resolutions_total{result="success"}`)
 
 	v.failover()
-	time.Sleep(2 * time.Second) // debounce and resolution would be done by now
-	if n := e.cp.Node(t, e.node); format(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
-		t.Fatalf("addresses after VRRP failovers = %s", format(n.Status.Addresses))
+	time.Sleep(2 * time.Second) // measured window: debounce and resolution would be done by now
+	if n := e.cp.Node(t, e.node); harness.FormatAddrs(n.Status.Addresses) != "[ExternalIP=192.0.2.10]" {
+		t.Fatalf("addresses after VRRP failovers = %s", harness.FormatAddrs(n.Status.Addresses))
 	}
 	if w := e.statusWrites(); w != 1 {
 		t.Fatalf("status writes = %d, want 1: a VIP moving is not a node address change", w)
@@ -223,7 +223,7 @@ func (e *env) startVRRP(keepalived string) *vrrp {
 	waitVIP(e.t, e.ns, "192.0.2.100", true)
 
 	v.a = e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	return v
 }
 
@@ -262,15 +262,8 @@ func (v *vrrp) failover() {
 
 func waitVIP(t *testing.T, ns *harness.Netns, vip string, present bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	harness.Eventually(t, 20*time.Second, 100*time.Millisecond, fmt.Sprintf("VIP %s present=%v in %s", vip, present, ns.Name), func() (bool, string) {
 		out, _ := exec.Command("ip", "-n", ns.Name, "-4", "addr", "show").Output()
-		if strings.Contains(string(out), " "+vip+"/") == present {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("VIP %s present=%v never true in %s", vip, present, ns.Name)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(string(out), " "+vip+"/") == present, "\n" + string(out)
+	})
 }

@@ -42,7 +42,7 @@ func watchNodeLog(t *testing.T, cp *harness.ControlPlane, node string) *nodeLog 
 			if n, ok := ev.Object.(*corev1.Node); ok {
 				at := time.Now()
 				l.mu.Lock()
-				l.seen = append(l.seen, nodeSeen{at, format(n.Status.Addresses)})
+				l.seen = append(l.seen, nodeSeen{at, harness.FormatAddrs(n.Status.Addresses)})
 				l.mu.Unlock()
 			}
 		}

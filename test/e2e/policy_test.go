@@ -20,16 +20,16 @@ func TestPolicyProvidedNodeIPPresent(t *testing.T) {
 	e := newEnv(t, "nodeip")
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized},
 		Annotations: map[string]string{providedNodeIP: "10.0.0.5"},
-		Addresses:   []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(hn, "nodeip")}})
+		Addresses:   []corev1.NodeAddress{harness.Addr(in, "10.0.0.5"), harness.Addr(hn, "nodeip")}})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	e.ns.Link("eth1", e.router, "r-eth1")
 	e.ns.IP("addr", "add", "10.0.0.5/24", "dev", "eth1")
 	a := e.start("--internal-ip-target=192.0.2.1", "--external-ip-target=none")
 
 	n := e.cp.WaitNode(t, e.node, 30*time.Second, "uninitialized taint removed", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key)
+		return !harness.HasTaint(n, harness.Uninitialized.Key)
 	})
-	if got := format(n.Status.Addresses); got != "[InternalIP=10.0.0.5 Hostname=nodeip]" {
+	if got := harness.FormatAddrs(n.Status.Addresses); got != "[InternalIP=10.0.0.5 Hostname=nodeip]" {
 		t.Fatalf("addresses = %s, want the provided node IP as InternalIP", got)
 	}
 	if w := e.statusWrites(); w != 0 {
@@ -54,18 +54,14 @@ func TestPolicyProvidedNodeIPAbsent(t *testing.T) {
 	e.ns.Link("eth1", e.router, "r-eth1")
 	a := e.start("--internal-ip-target=192.0.2.1", "--external-ip-target=none")
 
-	e.waitAddresses([]corev1.NodeAddress{addr(in, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "192.0.2.10")})
 	a.WaitMetric("nodeaddr_provided_node_ip_missing", 30*time.Second, func(v float64) bool { return v == 1 })
-	deadline := time.Now().Add(30 * time.Second)
-	for len(e.cp.Events(t, e.node, "ProvidedNodeIPNotFound")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no ProvidedNodeIPNotFound event")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(2 * time.Second) // a wrong agent would remove the taint or warn again by now
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "a ProvidedNodeIPNotFound event", func() (bool, string) {
+		return len(e.cp.Events(t, e.node, "ProvidedNodeIPNotFound")) > 0, "none"
+	})
+	time.Sleep(2 * time.Second) // measured window: a wrong agent would remove the taint or warn again by now
 	n := e.cp.Node(t, e.node)
-	if !hasTaint(n, harness.Uninitialized.Key) {
+	if !harness.HasTaint(n, harness.Uninitialized.Key) {
 		t.Fatal("uninitialized taint removed although the provided node IP is not on the host")
 	}
 	if ev := e.cp.Events(t, e.node, "ProvidedNodeIPNotFound"); len(ev) != 1 || ev[0].Type != corev1.EventTypeWarning ||
@@ -79,7 +75,7 @@ func TestPolicyProvidedNodeIPAbsent(t *testing.T) {
 	// The network manager brings the address up: it becomes the InternalIP and the taint goes.
 	e.ns.IP("addr", "add", "10.0.0.99/24", "dev", "eth1")
 	n = e.cp.WaitNode(t, e.node, 30*time.Second, "initialized with the provided node IP", func(n *corev1.Node) bool {
-		return !hasTaint(n, harness.Uninitialized.Key) && format(n.Status.Addresses) == "[InternalIP=10.0.0.99]"
+		return !harness.HasTaint(n, harness.Uninitialized.Key) && harness.FormatAddrs(n.Status.Addresses) == "[InternalIP=10.0.0.99]"
 	})
 	if n.Annotations["example.com/keep"] != "me" {
 		t.Fatalf("annotations = %v: another annotation was lost", n.Annotations)
@@ -97,7 +93,7 @@ func TestPolicyVIPsAndCNIIgnored(t *testing.T) {
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=192.0.2.1", "--internal-ip-interfaces=eth.*,cni.*", "--external-ip-target=none")
-	e.waitAddresses([]corev1.NodeAddress{addr(in, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "192.0.2.10")})
 
 	e.ns.IP("link", "add", "cni0", "type", "veth", "peer", "name", "cni0p")
 	e.ns.IP("link", "set", "cni0", "up")
@@ -106,8 +102,8 @@ func TestPolicyVIPsAndCNIIgnored(t *testing.T) {
 	e.ns.IP("addr", "add", "192.0.2.200/32", "dev", "eth0") // kube-vip
 	e.ns.IP("route", "replace", "default", "via", "192.0.2.1", "dev", "eth0", "metric", "100", "src", "192.0.2.100")
 	e.ns.IP("route", "replace", "192.0.2.1/32", "dev", "eth0", "src", "192.0.2.200")
-	time.Sleep(3 * time.Second)
-	if got := format(e.cp.Node(t, e.node).Status.Addresses); got != "[InternalIP=192.0.2.10]" {
+	time.Sleep(3 * time.Second) // measured window: a wrong agent would publish a VIP by now
+	if got := harness.FormatAddrs(e.cp.Node(t, e.node).Status.Addresses); got != "[InternalIP=192.0.2.10]" {
 		t.Fatalf("addresses = %s, want [InternalIP=192.0.2.10]", got)
 	}
 	if w := e.statusWrites(); w != 1 {
@@ -125,7 +121,7 @@ func TestPolicyRestartKeepsTheNodesChoice(t *testing.T) {
 	e := newEnv(t, "sticky")
 	// A previous agent chose eth1's address (equal priority with the route source on eth0).
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Taints: []corev1.Taint{harness.Uninitialized},
-		Addresses: []corev1.NodeAddress{addr(ext, "198.51.100.20"), addr(hn, "sticky")}})
+		Addresses: []corev1.NodeAddress{harness.Addr(ext, "198.51.100.20"), harness.Addr(hn, "sticky")}})
 	if _, err := e.cp.Admin.CoreV1().Nodes().Patch(t.Context(), e.node, types.MergePatchType,
 		[]byte(`{"spec":{"podCIDR":"10.244.0.0/24","podCIDRs":["10.244.0.0/24"]}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -146,7 +142,7 @@ func TestPolicyRestartKeepsTheNodesChoice(t *testing.T) {
 	}
 	want := "[InternalIP=10.0.0.7 ExternalIP=198.51.100.20 Hostname=sticky]"
 	n := e.cp.Node(t, e.node)
-	if got := format(n.Status.Addresses); got != want || hasTaint(n, harness.Uninitialized.Key) {
+	if got := harness.FormatAddrs(n.Status.Addresses); got != want || harness.HasTaint(n, harness.Uninitialized.Key) {
 		t.Fatalf("after --run-once: addresses %s (want %s), taints %v", got, want, harness.TaintKeys(n))
 	}
 	writes := e.statusWrites()
@@ -157,7 +153,7 @@ func TestPolicyRestartKeepsTheNodesChoice(t *testing.T) {
 		t.Fatalf("resolutions = %v after ready", v)
 	}
 	// Ready means reconciled: a wrong first resolution would have been written before.
-	if got := format(e.cp.Node(t, e.node).Status.Addresses); got != want {
+	if got := harness.FormatAddrs(e.cp.Node(t, e.node).Status.Addresses); got != want {
 		t.Fatalf("after the agent started: addresses %s, want %s kept", got, want)
 	}
 	if w := e.statusWrites(); w != writes {

@@ -17,11 +17,11 @@ import (
 // flag, and backs off exponentially instead of fighting; once the kubelet stops, it writes again.
 func TestRevertingWriterIsNotFought(t *testing.T) {
 	e := newEnv(t, "fight")
-	kubelet := []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(hn, "fight")}
+	kubelet := []corev1.NodeAddress{harness.Addr(in, "10.0.0.5"), harness.Addr(hn, "fight")}
 	e.cp.CreateNode(t, harness.NodeSpec{Name: e.node, Addresses: kubelet})
 	e.uplink("eth0", "192.0.2.10/24", "192.0.2.1", 100)
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--overwrite-backoff=2s", "--overwrite-backoff-max=8s")
-	ours := []corev1.NodeAddress{addr(in, "10.0.0.5"), addr(ext, "192.0.2.10"), addr(hn, "fight")}
+	ours := []corev1.NodeAddress{harness.Addr(in, "10.0.0.5"), harness.Addr(ext, "192.0.2.10"), harness.Addr(hn, "fight")}
 	e.waitAddresses(ours)
 
 	// The fake kubelet reverts every 500 ms for 20 s (a real one: every 10 s, forever).
@@ -29,18 +29,18 @@ func TestRevertingWriterIsNotFought(t *testing.T) {
 	nodes := e.cp.Admin.CoreV1().Nodes()
 	end := time.Now().Add(20 * time.Second)
 	reverts := 0
-	for time.Now().Before(end) {
+	for time.Now().Before(end) { // measured window: 20 s of reverts
 		n, err := nodes.Get(ctx, e.node, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if format(n.Status.Addresses) != format(kubelet) {
+		if harness.FormatAddrs(n.Status.Addresses) != harness.FormatAddrs(kubelet) {
 			n.Status.Addresses = kubelet
 			if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{FieldManager: "kubelet"}); err == nil {
 				reverts++
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // measured window: the fake kubelet's revert period
 	}
 	writes := e.statusWrites()
 	// Without back-off the agent would rewrite after every revert: about 40 times in 20 s. With
@@ -63,7 +63,7 @@ func TestRevertingWriterIsNotFought(t *testing.T) {
 	}
 	// The kubelet stopped: the agent's next attempt sticks.
 	e.cp.WaitNode(t, e.node, 30*time.Second, "agent's addresses restored", func(n *corev1.Node) bool {
-		return format(n.Status.Addresses) == format(ours)
+		return harness.FormatAddrs(n.Status.Addresses) == harness.FormatAddrs(ours)
 	})
 	t.Logf("reverts %d, agent writes %d, overwrites %v", reverts, writes, a.Metric("nodeaddr_overwrites_total"))
 }

@@ -18,12 +18,12 @@ func TestPolicyRuleMovesTheRouteSource(t *testing.T) {
 	e.uplink("eth1", "198.51.100.10/24", "198.51.100.1", 200)
 	e.ns.IP("route", "add", "default", "via", "198.51.100.1", "dev", "eth1", "table", "100")
 	a := e.start("--internal-ip-target=none", "--external-ip-target=8.8.8.8", "--resync-interval=0")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 
 	e.ns.IP("rule", "add", "to", "8.8.8.8/32", "lookup", "100", "priority", "1000")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "198.51.100.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "198.51.100.10")})
 	e.ns.IP("rule", "del", "priority", "1000")
-	e.waitAddresses([]corev1.NodeAddress{addr(ext, "192.0.2.10")})
+	e.waitAddresses([]corev1.NodeAddress{harness.Addr(ext, "192.0.2.10")})
 	if w := e.statusWrites(); w != 3 {
 		t.Errorf("status writes = %d, want 3 (start, rule added, rule deleted)", w)
 	}

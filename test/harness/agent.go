@@ -228,17 +228,13 @@ func (a *Agent) Metric(name string) float64 {
 // WaitMetric polls until cond(value) holds.
 func (a *Agent) WaitMetric(name string, timeout time.Duration, cond func(float64) bool) float64 {
 	a.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	var v float64
+	Eventually(a.t, timeout, 50*time.Millisecond, "metric "+name+" meets its condition", func() (bool, string) {
 		m, err := a.Metrics()
-		if err == nil && cond(m[name]) {
-			return m[name]
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("metric %s: condition not met within %s (value %v, err %v)", name, timeout, m[name], err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		v = m[name]
+		return err == nil && cond(v), fmt.Sprintf("value %v, err %v", v, err)
+	})
+	return v
 }
 
 // failedLogLines is how many of a process's last lines a failed test shows when not verbose.

@@ -70,19 +70,21 @@ func StartApprover(t testing.TB, cp *ControlPlane, args ...string) *Approver {
 		a.Stop()
 		<-done
 	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if code, _, err := a.Get("/readyz"); err == nil && code == http.StatusOK {
-			return a
+	if err := Poll(30*time.Second, 50*time.Millisecond, "nodeaddr approver ready", func() (bool, string) {
+		code, _, err := a.Get("/readyz")
+		if err == nil && code == http.StatusOK {
+			return true, ""
 		}
 		select {
 		case <-a.p.done:
 			t.Fatalf("nodeaddr approver exited before ready (%s):\n%s", a.p.cmd.ProcessState, a.Logs())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nodeaddr approver not ready within 30s:\n%s", a.Logs())
-		}
+		return false, fmt.Sprintf("GET /readyz: %d, %v", code, err)
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, a.Logs())
 	}
+	return a
 }
 
 // Stop sends SIGTERM and waits; it returns the exit code.

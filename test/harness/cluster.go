@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,25 +210,19 @@ func (cp *ControlPlane) Node(t testing.TB, name string) *corev1.Node {
 // WaitNode polls the Node until cond holds or timeout passes, and returns the last copy.
 func (cp *ControlPlane) WaitNode(t testing.TB, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	var last *corev1.Node
-	for {
+	Eventually(t, timeout, 50*time.Millisecond, "node "+name+": "+what, func() (bool, string) {
 		n, err := cp.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil {
-			last = n
-			if cond(n) {
-				return n
-			}
-		}
-		if time.Now().After(deadline) {
+		if err != nil {
 			if last != nil {
-				t.Fatalf("node %s: %s not reached within %s; addresses %v taints %v", name, what, timeout,
-					last.Status.Addresses, TaintKeys(last))
+				return false, fmt.Sprintf("%v; before it addresses %v taints %v", err, last.Status.Addresses, TaintKeys(last))
 			}
-			t.Fatalf("node %s: %s not reached within %s: %v", name, what, timeout, err)
+			return false, err.Error()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		last = n
+		return cond(n), fmt.Sprintf("addresses %v taints %v", n.Status.Addresses, TaintKeys(n))
+	})
+	return last
 }
 
 // TaintKeys lists a Node's taint keys.
@@ -237,6 +232,40 @@ func TaintKeys(n *corev1.Node) []string {
 		out = append(out, t.Key)
 	}
 	return out
+}
+
+// HasTaint reports whether the Node has a taint with key.
+func HasTaint(n *corev1.Node, key string) bool {
+	return slices.Contains(TaintKeys(n), key)
+}
+
+// Addr is a NodeAddress of type typ.
+func Addr(typ corev1.NodeAddressType, address string) corev1.NodeAddress {
+	return corev1.NodeAddress{Type: typ, Address: address}
+}
+
+// FormatAddrs prints addresses as [InternalIP=10.0.0.2 Hostname=n1].
+func FormatAddrs(a []corev1.NodeAddress) string {
+	var parts []string
+	for _, x := range a {
+		parts = append(parts, string(x.Type)+"="+x.Address)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// WaitEvents waits up to timeout until exactly n Events with reason exist about node, and returns
+// them; more than n fails at once.
+func (cp *ControlPlane) WaitEvents(t testing.TB, node, reason string, n int, timeout time.Duration) []corev1.Event {
+	t.Helper()
+	var evs []corev1.Event
+	Eventually(t, timeout, 50*time.Millisecond, fmt.Sprintf("%d %s Events about Node %s", n, reason, node), func() (bool, string) {
+		evs = cp.Events(t, node, reason)
+		if len(evs) > n {
+			t.Fatalf("%s events = %d, want %d", reason, len(evs), n)
+		}
+		return len(evs) == n, fmt.Sprintf("%d Events", len(evs))
+	})
+	return evs
 }
 
 // Events lists the Events about a Node with the given reason.

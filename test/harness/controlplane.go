@@ -204,15 +204,14 @@ func (cp *ControlPlane) StartEtcd() error {
 	cp.mu.Lock()
 	cp.etcd = p
 	cp.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", cp.EtcdPort), time.Second); err == nil {
-			c.Close()
-			return nil
+	return Poll(30*time.Second, 50*time.Millisecond, fmt.Sprintf("etcd listens on %d", cp.EtcdPort), func() (bool, string) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", cp.EtcdPort), time.Second)
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("etcd did not listen on %d within 30s", cp.EtcdPort)
+		c.Close()
+		return true, ""
+	})
 }
 
 // StartAPIServer starts (or restarts) kube-apiserver and waits until it is ready.
@@ -262,27 +261,30 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	if wait <= 0 {
 		wait = 60 * time.Second
 	}
-	deadline := time.Now().Add(wait)
-	for {
+	exited := false
+	if err := Poll(wait, 100*time.Millisecond, "kube-apiserver ready", func() (bool, string) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", cp.Config.Host+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+cp.AdminToken)
 		resp, err := hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				break
+				return true, ""
 			}
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("kube-apiserver exited before ready: %v\n%s", p.err,
-				tailFile(filepath.Join(cp.Dir, "kube-apiserver.log"), 20))
+			exited = true
+			return true, ""
 		default:
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kube-apiserver not ready within %s (last error %v)", wait, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, fmt.Sprintf("last error %v", err)
+	}); err != nil {
+		return err
+	}
+	if exited {
+		return fmt.Errorf("kube-apiserver exited before ready: %v\n%s", p.err,
+			tailFile(filepath.Join(cp.Dir, "kube-apiserver.log"), 20))
 	}
 	cs, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {

@@ -74,20 +74,16 @@ func (cp *ControlPlane) WaitClassified(ctx context.Context, token, path, schema,
 	if err != nil {
 		return err
 	}
-	var last Classification
-	for deadline := time.Now().Add(timeout); ; {
-		last, err = cp.Classify(ctx, token, path)
-		if err == nil && last.FlowSchemaUID == string(fs.UID) && last.PriorityLevelUID == string(pl.UID) {
-			return nil
+	return Poll(timeout, 100*time.Millisecond, fmt.Sprintf("GET %s classified into FlowSchema %s (uid %s), priority level %s (uid %s)",
+		path, schema, fs.UID, level, pl.UID), func() (bool, string) {
+		last, err := cp.Classify(ctx, token, path)
+		if err != nil {
+			return false, fmt.Sprintf("GET %s: %v", path, err)
 		}
-		if time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("GET %s: %w", path, err)
-			}
-			gotFS, gotPL := cp.FlowNames(ctx, last)
-			return fmt.Errorf("GET %s (status %d) was classified into FlowSchema %s, priority level %s after %s; want %s (uid %s), %s (uid %s)",
-				path, last.Status, gotFS, gotPL, timeout, schema, fs.UID, level, pl.UID)
+		if last.FlowSchemaUID == string(fs.UID) && last.PriorityLevelUID == string(pl.UID) {
+			return true, ""
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		gotFS, gotPL := cp.FlowNames(ctx, last)
+		return false, fmt.Sprintf("status %d, FlowSchema %s, priority level %s", last.Status, gotFS, gotPL)
+	})
 }

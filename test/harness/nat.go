@@ -152,21 +152,19 @@ func (s *STUNServer) Start() {
 	if s.p, err = startLogged(cmd, filepath.Join(s.dir, "log")); err != nil {
 		t.Fatalf("start turnserver on %s: %v", s.Addr, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if err := Poll(10*time.Second, 50*time.Millisecond, "turnserver on "+s.Addr+" listening", func() (bool, string) {
 		out, _ := s.n.Internet.Exec("ss", "-Hnlu", "src", s.hostPort()).Output()
 		if strings.Contains(string(out), s.hostPort()) {
-			return
+			return true, ""
 		}
 		select {
 		case <-s.p.done:
 			t.Fatalf("turnserver on %s exited: %s", s.Addr, tailFile(filepath.Join(s.dir, "log"), 20))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("turnserver on %s not listening after 10s: %s", s.Addr, tailFile(filepath.Join(s.dir, "log"), 20))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false, fmt.Sprintf("ss -Hnlu src %s: %q", s.hostPort(), out)
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, tailFile(filepath.Join(s.dir, "log"), 20))
 	}
 }
 

@@ -138,18 +138,19 @@ func (n *RealNode) startContainerd() {
 		t.Fatalf("start containerd: %v", err)
 	}
 	n.containerd = p
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if exec.Command(n.C.Bins.Ctr, "--address", n.Socket, "version").Run() == nil {
-			return
+	if err := Poll(30*time.Second, 100*time.Millisecond, "containerd serving", func() (bool, string) {
+		err := exec.Command(n.C.Bins.Ctr, "--address", n.Socket, "version").Run()
+		if err == nil {
+			return true, ""
 		}
 		select {
 		case <-p.done:
 			t.Fatalf("containerd exited: %v\n%s", p.err, tailFile(filepath.Join(n.Dir, "containerd.log"), 20))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd not serving within 30s\n%s", tailFile(filepath.Join(n.Dir, "containerd.log"), 20))
-		}
+		return false, "ctr version: " + err.Error()
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, tailFile(filepath.Join(n.Dir, "containerd.log"), 20))
 	}
 }
 
@@ -302,22 +303,23 @@ const lenientDecoding = "Using lenient decoding as strict decoding failed"
 func (n *RealNode) waitRegistered() time.Time {
 	t := n.T
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var created time.Time
+	if err := Poll(2*time.Minute, 200*time.Millisecond, "Node "+n.Name+" registered", func() (bool, string) {
 		node, err := n.C.CP.Admin.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
 		if err == nil {
-			return node.CreationTimestamp.Time
+			created = node.CreationTimestamp.Time
+			return true, ""
 		}
 		select {
 		case <-n.kubelet.done:
 			t.Fatalf("kubelet exited before registering: %v\n%s", n.kubelet.err, tailFile(filepath.Join(n.Dir, "kubelet.log"), 30))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Node %s not registered within 2m\n%s", n.Name, tailFile(filepath.Join(n.Dir, "kubelet.log"), 30))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return false, err.Error()
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, tailFile(filepath.Join(n.Dir, "kubelet.log"), 30))
 	}
+	return created
 }
 
 // grepLines returns the lines of s that contain substr.

@@ -58,7 +58,7 @@ func cleanNodeDir(dir string, nb NodeBinaries, stopContainerd func()) {
 	for _, pid := range processesWith(nb.Containerd, filepath.Join(dir, "containerd.toml")) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	time.Sleep(100 * time.Millisecond) // killed processes release their mounts
+	time.Sleep(100 * time.Millisecond) // kernel interval: killed processes release their mounts
 	unmountUnder(dir)
 	removeCgroups(filepath.Base(dir))
 	// The namespaces the node used (RecordNetns), deleted here only for a killed run's leftovers:

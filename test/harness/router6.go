@@ -239,19 +239,18 @@ func Addrs6(t testing.TB, ns *Netns, dev string) []Addr6 {
 // WaitAddr6 waits up to a minute until one of dev's IPv6 addresses satisfies cond, and returns it.
 func WaitAddr6(t testing.TB, ns *Netns, dev, what string, cond func(Addr6) bool) Addr6 {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var found Addr6
+	Eventually(t, time.Minute, 50*time.Millisecond, fmt.Sprintf("%s: %s on %s", ns.Name, what, dev), func() (bool, string) {
 		addrs := Addrs6(t, ns, dev)
 		for _, a := range addrs {
 			if cond(a) {
-				return a
+				found = a
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no %s on %s after 1m; it has %v", ns.Name, what, dev, addrs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%s has %v", dev, addrs)
+	})
+	return found
 }
 
 // RouteSource6 is the source address the kernel in ns picks toward target (`ip -6 route get`),

@@ -68,16 +68,15 @@ func (cp *ControlPlane) agentToken(ctx context.Context, node string) (string, er
 		},
 	}
 	// The ServiceAccount admission plugin may not see a just-created ServiceAccount for a moment.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	if err := Poll(10*time.Second, 100*time.Millisecond, "create pod", func() (bool, string) {
 		created, err := cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
-		if err == nil {
-			pod = created
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("create pod: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		pod = created
+		return true, ""
+	}); err != nil {
+		return "", err
 	}
 	exp := int64(3600)
 	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nodeaddr", &authnv1.TokenRequest{

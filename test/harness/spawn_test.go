@@ -50,10 +50,8 @@ func TestChildOutlivesTheStartersThread(t *testing.T) {
 
 // threadEnds reports whether the test process's thread tid is gone within a second.
 func threadEnds(tid int) bool {
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); err != nil {
-			return true
-		}
-	}
-	return false
+	return Poll(time.Second, 10*time.Millisecond, "thread ends", func() (bool, string) {
+		_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+		return err != nil, "present"
+	}) == nil
 }

@@ -133,15 +133,10 @@ func TestKubePrometheusStackEndToEnd(t *testing.T) {
 		"apply", "--server-side", "--field-manager=helm", "-f", "-")
 	config := generatedConfig(t, cp, "job_name: serviceMonitor/kube-system/nodeaddr/0", 90*time.Second)
 	var rules map[string]string
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
+	harness.Eventually(t, 60*time.Second, time.Second, "nodeaddr's alerts in the operator's rule ConfigMap", func() (bool, string) {
 		rules = ruleFiles(t, cp)
-		if strings.Contains(fmt.Sprint(rules), "alert: NodeaddrDown") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the operator's rule ConfigMap lacks nodeaddr's alerts: %v", slices.Collect(mapKeys(rules)))
-		}
-	}
+		return strings.Contains(fmt.Sprint(rules), "alert: NodeaddrDown"), fmt.Sprint(slices.Collect(mapKeys(rules)))
+	})
 	t.Logf("with monitoring.kubePrometheusStack.release=%s the operator selects nodeaddr's ServiceMonitor and PrometheusRule (rule files %v)",
 		stackRelease, slices.Collect(mapKeys(rules)))
 
@@ -181,18 +176,14 @@ func TestKubePrometheusStackEndToEnd(t *testing.T) {
 		getJSON(t, h.NS, base+"/api/v1/query?"+url.Values{"query": {query}}.Encode(), &r)
 		return r.Data.Result
 	}
-	var firstUp time.Time
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(time.Second) {
-		if len(q(`up{job="nodeaddr", node="`+node+`", namespace="kube-system"} == 1`)) > 0 {
-			firstUp = time.Now()
-			break
-		}
-		if time.Now().After(deadline) {
-			var targets any
-			getJSON(t, h.NS, base+"/api/v1/targets", &targets)
-			t.Fatalf("Prometheus never scraped the agent successfully; targets: %v\nlog:\n%s", targets, pod.log())
-		}
+	if err := harness.Poll(90*time.Second, time.Second, "Prometheus scrapes the agent successfully", func() (bool, string) {
+		return len(q(`up{job="nodeaddr", node="`+node+`", namespace="kube-system"} == 1`)) > 0, "no up == 1"
+	}); err != nil {
+		var targets any
+		getJSON(t, h.NS, base+"/api/v1/targets", &targets)
+		t.Fatalf("%v; targets: %v\nlog:\n%s", err, targets, pod.log())
 	}
+	firstUp := time.Now()
 	var targets struct {
 		Data struct {
 			ActiveTargets []struct {
@@ -219,18 +210,15 @@ func TestKubePrometheusStackEndToEnd(t *testing.T) {
 	// The rules of the operator's ConfigMap are loaded and evaluated after the first successful
 	// scrape; no alert is pending or firing.
 	want := alertNames(t, rules)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-		loaded, evaluated := loadedRules(t, h.NS, base)
-		if evaluated.After(firstUp.Add(time.Second)) {
-			slices.Sort(loaded)
-			if !slices.Equal(loaded, want) {
-				t.Errorf("Prometheus loaded the alerts %v, the operator's rule file holds %v", loaded, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the nodeaddr rule group was not evaluated after the first scrape (loaded %v, last evaluation %s)", loaded, evaluated)
-		}
+	var loaded []string
+	harness.Eventually(t, 60*time.Second, time.Second, "the nodeaddr rule group evaluated after the first scrape", func() (bool, string) {
+		var evaluated time.Time
+		loaded, evaluated = loadedRules(t, h.NS, base)
+		return evaluated.After(firstUp.Add(time.Second)), fmt.Sprintf("loaded %v, last evaluation %s", loaded, evaluated)
+	})
+	slices.Sort(loaded)
+	if !slices.Equal(loaded, want) {
+		t.Errorf("Prometheus loaded the alerts %v, the operator's rule file holds %v", loaded, want)
 	}
 	var alerts struct {
 		Data struct {
@@ -384,26 +372,23 @@ func tail(s string, n int) string {
 func generatedConfig(t *testing.T, cp *harness.ControlPlane, want string, timeout time.Duration) string {
 	t.Helper()
 	var last string
-	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Second) {
+	harness.Eventually(t, timeout, time.Second, fmt.Sprintf("the operator's Secret prometheus-%s has a configuration containing %q", promName, want), func() (bool, string) {
 		s, err := cp.Admin.CoreV1().Secrets(stackNamespace).Get(context.Background(), "prometheus-"+promName, metav1.GetOptions{})
-		if err == nil && len(s.Data["prometheus.yaml.gz"]) > 0 {
-			zr, err := gzip.NewReader(bytes.NewReader(s.Data["prometheus.yaml.gz"]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(zr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			last = string(b)
-			if strings.Contains(last, want) {
-				return last
-			}
+		if err != nil || len(s.Data["prometheus.yaml.gz"]) == 0 {
+			return false, fmt.Sprintf("(%v):\n%s", err, last)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the operator's Secret prometheus-%s has no configuration containing %q within %s (%v):\n%s", promName, want, timeout, err, last)
+		zr, err := gzip.NewReader(bytes.NewReader(s.Data["prometheus.yaml.gz"]))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = string(b)
+		return strings.Contains(last, want), "\n" + last
+	})
+	return last
 }
 
 // ruleFiles returns the files of the operator's rule ConfigMaps prometheus-<name>-rulefiles-N.
@@ -437,15 +422,13 @@ func mapKeys(m map[string]string) func(func(string) bool) {
 // waitStatefulSet waits for the operator's StatefulSet prometheus-<name>.
 func waitStatefulSet(t *testing.T, cp *harness.ControlPlane) *appsv1.StatefulSet {
 	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-		sts, err := cp.Admin.AppsV1().StatefulSets(stackNamespace).Get(context.Background(), "prometheus-"+promName, metav1.GetOptions{})
-		if err == nil {
-			return sts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no StatefulSet prometheus-%s: %v", promName, err)
-		}
-	}
+	var sts *appsv1.StatefulSet
+	harness.Eventually(t, 60*time.Second, time.Second, "StatefulSet prometheus-"+promName, func() (bool, string) {
+		var err error
+		sts, err = cp.Admin.AppsV1().StatefulSets(stackNamespace).Get(context.Background(), "prometheus-"+promName, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return sts
 }
 
 // promPod is what Prometheus's pod holds, as the operator's StatefulSet lays it out.
@@ -553,14 +536,10 @@ func agentPodAndEndpoints(t *testing.T, cp *harness.ControlPlane) {
 	}
 	pod.Spec.NodeName = node
 	var created *corev1.Pod
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if created, err = cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create the agent's pod: %v", err)
-		}
-	}
+	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "create the agent's pod", func() (bool, string) {
+		created, err = cp.Admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	now := metav1.Now()
 	created.Status = corev1.PodStatus{
 		Phase: corev1.PodRunning, HostIP: nodeIP, PodIP: nodeIP,
@@ -716,17 +695,15 @@ func runPrometheus(t *testing.T, cp *harness.ControlPlane, ns *harness.Netns, bi
 		}
 	})
 	base := "http://" + listen
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	if err := harness.Poll(30*time.Second, 200*time.Millisecond, "Prometheus ready", func() (bool, string) {
 		resp, err := ns.HTTPClient().Get(base + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus not ready: %v\n%s", err, p.log())
-		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, p.log())
 	}
 	return base
 }

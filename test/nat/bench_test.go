@@ -48,7 +48,7 @@ func TestNATUplinkChangeBench(t *testing.T) {
 	a, b := side{"10.0.1.10", "10.0.1.1", "203.0.113.10"}, side{"10.0.2.10", "10.0.2.1", "203.0.113.11"}
 	var ds []time.Duration
 	for range samples {
-		time.Sleep(time.Duration(1000+rand.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(1000+rand.IntN(400)) * time.Millisecond) // kernel interval: 1-1.4 s between renumberings
 		// Make-before-break, as a network manager renumbers.
 		w.h.NS.IP("addr", "add", b.addr+"/24", "dev", "eth0")
 		w.h.NS.IP("route", "replace", "default", "via", b.gw, "dev", "eth0")
@@ -108,15 +108,18 @@ func watchExternal(t *testing.T, ctx context.Context, w *world) <-chan seenExter
 
 func waitExternal(t *testing.T, ch <-chan seenExternal, want string) time.Time {
 	t.Helper()
+	// A watch, not a poll: the time each ExternalIP was seen is the measurement.
 	timeout := time.After(30 * time.Second)
+	var last []string
 	for {
 		select {
 		case s := <-ch:
 			if s.addr == want {
 				return s.at
 			}
+			last = append(last, s.addr)
 		case <-timeout:
-			t.Fatalf("ExternalIP %s not seen within 30s", want)
+			t.Fatalf("ExternalIP %s not seen within 30s; seen %v", want, last)
 		}
 	}
 }

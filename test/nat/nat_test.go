@@ -64,7 +64,7 @@ func (w *world) start(args ...string) *harness.Agent {
 func (w *world) waitAddresses(timeout time.Duration, want ...corev1.NodeAddress) time.Duration {
 	w.t.Helper()
 	start := time.Now()
-	w.h.CP.WaitNode(w.t, w.h.Node, timeout, "addresses "+format(want), func(n *corev1.Node) bool {
+	w.h.CP.WaitNode(w.t, w.h.Node, timeout, "addresses "+harness.FormatAddrs(want), func(n *corev1.Node) bool {
 		return slices.Equal(n.Status.Addresses, want)
 	})
 	return time.Since(start)
@@ -90,18 +90,6 @@ func waitMetric(a *harness.Agent, name string, n float64, timeout time.Duration)
 	a.WaitMetric(name, timeout, func(v float64) bool { return v >= n })
 }
 
-func addr(t corev1.NodeAddressType, a string) corev1.NodeAddress {
-	return corev1.NodeAddress{Type: t, Address: a}
-}
-
-func format(a []corev1.NodeAddress) string {
-	var parts []string
-	for _, x := range a {
-		parts = append(parts, string(x.Type)+"="+x.Address)
-	}
-	return "[" + strings.Join(parts, " ") + "]"
-}
-
 const (
 	agreed       = `nodeaddr_discovery_rounds_total{family="IPv4",result="agreed"}`
 	noAnswer     = `nodeaddr_discovery_rounds_total{family="IPv4",result="no_answer"}`
@@ -113,12 +101,12 @@ const (
 func TestNATAddressChangeFollowed(t *testing.T) {
 	w := newWorld(t, "nat-change", 3)
 	a := w.start()
-	w.waitAddresses(30*time.Second, addr(in, "10.0.1.10"), addr(ext, "203.0.113.10"), addr(hn, "nat-change"))
+	w.waitAddresses(30*time.Second, harness.Addr(in, "10.0.1.10"), harness.Addr(ext, "203.0.113.10"), harness.Addr(hn, "nat-change"))
 	w0 := w.startWrites()
 	rounds := a.Metric(agreed)
 
 	w.nat.SetSNAT(harness.SNAT{From: "10.0.0.0/16", Public: "203.0.113.20"})
-	took := w.waitAddresses(interval*11/10+10*time.Second, addr(in, "10.0.1.10"), addr(ext, "203.0.113.20"), addr(hn, "nat-change"))
+	took := w.waitAddresses(interval*11/10+10*time.Second, harness.Addr(in, "10.0.1.10"), harness.Addr(ext, "203.0.113.20"), harness.Addr(hn, "nat-change"))
 	t.Logf("ExternalIP followed the router's new public address in %s (re-check interval %s)", took.Round(time.Millisecond), interval)
 	if n := w.statusWrites() - w0; n != 1 {
 		t.Fatalf("status writes for the change = %d, want 1", n)
@@ -142,7 +130,7 @@ func TestNATUplinkRenumberedFollowed(t *testing.T) {
 	// A long interval: only the route-source change can explain a new probe.
 	a := w.h.Start("--external-ip-discovery="+w.servers[0].URL()+","+w.servers[1].URL(),
 		"--external-ip-discovery-interval=10m", "--internal-ip-target=none")
-	w.waitAddresses(30*time.Second, addr(ext, "203.0.113.10"), addr(hn, "nat-renumber"))
+	w.waitAddresses(30*time.Second, harness.Addr(ext, "203.0.113.10"), harness.Addr(hn, "nat-renumber"))
 	if n := w.statusWrites(); n != 1 {
 		t.Fatalf("status writes after start = %d, want 1", n)
 	}
@@ -153,7 +141,7 @@ func TestNATUplinkRenumberedFollowed(t *testing.T) {
 	w.h.NS.IP("addr", "del", "10.0.1.10/24", "dev", "eth0")
 	w.h.NS.IP("addr", "add", "10.0.2.10/24", "dev", "eth0")
 	w.h.NS.IP("route", "replace", "default", "via", "10.0.2.1", "dev", "eth0")
-	took := w.waitAddresses(15*time.Second, addr(ext, "203.0.113.11"), addr(hn, "nat-renumber"))
+	took := w.waitAddresses(15*time.Second, harness.Addr(ext, "203.0.113.11"), harness.Addr(hn, "nat-renumber"))
 	t.Logf("ExternalIP followed the renumbered uplink in %s", took.Round(time.Millisecond))
 	if n := w.statusWrites(); n != 2 {
 		t.Fatalf("status writes = %d, want 2 (one for the renumbering)", n)
@@ -181,7 +169,7 @@ func outage(t *testing.T) time.Duration {
 func TestNATServersDownNoWrite(t *testing.T) {
 	w := newWorld(t, "nat-outage", 2)
 	a := w.start()
-	want := []corev1.NodeAddress{addr(in, "10.0.1.10"), addr(ext, "203.0.113.10"), addr(hn, "nat-outage")}
+	want := []corev1.NodeAddress{harness.Addr(in, "10.0.1.10"), harness.Addr(ext, "203.0.113.10"), harness.Addr(hn, "nat-outage")}
 	w.waitAddresses(30*time.Second, want...)
 	waitMetric(a, agreed, 1, 10*time.Second)
 	w0 := w.startWrites()
@@ -193,13 +181,13 @@ func TestNATServersDownNoWrite(t *testing.T) {
 	t.Logf("STUN servers down for %s (NODEADDR_NAT_OUTAGE)", d)
 	end := time.Now().Add(d)
 	polls := 0
-	for time.Now().Before(end) {
+	for time.Now().Before(end) { // measured window: the outage, the Node polled throughout
 		n := w.h.CP.Node(t, w.h.Node)
 		if !slices.Equal(n.Status.Addresses, want) {
-			t.Fatalf("during the outage the Node has %s, want %s", format(n.Status.Addresses), format(want))
+			t.Fatalf("during the outage the Node has %s, want %s", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(want))
 		}
 		polls++
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // measured window: the outage's poll period
 	}
 	failed := a.Metric(noAnswer)
 	if failed < 2 {
@@ -207,7 +195,7 @@ func TestNATServersDownNoWrite(t *testing.T) {
 	}
 	timeouts := a.Metric(`nodeaddr_discovery_probes_total{result="timeout",server="198.51.100.1:3478"}`)
 	t.Logf("outage: %d polls of the Node, all %s; %v rounds without an answer, %v probe timeouts on 198.51.100.1",
-		polls, format(want), failed, timeouts)
+		polls, harness.FormatAddrs(want), failed, timeouts)
 
 	for _, s := range w.servers {
 		s.Start()
@@ -224,43 +212,24 @@ func TestNATServersDownNoWrite(t *testing.T) {
 func TestNATServersDisagreeWarning(t *testing.T) {
 	w := newWorld(t, "nat-disagree", 2)
 	a := w.start()
-	want := []corev1.NodeAddress{addr(in, "10.0.1.10"), addr(ext, "203.0.113.10"), addr(hn, "nat-disagree")}
+	want := []corev1.NodeAddress{harness.Addr(in, "10.0.1.10"), harness.Addr(ext, "203.0.113.10"), harness.Addr(hn, "nat-disagree")}
 	w.waitAddresses(30*time.Second, want...)
 	w0 := w.startWrites()
 
 	w.nat.SetSNAT(harness.SNAT{From: "10.0.0.0/16", To: "198.51.100.2", Public: "203.0.113.99"},
 		harness.SNAT{From: "10.0.0.0/16", Public: "203.0.113.10"})
 	waitMetric(a, disagreement, 3, 30*time.Second)
-	evs := waitEvents(t, w.h.CP, w.h.Node, "ExternalIPDisagreement", 1)
+	evs := w.h.CP.WaitEvents(t, w.h.Node, "ExternalIPDisagreement", 1, 15*time.Second)
 	e := evs[0]
 	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Message, "198.51.100.1:3478=203.0.113.10") ||
 		!strings.Contains(e.Message, "198.51.100.2:3478=203.0.113.99") {
 		t.Errorf("event %s %q, want a Warning naming both servers' answers", e.Type, e.Message)
 	}
 	if n := w.h.CP.Node(t, w.h.Node); !slices.Equal(n.Status.Addresses, want) {
-		t.Errorf("Node has %s, want %s (the last agreed address)", format(n.Status.Addresses), format(want))
+		t.Errorf("Node has %s, want %s (the last agreed address)", harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(want))
 	}
 	if n := w.statusWrites() - w0; n != 0 {
 		t.Fatalf("status writes for the disagreement = %d, want 0", n)
-	}
-}
-
-// waitEvents waits until exactly n Events with reason exist for node and returns them.
-func waitEvents(t *testing.T, cp *harness.ControlPlane, node, reason string, n int) []corev1.Event {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		evs := cp.Events(t, node, reason)
-		if len(evs) > n {
-			t.Fatalf("%s events = %d, want %d", reason, len(evs), n)
-		}
-		if len(evs) == n {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s events = %d after 15s, want %d", reason, len(evs), n)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -284,8 +253,8 @@ func TestNATDualStack(t *testing.T) {
 	w.nat.SetSNAT(harness.SNAT{From: "10.0.0.0/16", Public: "203.0.113.10"}, harness.SNAT{From: "fd00:1::/64", Public: "2001:db8:113::10"})
 	w.servers = append(w.servers, w.nat.StartSTUN("2001:db8:100::1"), w.nat.StartSTUN("2001:db8:100::2"))
 	a := w.start()
-	w.waitAddresses(30*time.Second, addr(in, "10.0.1.10"), addr(in, "fd00:1::10"),
-		addr(ext, "203.0.113.10"), addr(ext, "2001:db8:113::10"), addr(hn, "nat-dual"))
+	w.waitAddresses(30*time.Second, harness.Addr(in, "10.0.1.10"), harness.Addr(in, "fd00:1::10"),
+		harness.Addr(ext, "203.0.113.10"), harness.Addr(ext, "2001:db8:113::10"), harness.Addr(hn, "nat-dual"))
 	w.startWrites() // both families' answers come in one signal: never one write per family
 	for _, f := range []string{"IPv4", "IPv6"} {
 		if v := a.Metric(`nodeaddr_discovery_rounds_total{family="` + f + `",result="agreed"}`); v < 1 {

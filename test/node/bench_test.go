@@ -23,10 +23,13 @@ func TestRegistrationToTaintRemoved(t *testing.T) {
 	var total, fromApply []time.Duration
 	for i := 0; i < benchRuns; i++ {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			w := newWorld(t, harness.NodeOptions{}, nil)
+			w := newWorld(t, worldOptions{})
 			applied := time.Now()
 			w.kubectlAdmin("apply", "-k", w.overlay())
-			w.waitFor("the taint removed", 3*time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
+			harness.Eventually(w.t, 3*time.Minute, 100*time.Millisecond, "the taint removed", func() (bool, string) {
+				taints := harness.TaintKeys(w.node.Node(w.t))
+				return !slices.Contains(taints, uninitialized), fmt.Sprintf("taints %v", taints)
+			})
 			removed := w.taintRemovedAt()
 			total = append(total, removed.Sub(w.registeredAt()))
 			fromApply = append(fromApply, removed.Sub(applied))

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodeaddr/nodeaddr/test/harness"
 	authnv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
 // The approval attacks' other party: another Node (API only, no kubelet).
@@ -236,14 +237,17 @@ func expectRBACDenial(t *testing.T, what string, err error) {
 func (d *day) contrast(t *testing.T, from, to string) {
 	d.t = t
 	d.kubectlAdmin("-n", "kube-system", "scale", "deployment/"+approverName, "--replicas=0")
-	d.waitFor("no approver pod left", 2*time.Minute, func() bool { return len(d.approverPods()) == 0 })
-	d.waitFor("kubectl logs and exec working before the renumbering", time.Minute, func() bool { return d.works() == nil })
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "no approver pod left", func() (bool, string) {
+		pods := d.approverPods()
+		return len(pods) == 0, fmt.Sprintf("%d approver pods", len(pods))
+	})
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, "kubectl logs and exec working before the renumbering", func() (bool, string) { err := d.works(); return err == nil, fmt.Sprint(err) })
 	moved := time.Now()
 	d.ns.IP("addr", "add", to+"/24", "dev", "eth0")
 	d.ns.IP("addr", "del", from+"/24", "dev", "eth0")
 	d.waitAddresses(withV4(d.node.Name, to))
 	attempts, first := 0, ""
-	for time.Since(moved) < failBound {
+	for time.Since(moved) < failBound { // measured window: kubectl logs must fail for failBound
 		out, err := d.tryKubectl("logs", "--tail=1", d.web)
 		attempts++
 		if err == nil {
@@ -255,13 +259,13 @@ func (d *day) contrast(t *testing.T, from, to string) {
 		if first == "" {
 			_, first, _ = strings.Cut(strings.TrimSpace(out), "tls: ")
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) // measured window: one attempt every 2 s
 	}
 	pending, filed := d.pendingKubeletCSR(t, to, moved)
 	d.staleCert(t, from, to, pending.Name) // kubectl nodeaddr stale lists the certificate (day_plugin_test.go)
 	harness.SetCSRCondition(context.Background(), d.c.CP.Admin, pending, certv1.CertificateApproved)
 	approved := time.Now()
-	d.waitFor("kubectl logs and exec working once the test approved", 2*time.Minute, func() bool { return d.works() == nil })
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "kubectl logs and exec working once the test approved", func() (bool, string) { err := d.works(); return err == nil, fmt.Sprint(err) })
 	d.staleCert(t, from, to, "") // and no longer
 	report(t, "approver scaled to 0: kubectl logs failed with x509 for %s (%d attempts: %q), the kubelet's CSR filed %s after the move and left pending; approved by the test → logs+exec working after %s",
 		failBound, attempts, first, filed.Round(100*time.Millisecond), time.Since(approved).Round(100*time.Millisecond))
@@ -275,7 +279,8 @@ func (d *day) contrast(t *testing.T, from, to string) {
 func (d *day) pendingKubeletCSR(t *testing.T, ip string, moved time.Time) (*certv1.CertificateSigningRequest, time.Duration) {
 	t.Helper()
 	var seen []string
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+	var pending *certv1.CertificateSigningRequest
+	if harness.Poll(3*time.Minute, time.Second, "a pending kubelet CSR for "+ip, func() (bool, string) {
 		list, err := d.c.CP.Admin.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -288,9 +293,13 @@ func (d *day) pendingKubeletCSR(t *testing.T, ip string, moved time.Time) (*cert
 			seen = append(seen, fmt.Sprintf("%s created %s IPs %v conditions %d", csr.Name,
 				csr.CreationTimestamp.UTC().Format(time.RFC3339), csrIPs(&csr), len(csr.Status.Conditions)))
 			if slices.Contains(csrIPs(&csr), ip) && len(csr.Status.Conditions) == 0 {
-				return &list.Items[i], csr.CreationTimestamp.Sub(moved)
+				pending = &list.Items[i]
+				return true, ""
 			}
 		}
+		return false, strings.Join(seen, "; ")
+	}) == nil {
+		return pending, pending.CreationTimestamp.Sub(moved)
 	}
 	var lines []string
 	if f, err := os.ReadFile(filepath.Join(d.node.Dir, "kubelet.log")); err == nil {

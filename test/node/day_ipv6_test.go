@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -80,15 +81,15 @@ func newDay6(t *testing.T) *day6 {
 		t.Fatal(err)
 	}
 	d := &day6{}
-	w := newWorldRouted(t, harness.KubernetesVersion, harness.ClusterOptions{Hardened: true, DualStack: true},
-		harness.NodeOptions{Images: []string{webTar}}, func(ns, router *harness.Netns) {
+	w := newWorld(t, worldOptions{cluster: harness.ClusterOptions{Hardened: true, DualStack: true},
+		node: harness.NodeOptions{Images: []string{webTar}}, uplink: func(ns, router *harness.Netns) {
 			slaacUplink(ns)
 			router.IP("-6", "addr", "add", router6Old+"/64", "dev", "r-eth0", "nodad")
 			router.IP("-6", "addr", "add", router6New+"/64", "dev", "r-eth0", "nodad")
 			d.radvd = harness.StartRadvd(t, router, "r-eth0", harness.RA{Prefixes: []harness.Prefix6{ra6Old}})
 			a := harness.WaitAddr6(t, ns, "eth0", oldIP6+" usable", func(a harness.Addr6) bool { return a.Local == oldIP6 && a.Usable() })
 			t.Logf("eth0 numbered by SLAAC from %s: %s (valid %d s, preferred %d s)", prefix6Old, a, a.Valid, a.Preferred)
-		})
+		}})
 	d.day = &day{world: w}
 	return d
 }
@@ -135,14 +136,14 @@ func (d *day6) fresh6(t *testing.T) {
 			stamps(d.proxy.Exits()), d.proxy.ExitReasons())
 	}
 	var web *corev1.Pod
-	d.waitFor("the web pod Running with an IPv6 address", 3*time.Minute, func() bool {
+	harness.Eventually(d.t, 3*time.Minute, 100*time.Millisecond, "the web pod Running with an IPv6 address", func() (bool, string) {
 		web = d.pod("default", "app=webpod")
-		return web != nil && web.Status.Phase == corev1.PodRunning && podIP6(web) != ""
+		return web != nil && web.Status.Phase == corev1.PodRunning && podIP6(web) != "", podSeen(web)
 	})
 	d.web = web.Name
 	t.Logf("web pod %s: podIPs %v, hostIPs %v", web.Name, web.Status.PodIPs, web.Status.HostIPs)
 	var last error
-	d.waitFor("kubectl logs and exec working", 2*time.Minute, func() bool { last = d.works(); return last == nil })
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "kubectl logs and exec working", func() (bool, string) { last = d.works(); return last == nil, fmt.Sprint(last) })
 	working := time.Since(applied)
 	approved := d.approvedServingCSRs(t) // fails t for a CSR approved by anyone but the approver
 	i := slices.IndexFunc(approved, func(c certv1.CertificateSigningRequest) bool { return slices.Contains(csrIPs(&c), oldIP6) })
@@ -153,7 +154,7 @@ func (d *day6) fresh6(t *testing.T) {
 	if got := d.servingIPs(oldIP6); !slices.Contains(got, oldIP6) {
 		t.Errorf("the kubelet at [%s]:10250 presents IP SANs %v, want %s", oldIP6, got, oldIP6)
 	}
-	d.waitFor("the IPv6 NodePort answering on "+oldIP6, time.Minute, func() bool { last = d.nodePortAnswers(oldIP6); return last == nil })
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, "the IPv6 NodePort answering on "+oldIP6, func() (bool, string) { last = d.nodePortAnswers(oldIP6); return last == nil, fmt.Sprint(last) })
 	nodePort := time.Since(applied)
 	d.checkAgentPod(t, oldIP6)
 	report(t, "apply→Node [%s] %s, →approver leading and ready %s (%s), →logs+exec over IPv6 %s (CSR %s IP SANs %v approved by the approver), →IPv6 NodePort %s",
@@ -183,7 +184,7 @@ func (d *day6) renumber6(t *testing.T) {
 	usable := time.Since(announced)
 	// A second preferred prefix is no renumbering: the agent resolves within its debounce (at most
 	// --debounce-max-delay, 1 s); 3 s later the Node must still name the old address.
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured window: a wrong agent would have moved the address by now
 	t.Logf("both prefixes preferred (%s after the announcement): eth0 %v, source toward 2001:4860:4860::8888 %s",
 		usable.Round(10*time.Millisecond), harness.Addrs6(t, d.ns, "eth0"), harness.RouteSource6(d.ns, "2001:4860:4860::8888"))
 	if got := d.node.Node(t).Status.Addresses; !reflect.DeepEqual(got, before) {
@@ -199,14 +200,14 @@ func (d *day6) renumber6(t *testing.T) {
 	harness.WaitAddr6(t, d.ns, "eth0", "deprecated "+oldIP6, func(a harness.Addr6) bool { return a.Local == oldIP6 && a.Deprecated })
 	deprecated := time.Since(moved)
 	var last error
-	d.waitFor("kubectl logs and exec working after the renumbering", 2*time.Minute, func() bool { last = d.works(); return last == nil })
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "kubectl logs and exec working after the renumbering", func() (bool, string) { last = d.works(); return last == nil, fmt.Sprint(last) })
 	working := time.Since(moved)
 	if working > workBound {
 		t.Errorf("kubectl logs and exec worked again %s after the deprecating announcement, want within %s", working, workBound)
 	}
 	times := tr.finish(moved)
 	times.working = working
-	d.waitFor("the IPv6 NodePort answering on "+newIP6, time.Minute, func() bool { last = d.nodePortAnswers(newIP6); return last == nil })
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, "the IPv6 NodePort answering on "+newIP6, func() (bool, string) { last = d.nodePortAnswers(newIP6); return last == nil, fmt.Sprint(last) })
 	times.nodePort = time.Since(moved)
 	if e := d.proxy.Exits(); len(e) > exits {
 		times.proxyExit = e[exits].Sub(moved)
@@ -216,13 +217,14 @@ func (d *day6) renumber6(t *testing.T) {
 	old.Valid = 0
 	withdrawn := time.Now()
 	d.radvd.Announce(harness.RA{Prefixes: []harness.Prefix6{old, ra6New}})
-	d.waitFor(oldIP6+" gone from eth0", time.Minute, func() bool {
-		return !slices.ContainsFunc(harness.Addrs6(t, d.ns, "eth0"), func(a harness.Addr6) bool { return a.Local == oldIP6 })
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, oldIP6+" gone from eth0", func() (bool, string) {
+		addrs := harness.Addrs6(t, d.ns, "eth0")
+		return !slices.ContainsFunc(addrs, func(a harness.Addr6) bool { return a.Local == oldIP6 }), fmt.Sprintf("eth0 has %v", addrs)
 	})
 	gone := time.Since(withdrawn)
 	// The withdrawn prefix no longer announced; as above, time for a (wrong) reaction.
 	d.radvd.Announce(harness.RA{Prefixes: []harness.Prefix6{ra6New}})
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // measured window: time for a (wrong) reaction
 	if err := d.works(); err != nil {
 		t.Errorf("kubectl logs and exec after the old prefix expired: %v", err)
 	}
@@ -234,7 +236,7 @@ func (d *day6) renumber6(t *testing.T) {
 	if err := d.nodePortAnswers(oldIP6); err == nil {
 		t.Errorf("the NodePort answers on the old address %s", oldIP6)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // measured window: a wrong agent would publish the deprecated address by now
 	if got := d.node.Node(t).Status.Addresses; !reflect.DeepEqual(got, after) {
 		t.Errorf("with %s back (deprecated) the Node's addresses are %v, want %v", oldIP6, got, after)
 	}

@@ -62,8 +62,8 @@ func (d *day) startHostWeb(t *testing.T) {
 func (d *day) hostWebReady(t *testing.T) {
 	d.t = t
 	start := time.Now()
-	d.waitFor("the hostNetwork pod on "+uplinkV4+" in its Service's EndpointSlice", 3*time.Minute, func() bool {
-		return d.hostWebSlice(uplinkV4) != ""
+	harness.Eventually(d.t, 3*time.Minute, 100*time.Millisecond, "the hostNetwork pod on "+uplinkV4+" in its Service's EndpointSlice", func() (bool, string) {
+		return d.hostWebSlice(uplinkV4) != "", "not in the EndpointSlice"
 	})
 	waited := time.Since(start)
 	d.router.Relay(d.c.CP.Port, fmt.Sprintf("127.0.0.1:%d", d.c.CP.Port))
@@ -186,9 +186,9 @@ func (d *day) staleAfterRenumbering(t *testing.T, now string, old ...string) {
 	t.Logf("$ kubectl nodeaddr stale; echo exit $?\n%sexit %d", stdout, code)
 	fixing := time.Now()
 	done := d.runFixes(t, want[1:])
-	d.waitFor("the agent pod ready on "+now+" and a hostNetwork pod on "+now+" in the EndpointSlice", 2*time.Minute, func() bool {
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "the agent pod ready on "+now+" and a hostNetwork pod on "+now+" in the EndpointSlice", func() (bool, string) {
 		p := d.agentPod()
-		return p != nil && (p.Name != agent.Name || agentAt == now) && podReady(p) && p.Status.PodIP == now && d.hostWebSlice(now) != ""
+		return p != nil && (p.Name != agent.Name || agentAt == now) && podReady(p) && p.Status.PodIP == now && d.hostWebSlice(now) != "", podSeen(p) + ", EndpointSlice " + d.hostWebSlice(now)
 	})
 	fixed := time.Since(fixing)
 	stdout, stderr, code = d.kubectlNodeaddr(t, "stale")

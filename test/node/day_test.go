@@ -91,8 +91,7 @@ func newDay(t *testing.T) *day {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorldWith(t, harness.KubernetesVersion, harness.ClusterOptions{Hardened: true},
-		harness.NodeOptions{Images: []string{webTar}}, nil)
+	w := newWorld(t, worldOptions{cluster: harness.ClusterOptions{Hardened: true}, node: harness.NodeOptions{Images: []string{webTar}}})
 	w.router.IP("addr", "add", gatewayV4+"/24", "dev", "r-eth0")
 	w.ns.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
 	w.ns.Sysctl("net.ipv4.conf.eth0.promote_secondaries", "1")
@@ -125,21 +124,21 @@ func (d *day) fresh(t *testing.T) {
 	d.waitAddresses(expectedAddresses(d.node.Name))
 	leader := d.waitApproverLeading(t)
 	approverReady := time.Since(applied)
-	d.waitFor("the web pod Running", 3*time.Minute, func() bool {
+	harness.Eventually(d.t, 3*time.Minute, 100*time.Millisecond, "the web pod Running", func() (bool, string) {
 		p := d.pod("default", "app=webpod")
 		if p != nil && p.Status.Phase == corev1.PodRunning {
 			d.web = p.Name
 		}
-		return d.web != ""
+		return d.web != "", podSeen(p)
 	})
-	d.waitFor("kubectl logs and exec working", 2*time.Minute, func() bool { return d.works() == nil })
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "kubectl logs and exec working", func() (bool, string) { err := d.works(); return err == nil, fmt.Sprint(err) })
 	working := time.Since(applied)
 	approved := d.approvedServingCSRs(t)
 	if len(approved) == 0 {
 		t.Fatal("logs and exec work, but no kubelet-serving CSR was approved")
 	}
 	d.waitApprovedEvent(t, approved[0].Name)
-	d.waitFor("the NodePort answering on "+uplinkV4, time.Minute, func() bool { return d.nodePortAnswers(uplinkV4) == nil })
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, "the NodePort answering on "+uplinkV4, func() (bool, string) { err := d.nodePortAnswers(uplinkV4); return err == nil, fmt.Sprint(err) })
 	nodePort := time.Since(applied)
 	// The kubelet gives a hostNetwork pod the Node's address as status.podIPs at the first status
 	// it writes once the Node has one (the agent's pod starts before: its agent publishes it), and
@@ -194,23 +193,23 @@ func (d *day) waitApproverLeading(t *testing.T) string {
 	ctx := context.Background()
 	cs := d.c.CP.Admin
 	var leader string
-	d.waitFor("the approver's replicas ready on the node and one leading", 3*time.Minute, func() bool {
+	harness.Eventually(d.t, 3*time.Minute, 100*time.Millisecond, "the approver's replicas ready on the node and one leading", func() (bool, string) {
 		dep, err := cs.AppsV1().Deployments("kube-system").Get(ctx, approverName, metav1.GetOptions{})
 		if err != nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas == 0 || dep.Status.ReadyReplicas != *dep.Spec.Replicas {
-			return false
+			return false, fmt.Sprintf("Deployment %s: %v", approverName, err)
 		}
 		lease, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, approverName, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
-			return false
+			return false, fmt.Sprintf("Lease %s: %v", approverName, err)
 		}
 		holder, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
 		for _, p := range d.approverPods() {
 			if p.Name == holder && p.Spec.NodeName == d.node.Name && podReady(&p) && p.DeletionTimestamp == nil {
 				leader = holder
-				return true
+				return true, ""
 			}
 		}
-		return false
+		return false, "the Lease held by " + holder
 	})
 	t.Logf("approver leading: %s", leader)
 	for _, p := range d.approverPods() {
@@ -265,19 +264,21 @@ func (d *day) waitApprovedEvent(t *testing.T, name string) {
 // name, and checks that the central approver reported it.
 func (d *day) waitNodeEvent(t *testing.T, reason, name string) corev1.Event {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		for _, e := range d.c.CP.Events(t, d.node.Name, reason) {
+	var found corev1.Event
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, fmt.Sprintf("a %s Event about %s on Node %s", reason, name, d.node.Name), func() (bool, string) {
+		evs := d.c.CP.Events(t, d.node.Name, reason)
+		for _, e := range evs {
 			if strings.Contains(e.Message, name) {
-				if e.Source.Component != approverComponent {
-					t.Errorf("%s Event about %s from %q, want source component %s", reason, name, e.Source.Component, approverComponent)
-				}
-				return e
+				found = e
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s Event about %s on Node %s within 30s", reason, name, d.node.Name)
-		}
+		return false, fmt.Sprintf("%d %s Events about other CSRs", len(evs), reason)
+	})
+	if found.Source.Component != approverComponent {
+		t.Errorf("%s Event about %s from %q, want source component %s", reason, name, found.Source.Component, approverComponent)
 	}
+	return found
 }
 
 // renumber moves the uplink's IPv4 address from from to to (move changes the kernel state) and
@@ -291,9 +292,9 @@ func (d *day) renumber(t *testing.T, from, to string, move func(from, to string)
 	moved := time.Now()
 	move(from, to)
 	var last error
-	d.waitFor("kubectl logs and exec working after the renumbering", 2*time.Minute, func() bool {
+	harness.Eventually(d.t, 2*time.Minute, 100*time.Millisecond, "kubectl logs and exec working after the renumbering", func() (bool, string) {
 		last = d.works()
-		return last == nil
+		return last == nil, fmt.Sprint(last)
 	})
 	working := time.Since(moved)
 	if working > workBound {
@@ -301,7 +302,7 @@ func (d *day) renumber(t *testing.T, from, to string, move func(from, to string)
 	}
 	times := tr.finish(moved)
 	times.working = working
-	d.waitFor("the NodePort answering on "+to, time.Minute, func() bool { return d.nodePortAnswers(to) == nil })
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, "the NodePort answering on "+to, func() (bool, string) { err := d.nodePortAnswers(to); return err == nil, fmt.Sprint(err) })
 	times.nodePort = time.Since(moved)
 	d.ns.IP("addr", "add", from+"/24", "dev", "eth0")
 	if err := d.nodePortAnswers(from); err == nil {
@@ -364,9 +365,9 @@ func (d *day) nodePortAnswers(ip string) error {
 func (d *day) checkAgentPod(t *testing.T, ip string) {
 	t.Helper()
 	var agent *corev1.Pod
-	d.waitFor("the agent pod's status.podIPs set", 3*time.Minute, func() bool {
+	harness.Eventually(d.t, 3*time.Minute, 100*time.Millisecond, "the agent pod's status.podIPs set", func() (bool, string) {
 		agent = d.agentPod()
-		return agent != nil && agent.Status.PodIP != ""
+		return agent != nil && agent.Status.PodIP != "", podSeen(agent)
 	})
 	d.agentUID = string(agent.UID)
 	t.Logf("the agent pod %s (uid %s) at %v, restarts %d", agent.Name, agent.UID, agent.Status.PodIPs, restarts(agent))
@@ -446,9 +447,9 @@ func (d *day) approvalRecord(t *testing.T, now string) {
 		t.Errorf("approval record %s=%q, want %q (the published addresses, with %s)", vocab.RecordAnnotation, record, want, now)
 	}
 	var serving []string
-	d.waitFor("the kubelet serving a certificate for "+now, time.Minute, func() bool {
+	harness.Eventually(d.t, time.Minute, 100*time.Millisecond, "the kubelet serving a certificate for "+now, func() (bool, string) {
 		serving = d.servingIPs(now)
-		return !slices.ContainsFunc(published, func(ip string) bool { return !slices.Contains(serving, ip) })
+		return !slices.ContainsFunc(published, func(ip string) bool { return !slices.Contains(serving, ip) }), fmt.Sprintf("serving %v", serving)
 	})
 	d.agentUnchanged(t)
 	report(t, "record %s=%q on the Node; the kubelet serves IP SANs %v; the fresh node's agent pod still running, 0 restarts",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
 func TestRealNode(t *testing.T) {
 	// Its renumbering window runs beside TestKubeletWithoutCloudProvider's.
 	t.Parallel()
-	w := newWorld(t, harness.NodeOptions{}, nil)
+	w := newWorld(t, worldOptions{})
 	if !t.Run("1-fresh-node-shipped-defaults", w.freshNode) {
 		return
 	}
@@ -46,25 +47,25 @@ func (w *world) freshNode(t *testing.T) {
 	if want := registeredAddresses(w.c.Version, name); !reflect.DeepEqual(n.Status.Addresses, want) {
 		t.Fatalf("registered Node addresses %v, want %v (kubelet %s without --node-ip)", n.Status.Addresses, want, w.c.Version)
 	}
-	if !hasTaint(n, uninitialized) {
+	if !harness.HasTaint(n, uninitialized) {
 		t.Fatalf("registered Node taints %v, want %s", harness.TaintKeys(n), uninitialized)
 	}
 
 	// The scheduler (1.37) says "untolerated taint(s)" without naming them: make the uninitialized
 	// taint the only one (the node-lifecycle controller's not-ready taint goes once the kubelet
 	// reports Ready), so the event can only mean it.
-	w.waitFor("the Node Ready with only the uninitialized taint", 2*time.Minute, func() bool {
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "the Node Ready with only the uninitialized taint", func() (bool, string) {
 		n := w.node.Node(w.t)
-		return nodeReady(n) && reflect.DeepEqual(harness.TaintKeys(n), []string{uninitialized})
+		return nodeReady(n) && reflect.DeepEqual(harness.TaintKeys(n), []string{uninitialized}), fmt.Sprintf("Ready %v, taints %v", nodeReady(n), harness.TaintKeys(n))
 	})
 	web := webDeployment()
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var blocked string
-	w.waitFor("FailedScheduling of the web pod", 2*time.Minute, func() bool {
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "FailedScheduling of the web pod", func() (bool, string) {
 		blocked = failedScheduling(t, w)
-		return blocked != ""
+		return blocked != "", "none"
 	})
 	if taints := harness.TaintKeys(w.node.Node(w.t)); !strings.Contains(blocked, "1 node(s) had untolerated taint") ||
 		!reflect.DeepEqual(taints, []string{uninitialized}) {
@@ -74,13 +75,16 @@ func (w *world) freshNode(t *testing.T) {
 
 	applied := time.Now()
 	w.kubectlAdmin("apply", "-k", w.overlay())
-	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool {
+	harness.Eventually(w.t, 3*time.Minute, 100*time.Millisecond, "the agent pod Ready", func() (bool, string) {
 		p := w.agentPod()
-		return p != nil && podReady(p)
+		return p != nil && podReady(p), podSeen(p)
 	})
 	want := expectedAddressesOn(w.c.Version, name)
 	w.waitAddresses(want)
-	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "the taint removed", func() (bool, string) {
+		taints := harness.TaintKeys(w.node.Node(w.t))
+		return !slices.Contains(taints, uninitialized), fmt.Sprintf("taints %v", taints)
+	})
 	// Read again once the taint is gone: nothing may have changed the addresses since.
 	got := w.node.Node(w.t).Status.Addresses
 	if !reflect.DeepEqual(got, want) {
@@ -89,9 +93,9 @@ func (w *world) freshNode(t *testing.T) {
 
 	removed := w.taintRemovedAt()
 	var webPod *corev1.Pod
-	w.waitFor("the web pod Running", 2*time.Minute, func() bool {
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "the web pod Running", func() (bool, string) {
 		webPod = w.pod("default", "app=web")
-		return webPod != nil && webPod.Status.Phase == corev1.PodRunning
+		return webPod != nil && webPod.Status.Phase == corev1.PodRunning, podSeen(webPod)
 	})
 	scheduled := condition(webPod, corev1.PodScheduled)
 	if scheduled == nil || scheduled.Status != corev1.ConditionTrue {
@@ -128,17 +132,11 @@ func runtime(reported string) string {
 func (w *world) waitAddresses(want []corev1.NodeAddress) []corev1.NodeAddress {
 	w.t.Helper()
 	var got []corev1.NodeAddress
-	deadline := time.Now().Add(time.Minute)
-	for {
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, fmt.Sprintf("Node addresses %v", want), func() (bool, string) {
 		got = w.node.Node(w.t).Status.Addresses
-		if reflect.DeepEqual(got, want) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("Node addresses %v, want %v", got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return reflect.DeepEqual(got, want), fmt.Sprint(got)
+	})
+	return got
 }
 
 // breakdown says where the time from apply to taint removal went, from the pod's own timestamps
@@ -271,13 +269,12 @@ func (w *world) pod(ns, selector string) *corev1.Pod {
 	return &pods.Items[0]
 }
 
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
+// podSeen says what a wait on a pod saw of it.
+func podSeen(p *corev1.Pod) string {
+	if p == nil {
+		return "no pod"
 	}
-	return false
+	return fmt.Sprintf("pod %s %s ready %v podIPs %v", p.Name, p.Status.Phase, podReady(p), p.Status.PodIPs)
 }
 
 func condition(p *corev1.Pod, c corev1.PodConditionType) *corev1.PodCondition {

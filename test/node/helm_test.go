@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func TestHelmChart(t *testing.T) {
 	// Built before the node registers: the figures time the install, not Helm's own build.
 	harness.MustBuildHelm(t)
-	w := newWorld(t, harness.NodeOptions{}, nil)
+	w := newWorld(t, worldOptions{})
 	if !t.Run("7-helm-install", w.helmInstall) {
 		return
 	}
@@ -38,9 +39,12 @@ func (w *world) helmInstall(t *testing.T) {
 		"--namespace", "kube-system",
 		"--set", "image.repository="+w.baseImage(), "--set", "image.tag="+agentImageTag,
 		"--set", "apiServer.host=127.0.0.1", "--set", fmt.Sprintf("apiServer.port=%d", w.c.CP.Port))
-	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool { p := w.agentPod(); return p != nil && podReady(p) })
+	harness.Eventually(w.t, 3*time.Minute, 100*time.Millisecond, "the agent pod Ready", func() (bool, string) { p := w.agentPod(); return p != nil && podReady(p), podSeen(p) })
 	w.waitAddresses(expectedAddresses(w.node.Name))
-	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "the taint removed", func() (bool, string) {
+		taints := harness.TaintKeys(w.node.Node(w.t))
+		return !slices.Contains(taints, uninitialized), fmt.Sprintf("taints %v", taints)
+	})
 	removed := w.taintRemovedAt()
 	// Read again once the taint is gone: nothing may have changed the addresses since.
 	if got := w.node.Node(w.t).Status.Addresses; !reflect.DeepEqual(got, expectedAddresses(w.node.Name)) {
@@ -56,10 +60,11 @@ func (w *world) helmUninstall(t *testing.T) {
 	mark := time.Now()
 	nw := w.watchNode()
 	w.helm("uninstall", "nodeaddr", "--namespace", "kube-system", "--wait")
-	w.waitFor("the agent pod gone", 2*time.Minute, func() bool { return w.agentPod() == nil })
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "the agent pod gone", func() (bool, string) { p := w.agentPod(); return p == nil, podSeen(p) })
 	gone := time.Now()
-	w.waitFor("two kubelet lease renewals after the uninstall", time.Minute, func() bool {
-		return w.kubeletWrites(gone).ok["leases"] >= 2
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "two kubelet lease renewals after the uninstall", func() (bool, string) {
+		n := w.kubeletWrites(gone).ok["leases"]
+		return n >= 2, fmt.Sprintf("%d renewals", n)
 	})
 	assertSteady(t, nw.finish(), before)
 	kw := w.kubeletWrites(mark)

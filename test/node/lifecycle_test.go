@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
 // nodeWatch records every version of the Node the API server sends while it runs.
@@ -61,7 +63,7 @@ func assertSteady(t *testing.T, versions []*corev1.Node, want []corev1.NodeAddre
 		if !reflect.DeepEqual(n.Status.Addresses, want) {
 			t.Errorf("Node version %s has addresses %v, want %v throughout", n.ResourceVersion, n.Status.Addresses, want)
 		}
-		if hasTaint(n, uninitialized) {
+		if harness.HasTaint(n, uninitialized) {
 			t.Errorf("Node version %s has the %s taint again", n.ResourceVersion, uninitialized)
 		}
 	}
@@ -81,9 +83,9 @@ func (w *world) rollingUpdate(t *testing.T) {
 		`[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--log-level=debug"}]`)
 	w.kubectlAdmin("-n", "kube-system", "rollout", "status", "daemonset/nodeaddr", "--timeout=3m")
 	var p *corev1.Pod
-	w.waitFor("the new agent pod Ready", 2*time.Minute, func() bool {
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "the new agent pod Ready", func() (bool, string) {
 		p = w.agentPod()
-		return p != nil && p.UID != old.UID && podReady(p)
+		return p != nil && p.UID != old.UID && podReady(p), podSeen(p)
 	})
 	// Ready means reconciled (/readyz): a write, if the agent saw a difference, happened before.
 	rolled := time.Since(start)
@@ -105,11 +107,12 @@ func (w *world) uninstall(t *testing.T) {
 	mark := time.Now()
 	nw := w.watchNode()
 	w.kubectlAdmin("delete", "-k", w.overlay(), "--wait=true")
-	w.waitFor("the agent pod gone", 2*time.Minute, func() bool { return w.agentPod() == nil })
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "the agent pod gone", func() (bool, string) { p := w.agentPod(); return p == nil, podSeen(p) })
 	// Two kubelet lease renewals (every 10 s) after the agent went.
 	gone := time.Now()
-	w.waitFor("two kubelet lease renewals after the uninstall", time.Minute, func() bool {
-		return w.kubeletWrites(gone).ok["leases"] >= 2
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "two kubelet lease renewals after the uninstall", func() (bool, string) {
+		n := w.kubeletWrites(gone).ok["leases"]
+		return n >= 2, fmt.Sprintf("%d renewals", n)
 	})
 	assertSteady(t, nw.finish(), before)
 	if after := w.node.Node(w.t).Status.Addresses; !reflect.DeepEqual(after, before) {

@@ -25,7 +25,7 @@ const (
 func TestKubeletWithoutCloudProvider(t *testing.T) {
 	// Mostly an observation window: runs beside TestRealNode's (scenario 5).
 	t.Parallel()
-	w := newWorld(t, harness.NodeOptions{NoCloudProvider: true, KubeletArgs: []string{"--node-ip=" + uplinkV4}}, nil)
+	w := newWorld(t, worldOptions{node: harness.NodeOptions{NoCloudProvider: true, KubeletArgs: []string{"--node-ip=" + uplinkV4}}})
 	t.Run("4-kubelet-without-cloud-provider", w.noCloudProvider)
 }
 
@@ -34,26 +34,26 @@ func (w *world) noCloudProvider(t *testing.T) {
 	name := w.node.Name
 	n := w.node.Node(w.t)
 	kubeletList := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: uplinkV4}, {Type: corev1.NodeHostName, Address: name}}
-	if !reflect.DeepEqual(n.Status.Addresses, kubeletList) || hasTaint(n, uninitialized) {
+	if !reflect.DeepEqual(n.Status.Addresses, kubeletList) || harness.HasTaint(n, uninitialized) {
 		t.Fatalf("kubelet without a cloud provider registered %v, taints %v; want %v and no %s",
 			n.Status.Addresses, harness.TaintKeys(n), kubeletList, uninitialized)
 	}
 	w.kubectlAdmin("apply", "-k", w.overlay())
-	w.waitFor("the agent's first address write", 3*time.Minute, func() bool { return len(w.statusWrites()) > 0 })
+	harness.Eventually(w.t, 3*time.Minute, 100*time.Millisecond, "the agent's first address write", func() (bool, string) { return len(w.statusWrites()) > 0, "none" })
 	start := w.statusWrites()[0].Timestamp
 	var warning string
-	w.waitFor("an AddressesOverwritten Warning", 2*time.Minute, func() bool {
+	harness.Eventually(w.t, 2*time.Minute, 100*time.Millisecond, "an AddressesOverwritten Warning", func() (bool, string) {
 		if evs := w.c.CP.Events(t, name, "AddressesOverwritten"); len(evs) > 0 {
 			warning = evs[0].Message
-			return true
+			return true, ""
 		}
-		return false
+		return false, "none"
 	})
 	if !strings.HasPrefix(warning, "kubelet ") || !strings.Contains(warning, "--cloud-provider=external") {
 		t.Errorf("AddressesOverwritten %q: want it to name the kubelet and the flag", warning)
 	}
 	// The window is an observation period; the assertion is on the count of writes in it.
-	time.Sleep(time.Until(start.Add(overwriteWindow)))
+	time.Sleep(time.Until(start.Add(overwriteWindow))) // measured window: the observation period
 	writes := 0
 	for _, r := range w.statusWrites() {
 		if r.Timestamp.Before(start.Add(overwriteWindow)) {

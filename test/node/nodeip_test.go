@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ const (
 	internalTarget = "203.0.113.1"
 )
 
-func nodeIPUplink(ns *harness.Netns) {
+func nodeIPUplink(ns, _ *harness.Netns) {
 	ns.IP("addr", "add", providedIP+"/24", "dev", "eth0")
 	ns.IP("addr", "add", routeIP+"/24", "dev", "eth0")
 	ns.IP("route", "add", "default", "via", routeGW, "dev", "eth0")
@@ -40,7 +42,7 @@ func nodeIPUplink(ns *harness.Netns) {
 // --node-ip=providedIP; the agent manages InternalIP toward an IPv4 target (--internal-ip-target,
 // as docs/customize.md shows), so the annotation visibly overrides a different route source.
 func TestKubeletNodeIP(t *testing.T) {
-	w := newWorld(t, harness.NodeOptions{KubeletArgs: []string{"--node-ip=" + providedIP}}, nodeIPUplink)
+	w := newWorld(t, worldOptions{node: harness.NodeOptions{KubeletArgs: []string{"--node-ip=" + providedIP}}, uplink: nodeIPUplink})
 	t.Run("3-kubelet-node-ip", w.kubeletNodeIP)
 }
 
@@ -63,9 +65,12 @@ func (w *world) kubeletNodeIP(t *testing.T) {
 		{Type: corev1.NodeExternalIP, Address: uplinkV6},
 		{Type: corev1.NodeHostName, Address: name},
 	}
-	w.waitFor("the agent pod Ready", 3*time.Minute, func() bool { p := w.agentPod(); return p != nil && podReady(p) })
+	harness.Eventually(w.t, 3*time.Minute, 100*time.Millisecond, "the agent pod Ready", func() (bool, string) { p := w.agentPod(); return p != nil && podReady(p), podSeen(p) })
 	w.waitAddresses(honoured)
-	w.waitFor("the taint removed", time.Minute, func() bool { return !hasTaint(w.node.Node(w.t), uninitialized) })
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "the taint removed", func() (bool, string) {
+		taints := harness.TaintKeys(w.node.Node(w.t))
+		return !slices.Contains(taints, uninitialized), fmt.Sprintf("taints %v", taints)
+	})
 
 	// The provided IP leaves the host: the addresses follow the host; Event and metric say why.
 	w.ns.IP("addr", "del", providedIP+"/24", "dev", "eth0")
@@ -77,18 +82,18 @@ func (w *world) kubeletNodeIP(t *testing.T) {
 	}
 	w.waitAddresses(followed)
 	var warning string
-	w.waitFor("a ProvidedNodeIPNotFound Warning", time.Minute, func() bool {
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "a ProvidedNodeIPNotFound Warning", func() (bool, string) {
 		evs := w.c.CP.Events(t, name, "ProvidedNodeIPNotFound")
 		if len(evs) > 0 {
 			warning = evs[0].Message
 		}
-		return warning != ""
+		return warning != "", "none"
 	})
 	var missing float64
 	token := w.scraperToken()
-	w.waitFor("nodeaddr_provided_node_ip_missing 1", time.Minute, func() bool {
+	harness.Eventually(w.t, time.Minute, 100*time.Millisecond, "nodeaddr_provided_node_ip_missing 1", func() (bool, string) {
 		missing = w.agentMetrics(token)["nodeaddr_provided_node_ip_missing"]
-		return missing == 1
+		return missing == 1, fmt.Sprint(missing)
 	})
 	report(t, "annotation %s honoured over route source %s; after removal InternalIP %s, Warning %q, nodeaddr_provided_node_ip_missing %v",
 		providedIP, routeIP, routeIP, warning, missing)

@@ -21,7 +21,7 @@ func TestFreshNodeOldestRelease(t *testing.T) {
 	if version == harness.KubernetesVersion {
 		t.Fatalf("harness.NodeVersions %v has no older release than %s", harness.NodeVersions, version)
 	}
-	w := newWorldVersion(t, version, harness.NodeOptions{}, nil)
+	w := newWorld(t, worldOptions{version: version})
 	components := checkRelease(t, w, version)
 	if t.Run("1-fresh-node-shipped-defaults", w.freshNode) {
 		report(t, "%s; Node addresses %v", components, w.node.Node(w.t).Status.Addresses)

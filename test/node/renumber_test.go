@@ -67,7 +67,7 @@ func (w *world) renumbering(t *testing.T) {
 	// the count, not on time).
 	deadline := time.Now().Add(steadyWindow)
 	var p *corev1.Pod
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) { // measured window: steadyWindow, the pod checked every 5 s
 		p = w.agentPod()
 		if p == nil || p.UID != pod.UID {
 			t.Fatalf("the agent pod was replaced during the window")
@@ -77,7 +77,7 @@ func (w *world) renumbering(t *testing.T) {
 				p.Status.ContainerStatuses[0].LastTerminationState)
 			break
 		}
-		time.Sleep(5 * time.Second)
+		time.Sleep(5 * time.Second) // measured window: the check period
 	}
 	// Recorded, not asserted: what the kubelet does with a hostNetwork pod's IPs, and with an
 	// ordinary pod's (the web pod of scenario 1, if it runs).

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,46 +70,42 @@ type world struct {
 }
 
 // defaultUplink gives eth0 uplinkV4 and uplinkV6 with default routes through them.
-func defaultUplink(ns *harness.Netns) {
+func defaultUplink(ns, _ *harness.Netns) {
 	ns.IP("addr", "add", uplinkV4+"/24", "dev", "eth0")
 	ns.IP("route", "add", "default", "via", gatewayV4, "dev", "eth0")
 	ns.IP("-6", "addr", "add", uplinkV6+"/64", "dev", "eth0", "nodad")
 	ns.IP("-6", "route", "add", "default", "via", gatewayV6, "dev", "eth0")
 }
 
+// worldOptions shape a world; the zero value is the default one.
+type worldOptions struct {
+	// version is every Kubernetes component's release, harness.KubernetesVersion if empty.
+	version string
+	// cluster shapes the control plane (a hardened one, dual-stack).
+	cluster harness.ClusterOptions
+	// node shapes the real node (images to import, kubelet flags).
+	node harness.NodeOptions
+	// uplink numbers the node's eth0 from both ends (the node's namespace and the router's, where
+	// a router daemon may run) before the kubelet starts; defaultUplink if nil.
+	uplink func(ns, router *harness.Netns)
+}
+
 // newWorld starts the control plane, the node's namespace with its uplink eth0 toward a router
-// namespace (addressed by uplink, defaultUplink if nil), and containerd + the kubelet with the
-// nodeaddr image imported.
-func newWorld(t *testing.T, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
+// namespace (numbered by o.uplink), and containerd + the kubelet with the nodeaddr image imported.
+func newWorld(t *testing.T, o worldOptions) *world {
 	t.Helper()
-	return newWorldVersion(t, harness.KubernetesVersion, o, uplink)
-}
-
-// newWorldVersion is newWorld with every Kubernetes component of release version.
-func newWorldVersion(t *testing.T, version string, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
-	t.Helper()
-	return newWorldWith(t, version, harness.ClusterOptions{}, o, uplink)
-}
-
-// newWorldWith is newWorldVersion with the control plane shaped by co (a hardened one).
-func newWorldWith(t *testing.T, version string, co harness.ClusterOptions, o harness.NodeOptions, uplink func(*harness.Netns)) *world {
-	t.Helper()
-	if uplink == nil {
-		uplink = defaultUplink
+	if o.version == "" {
+		o.version = harness.KubernetesVersion
 	}
-	return newWorldRouted(t, version, co, o, func(ns, _ *harness.Netns) { uplink(ns) })
-}
-
-// newWorldRouted is newWorldWith with the uplink configured from both ends (a router daemon in the
-// router's namespace numbering the node's eth0) before the kubelet starts.
-func newWorldRouted(t *testing.T, version string, co harness.ClusterOptions, o harness.NodeOptions, uplink func(ns, router *harness.Netns)) *world {
-	t.Helper()
+	if o.uplink == nil {
+		o.uplink = defaultUplink
+	}
 	name := "rn-" + randHex(3)
-	c := harness.StartNodeClusterWith(t, name, version, co)
+	c := harness.StartNodeClusterWith(t, name, o.version, o.cluster)
 	ns := harness.NewNetns(t, "node")
 	router := harness.NewNetns(t, "rtr")
 	ns.Link("eth0", router, "r-eth0")
-	uplink(ns, router)
+	o.uplink(ns, router)
 	w := &world{t: t, c: c, ns: ns, router: router, kubectl: harness.MustBuild(t).Kubectl}
 	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
 	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
@@ -120,8 +115,8 @@ users: [{name: u, user: {token: %q}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 current-context: c
 `, c.CP.Port, c.CP.CAFile, c.CP.AdminToken))
-	o.Images = append(o.Images, w.agentImage(w.baseImage()+":"+agentImageTag))
-	w.node = c.StartNode(ns, o)
+	o.node.Images = append(o.node.Images, w.agentImage(w.baseImage()+":"+agentImageTag))
+	w.node = c.StartNode(ns, o.node)
 	w.node.RecordNetns(router.Name)
 	return w
 }
@@ -254,19 +249,6 @@ func (w *world) run(name string, args ...string) string {
 func (w *world) kubectlAdmin(args ...string) string {
 	w.t.Helper()
 	return w.run(w.kubectl, append([]string{"--kubeconfig", w.admin}, args...)...)
-}
-
-// waitFor polls cond every 100 ms until it holds or timeout passes (a bound on a hang, not a
-// timing assertion).
-func (w *world) waitFor(what string, timeout time.Duration, cond func() bool) {
-	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // agentPod returns the DaemonSet's pod on the real node (a test's API-only Node gets one too), or nil.

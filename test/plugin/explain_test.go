@@ -80,11 +80,9 @@ func TestExplainWithoutTheAgentsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The recorder sends its Events on its own goroutine.
-	for deadline := time.Now().Add(30 * time.Second); len(cp.Events(t, "node-x", vocab.ReasonAddressesUpdated)) == 0; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no AddressesUpdated Event about node-x")
-		}
-	}
+	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, "an AddressesUpdated Event about node-x", func() (bool, string) {
+		return len(cp.Events(t, "node-x", vocab.ReasonAddressesUpdated)) > 0, "none"
+	})
 	b.Shutdown()
 
 	out, errOut, code := run("explain", "node-x")

@@ -128,16 +128,12 @@ func hostPod(t *testing.T, cs kubernetes.Interface, ns, name, node, ip string, l
 			Containers: []corev1.Container{{Name: "nodeaddr", Image: "ghcr.io/nodeaddr/nodeaddr:0.1.0"}}},
 	}
 	var created *corev1.Pod
-	var err error
 	// The ServiceAccount admission plugin sees a new ServiceAccount a moment after it is created.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if created, err = cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("create pod %s/%s: %v", ns, name, err)
-		}
-	}
+	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "create pod "+ns+"/"+name, func() (bool, string) {
+		var err error
+		created, err = cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue

@@ -351,6 +351,7 @@ func (c *cluster) startWatch(t *testing.T) *watcher {
 // expect waits for the summary line ending in want ("<time>: N stale"), skipping intermediate ones.
 func (w *watcher) expect(t *testing.T, want string) {
 	t.Helper()
+	// Lines as they stream, not a poll: each summary line is read once.
 	timeout := time.After(60 * time.Second)
 	var seen []string
 	for {

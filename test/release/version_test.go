@@ -224,20 +224,23 @@ func buildInfo(t *testing.T, bin string) map[string]string {
 	}()
 
 	// Poll until the agent serves /metrics (it binds before it logs "starting").
-	for {
-		body, err := get("http://" + addr + "/metrics")
-		if err == nil {
-			return buildInfoLabels(t, body)
+	var body string
+	if err := harness.Poll(time.Minute, 50*time.Millisecond, "/metrics on "+addr, func() (bool, string) {
+		var err error
+		if body, err = get("http://" + addr + "/metrics"); err == nil {
+			return true, ""
 		}
 		select {
 		case err := <-exited:
 			exited <- err
 			t.Fatalf("nodeaddr --dry-run exited before serving /metrics: %v\n%s", err, stderr.String())
-		case <-ctx.Done():
-			t.Fatalf("no /metrics on %s within a minute: %v\n%s", addr, err, stderr.String())
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
+		return false, err.Error()
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
 	}
+	return buildInfoLabels(t, body)
 }
 
 func get(url string) (string, error) {

@@ -156,7 +156,7 @@ func (f *fleet) outage(t *testing.T, down time.Duration, r *outageReport) {
 	for i, a := range f.agents {
 		a.set(externalIP(2, i), r.stopped)
 	}
-	time.Sleep(time.Until(r.stopped.Add(down)))
+	time.Sleep(time.Until(r.stopped.Add(down))) // measured window: the outage
 	r.restarted = time.Now()
 	r.failedDuringOutage = sumCounters(f.agents).minus(before).errors
 	if err := f.cp.StartAPIServer(context.Background()); err != nil {

@@ -150,7 +150,7 @@ func TestScale500(t *testing.T) {
 	// The bystanders alone first: their latencies without the fleet.
 	by.setPhase("before the agents (30 s)")
 	by.start(runCtx, t, cp, names)
-	time.Sleep(30 * time.Second)
+	time.Sleep(30 * time.Second) // measured window: the bystanders alone for 30 s
 
 	agents, err := newFleet(runCtx, cp.Config.Host, names, tokens, false)
 	if err != nil {
@@ -201,11 +201,11 @@ func TestScale500(t *testing.T) {
 	cpu0 = api.cpuSeconds()
 	by.setPhase("idle")
 	idleStart := time.Now()
-	time.Sleep(idle / 2)
+	time.Sleep(idle / 2) // measured window: the first half of the idle phase
 	for i, a := range agents {
 		a.set(externalIP(2, i), time.Now())
 	}
-	time.Sleep(idle - idle/2)
+	time.Sleep(idle - idle/2) // measured window: the second half
 	idleEnd := time.Now()
 	r.idleCPU = api.cpuSeconds() - cpu0
 	r.idleReqs = countRequests(t, cp, idleStart, idleEnd)
@@ -507,7 +507,7 @@ func (tr *tracker) observe(n *corev1.Node) {
 			}
 		}
 	}
-	if _, seen := tr.untainted[n.Name]; !seen && !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) {
+	if _, seen := tr.untainted[n.Name]; !seen && !harness.HasTaint(n, cloudproviderapi.TaintExternalCloudProvider) {
 		tr.untainted[n.Name] = now
 		if len(tr.untainted) == tr.n {
 			close(tr.taintDone)
@@ -563,15 +563,6 @@ func hasExternal(n *corev1.Node, ip string) bool {
 	return false
 }
 
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 // quiet waits until no request of the agents has reached the audit log for two seconds: their
 // trailing requests (Events, sent asynchronously by the recorder) are done.
 func quiet(t *testing.T, auditLog string) {
@@ -599,28 +590,26 @@ func quietFor(t *testing.T, auditLog string, users ...string) {
 		longest = max(longest, len(markers[i]))
 	}
 	var carry []byte // a marker split across two reads
-	deadline := time.Now().Add(quietBound)
-	for since := time.Now(); time.Since(since) < 2*time.Second; {
-		if time.Now().After(deadline) {
-			t.Logf("requests of %v still reach the audit log after %s; measuring anyway", users, quietBound)
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
+	since := time.Now()
+	if err := harness.Poll(quietBound, 250*time.Millisecond, fmt.Sprintf("no request of %v in the audit log for 2 s", users), func() (bool, string) {
 		st, err := f.Stat()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Size() <= off {
-			continue
+		if st.Size() > off {
+			chunk := make([]byte, st.Size()-off)
+			n, _ := f.ReadAt(chunk, off)
+			off += int64(n)
+			chunk = append(carry, chunk[:n]...)
+			if slices.ContainsFunc(markers, func(m []byte) bool { return bytes.Contains(chunk, m) }) {
+				since = time.Now()
+			}
+			carry = chunk[max(0, len(chunk)-longest):]
 		}
-		chunk := make([]byte, st.Size()-off)
-		n, _ := f.ReadAt(chunk, off)
-		off += int64(n)
-		chunk = append(carry, chunk[:n]...)
-		if slices.ContainsFunc(markers, func(m []byte) bool { return bytes.Contains(chunk, m) }) {
-			since = time.Now()
-		}
-		carry = chunk[max(0, len(chunk)-longest):]
+		quiet := time.Since(since)
+		return quiet >= 2*time.Second, fmt.Sprintf("the last one %s ago", quiet.Round(time.Millisecond))
+	}); err != nil {
+		t.Logf("%v; measuring anyway", err)
 	}
 }
 

@@ -78,20 +78,15 @@ http:
 			t.Logf("registry log:\n%s", tail(string(log), 4000))
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "registry ready on "+r.Host, func() (bool, string) {
 		resp, err := r.Client.Get("https://" + r.Host + "/v2/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return r
-			}
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("registry not ready on %s within 30 s: %v", r.Host, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return r
 }
 
 // writeTLS writes a CA and a server certificate for 127.0.0.1 signed by it; it returns the CA pool.
