@@ -146,7 +146,9 @@ func (s *soak) checkAddressWrite(t time.Time, node *corev1.Node) {
 	// widens by that long (the agent's decision is what the invariant is about).
 	stalled := s.rec.stalledWithin(t.Add(-2*time.Minute), t)
 	// The end has a sampling period's slack: a state made by another process (the kernel's own
-	// promotion, a link event) reaches the timeline up to one period late.
+	// promotion, a link event, duplicate address detection) is stamped from the kernel's
+	// notification of it (kernelTimeline), which the oracle receives a moment after the kernel
+	// sends it, or, when the notification is missed, reaches the timeline up to one period late.
 	window := s.timeline.between(t.Add(-grace-2*time.Second-stalled), t.Add(300*time.Millisecond))
 	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
 		for _, ip := range addrsOf(node, typ) {

@@ -46,6 +46,8 @@ func TestIPv6Faults(t *testing.T) {
 		t.Error("the new DHCPv6 lease was not bound")
 	}
 	step("after the DHCPv6 lease change", 1, 2)
+	n, lag := s.timeline.stamps()
+	t.Logf("%d kernel samples stamped from the kernel's notifications, read up to %s after them", n, lag.Round(time.Millisecond))
 	s.report(t)
 }
 

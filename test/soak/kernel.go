@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -72,9 +73,12 @@ func (a kaddr) prefix() string {
 	return p.String()
 }
 
-// sample is the kernel's state at one moment.
+// sample is the kernel's state at one moment. At is when the state began as far as the oracle can
+// tell: when its read began, or earlier, when the kernel notified a change since the previous
+// sample and none during the read (kernelTimeline.add).
 type sample struct {
 	At       time.Time
+	Done     time.Time // when the read ended
 	Addrs    []kaddr
 	Internal string // route source toward internalTarget ("" without a route)
 	External string
@@ -253,6 +257,7 @@ func readKernel(ns string) sample {
 	s.External = routeSource(ns, externalTarget)
 	s.Internal6 = routeSource(ns, target6)
 	s.External6 = routeSource(ns, externalTarget6)
+	s.Done = time.Now()
 	return s
 }
 
@@ -272,9 +277,71 @@ func routeSource(ns, target string) string {
 }
 
 // kernelTimeline samples the kernel continuously; invariant 2 asks it what the host had when.
+//
+// A sample stamped when the oracle got around to reading is late on a busy machine: its five `ip`
+// commands can take a second to start, and an address that completed duplicate address detection
+// just before the agent published it showed up in the timeline only after the write (issue 50). So
+// the timeline also follows the kernel's own notifications (`ip monitor`, one process that only
+// reads a netlink socket): a notification triggers a sample, and a sample during whose read no
+// further notification came is stamped with the time of the last notification, the moment the
+// kernel told of the change it shows (never earlier than the change itself).
 type kernelTimeline struct {
 	mu      sync.Mutex
 	samples []sample
+	notes   []time.Time // when the kernel's notifications arrived, in order
+	kick    chan struct{}
+	// restamped counts the samples stamped from a notification, and lag is the longest of those
+	// reads' delays after it (what the old stamping would have been late by).
+	restamped int
+	lag       time.Duration
+}
+
+func newKernelTimeline() *kernelTimeline { return &kernelTimeline{kick: make(chan struct{}, 1)} }
+
+// note records a kernel notification received at and asks the sampler for a sample.
+func (k *kernelTimeline) note(at time.Time) {
+	k.mu.Lock()
+	k.notes = append(k.notes, at)
+	k.mu.Unlock()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stamp moves s.At back to the last notification before the read when no notification arrived
+// during it (the state read is the one that notification told of) and that notification came
+// after the previous sample (else that sample already shows the state). Called with k.mu held.
+func (k *kernelTimeline) stamp(s sample) sample {
+	after := func(t time.Time) int {
+		i, _ := slices.BinarySearchFunc(k.notes, t, func(x, t time.Time) int {
+			if x.After(t) {
+				return 1
+			}
+			return -1
+		})
+		return i // the index of the first note after t
+	}
+	i := after(s.At)
+	if i == 0 || (i < len(k.notes) && !k.notes[i].After(s.Done)) {
+		return s
+	}
+	n := k.notes[i-1]
+	j, _ := slices.BinarySearchFunc(k.samples, s.At, func(x sample, t time.Time) int { return x.At.Compare(t) })
+	if j > 0 && !n.After(k.samples[j-1].At) {
+		return s
+	}
+	k.restamped++
+	k.lag = max(k.lag, s.At.Sub(n))
+	s.At = n
+	return s
+}
+
+// stamps says how many samples were stamped from notifications and the longest read delay.
+func (k *kernelTimeline) stamps() (int, time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.restamped, k.lag
 }
 
 func (k *kernelTimeline) add(s sample) {
@@ -283,9 +350,13 @@ func (k *kernelTimeline) add(s sample) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if !s.Done.IsZero() {
+		s = k.stamp(s)
+	}
 	n := len(k.samples)
 	if n > 0 && s.At.Before(k.samples[n-1].At) {
-		// Sampled concurrently (the sampler and a fault): keep the timeline in time order.
+		// Sampled concurrently (the sampler and a fault) or stamped from a notification: keep
+		// the timeline in time order.
 		i, _ := slices.BinarySearchFunc(k.samples, s.At, func(x sample, t time.Time) int { return x.At.Compare(t) })
 		k.samples = slices.Insert(k.samples, i, s)
 		return
@@ -328,10 +399,32 @@ func (k *kernelTimeline) prune(before time.Time) {
 		i++
 	}
 	k.samples = slices.Clone(k.samples[i:])
+	j := 0
+	for j < len(k.notes) && k.notes[j].Before(before) {
+		j++
+	}
+	k.notes = slices.Clone(k.notes[j:])
 }
 
-// run samples every period until stop is closed.
+// run samples every period and after every kernel notification until stop is closed.
 func (k *kernelTimeline) run(ns string, period time.Duration, stop <-chan struct{}) {
+	mon := exec.Command("ip", "-n", ns, "monitor", "address", "link", "route")
+	out, err := mon.StdoutPipe()
+	if err == nil {
+		err = mon.Start()
+	}
+	if err == nil {
+		defer func() { mon.Process.Kill(); mon.Wait() }()
+		go func() {
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				k.note(time.Now())
+			}
+		}()
+	} else {
+		fmt.Printf("soak: ip monitor: %v (the timeline samples every %s only)\n", err, period)
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -340,6 +433,7 @@ func (k *kernelTimeline) run(ns string, period time.Duration, stop <-chan struct
 		case <-stop:
 			return
 		case <-t.C:
+		case <-k.kick:
 		}
 	}
 }

@@ -25,6 +25,7 @@ type recorder struct {
 	writes     int
 	history    []string // the Node's writes, from the audit log
 	usageLine  string
+	oracleLine string // how late the oracle's reads were behind the kernel's notifications
 }
 
 type event struct {
@@ -153,6 +154,9 @@ func (r *recorder) summary() string {
 	}
 	if r.usageLine != "" {
 		b.WriteString(r.usageLine + "\n")
+	}
+	if r.oracleLine != "" {
+		b.WriteString(r.oracleLine + "\n")
 	}
 	return b.String()
 }

@@ -59,6 +59,11 @@ func TestSoak(t *testing.T) {
 	s.startRA()
 	s.startDHCP6()
 	s.run(d)
+	n, lag := s.timeline.stamps()
+	s.rec.mu.Lock()
+	s.rec.oracleLine = fmt.Sprintf("oracle: %d kernel samples stamped from the kernel's notifications, read up to %s after them",
+		n, lag.Round(time.Millisecond))
+	s.rec.mu.Unlock()
 	sum := s.rec.summary()
 	t.Log("\n" + sum)
 	for _, l := range strings.Split(strings.TrimSpace(sum), "\n") {
