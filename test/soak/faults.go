@@ -26,7 +26,7 @@ type fault struct {
 	run      func(s *soak, r *rand.Rand, u uplink)
 }
 
-// faults are the soak's faults. There are two partitions: the relay's (bytes held in the relay,
+// faults are the soak's faults (pressure.go has the pressure fault). There are two partitions: the relay's (bytes held in the relay,
 // both ways) and nftables' (packets dropped in the node's namespace).
 var faults = []fault{
 	{"renumber-make-before-break", "link", 6, renumberMBB},
@@ -50,6 +50,7 @@ var faults = []fault{
 	{"ra-flash-renumbering", "ra", 4, raFlash},
 	{"ipv6-privacy-rotation", "tempaddr", 4, privacyRotation},
 	{"dhcpv6-lease-change", "dhcp6", 3, dhcp6Lease},
+	{"cpu-io-pressure", "pressure", 4, pressure},
 }
 
 func dur(r *rand.Rand, lo, hi time.Duration) time.Duration {

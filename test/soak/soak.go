@@ -27,19 +27,21 @@ const settleHold = 2 * time.Second
 
 // soak is one run: the world, the schedule's random source and the checks' state.
 type soak struct {
-	t        *testing.T
-	seed     uint64
-	rng      *rand.Rand
-	w        *world
-	rec      *recorder
-	timeline *kernelTimeline
-	writer   *writer
-	audit    *auditTail
-	usage    []usage
-	dhcp     *dhcp  // the DHCP uplink (TestSoak's only)
-	ra       *ra6   // the IPv6 uplink's router (TestSoak's only)
-	dhcp6    *dhcp6 // the DHCPv6 uplink (TestSoak's only)
-	nft      string // the nft command (TestSoak's only)
+	t         *testing.T
+	seed      uint64
+	rng       *rand.Rand
+	w         *world
+	rec       *recorder
+	timeline  *kernelTimeline
+	writer    *writer
+	audit     *auditTail
+	usage     []usage
+	dhcp      *dhcp      // the DHCP uplink (TestSoak's only)
+	ra        *ra6       // the IPv6 uplink's router (TestSoak's only)
+	dhcp6     *dhcp6     // the DHCPv6 uplink (TestSoak's only)
+	nft       string     // the nft command (TestSoak's only)
+	cg        *cpuCgroup // the agent's CPU cgroup for the pressure fault (TestSoak's only)
+	stressDir string     // stress-ng's disk writers' directory (TestSoak's only)
 
 	// added counts the uplinks added after the agent started (the IPv6 ones each change the
 	// Node): the start's quiet period allows their writes as faults' (invariant 5).

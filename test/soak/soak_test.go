@@ -58,6 +58,7 @@ func TestSoak(t *testing.T) {
 	s.startDHCP()
 	s.startRA()
 	s.startDHCP6()
+	s.startPressure()
 	s.run(d)
 	n, lag := s.timeline.stamps()
 	s.rec.mu.Lock()
