@@ -47,7 +47,11 @@ func TestIPv6Faults(t *testing.T) {
 	}
 	step("after the DHCPv6 lease change", 1, 2)
 	n, lag := s.timeline.stamps()
-	t.Logf("%d kernel samples stamped from the kernel's notifications, read up to %s after them", n, lag.Round(time.Millisecond))
+	s.rec.mu.Lock()
+	readLate := s.rec.readLate
+	s.rec.mu.Unlock()
+	t.Logf("%d kernel samples stamped from the kernel's notifications, read up to %s after them; %d agent writes invariant 2 "+
+		"would have reported with samples stamped by when their read began", n, lag.Round(time.Millisecond), readLate)
 	s.report(t)
 }
 

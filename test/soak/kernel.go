@@ -78,6 +78,7 @@ func (a kaddr) prefix() string {
 // sample and none during the read (kernelTimeline.add).
 type sample struct {
 	At       time.Time
+	Read     time.Time // when the read began (At before any stamping from a notification)
 	Done     time.Time // when the read ended
 	Addrs    []kaddr
 	Internal string // route source toward internalTarget ("" without a route)
@@ -234,6 +235,7 @@ func sticky(s sample, src, cur string) []string {
 // readKernel samples the namespace's addresses (both families) and the three route lookups.
 func readKernel(ns string) sample {
 	s := sample{At: time.Now()}
+	s.Read = s.At
 	out, err := exec.Command("ip", "-n", ns, "-j", "addr", "show").Output()
 	if err != nil {
 		s.Err = fmt.Errorf("ip addr: %v", err)
@@ -386,6 +388,37 @@ func (k *kernelTimeline) between(from, to time.Time) []sample {
 			break
 		}
 		out = append(out, s)
+	}
+	return out
+}
+
+// betweenRead is between by when each read began, as the timeline stamped samples before it
+// followed the kernel's notifications (for the summary's comparison; samples without a read
+// time count at At).
+func (k *kernelTimeline) betweenRead(from, to time.Time) []sample {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	read := func(s sample) time.Time {
+		if s.Read.IsZero() {
+			return s.At
+		}
+		return s.Read
+	}
+	var out []sample
+	var last *sample
+	for i, s := range k.samples {
+		r := read(s)
+		switch {
+		case r.Before(from):
+			if last == nil || r.After(read(*last)) {
+				last = &k.samples[i]
+			}
+		case !r.After(to):
+			out = append(out, s)
+		}
+	}
+	if last != nil {
+		out = append([]sample{*last}, out...)
 	}
 	return out
 }

@@ -134,7 +134,7 @@ func TestTimelineStampsFromNotifications(t *testing.T) {
 	t0 := time.Now()
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	read := func(from, to int, src string) sample {
-		return sample{At: ms(from), Done: ms(to), Internal: src}
+		return sample{At: ms(from), Read: ms(from), Done: ms(to), Internal: src}
 	}
 	k := newKernelTimeline()
 	k.add(read(0, 50, "a"))
@@ -150,6 +150,14 @@ func TestTimelineStampsFromNotifications(t *testing.T) {
 	}
 	if want := []int{0, 100, 1150, 1200, 1600}; !slices.Equal(got, want) {
 		t.Errorf("samples stamped at %v ms, want %v", got, want)
+	}
+	// By when the reads began, the state "b" was not there until 900 ms.
+	var srcs []string
+	for _, s := range k.betweenRead(ms(50), ms(850)) {
+		srcs = append(srcs, s.Internal)
+	}
+	if want := []string{"a"}; !slices.Equal(srcs, want) {
+		t.Errorf("by read time, the states in [50 ms, 850 ms] are %v, want %v", srcs, want)
 	}
 }
 

@@ -26,6 +26,9 @@ type recorder struct {
 	history    []string // the Node's writes, from the audit log
 	usageLine  string
 	oracleLine string // how late the oracle's reads were behind the kernel's notifications
+	// readLate counts the agent's writes that samples stamped by when their read began would
+	// have reported under invariant 2 (the stamping before issue 50).
+	readLate int
 }
 
 type event struct {
