@@ -29,6 +29,9 @@ type recorder struct {
 	// readLate counts the agent's writes that samples stamped by when their read began would
 	// have reported under invariant 2 (the stamping before issue 50).
 	readLate int
+	// throttled counts the 100 ms periods in which the pressure fault's CPU quota stopped the
+	// agent's cgroup.
+	throttled int
 }
 
 type event struct {
@@ -157,6 +160,9 @@ func (r *recorder) summary() string {
 	}
 	if r.usageLine != "" {
 		b.WriteString(r.usageLine + "\n")
+	}
+	if n := r.faults["cpu-io-pressure"]; n > 0 {
+		fmt.Fprintf(&b, "pressure: %d faults; the agent's cgroup throttled in %d periods of 100 ms\n", n, r.throttled)
 	}
 	if r.oracleLine != "" {
 		b.WriteString(r.oracleLine + "\n")
