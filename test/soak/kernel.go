@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -236,16 +237,17 @@ func sticky(s sample, src, cur string) []string {
 func readKernel(ns string) sample {
 	s := sample{At: time.Now()}
 	s.Read = s.At
-	out, err := exec.Command("ip", "-n", ns, "-j", "addr", "show").Output()
+	targets := []string{internalTarget, externalTarget, target6, externalTarget6}
+	addrs, routes, err := readerFor(ns).read(targets)
 	if err != nil {
-		s.Err = fmt.Errorf("ip addr: %v", err)
+		s.Err = err
 		return s
 	}
 	var links []struct {
 		Ifname   string  `json:"ifname"`
 		AddrInfo []kaddr `json:"addr_info"`
 	}
-	if err := json.Unmarshal(out, &links); err != nil {
+	if err := json.Unmarshal(addrs, &links); err != nil {
 		s.Err = fmt.Errorf("ip addr json: %v", err)
 		return s
 	}
@@ -255,27 +257,118 @@ func readKernel(ns string) sample {
 			s.Addrs = append(s.Addrs, a)
 		}
 	}
-	s.Internal = routeSource(ns, internalTarget)
-	s.External = routeSource(ns, externalTarget)
-	s.Internal6 = routeSource(ns, target6)
-	s.External6 = routeSource(ns, externalTarget6)
+	s.Internal, s.External = routes[internalTarget], routes[externalTarget]
+	s.Internal6, s.External6 = routes[target6], routes[externalTarget6]
 	s.Done = time.Now()
 	return s
 }
 
-// routeSource is the prefsrc of `ip route get target`, "" when there is no route.
-func routeSource(ns, target string) string {
-	out, err := exec.Command("ip", "-n", ns, "-j", "route", "get", target).Output()
-	if err != nil {
-		return ""
+// ipReader is one `ip -json -batch -` process in a namespace that answers the oracle's reads: the
+// address list and one `route get` per target, then `link show dev lo` to mark the end (a route
+// get without a route prints nothing on stdout). Starting five ip commands per read took up to
+// seconds on a starved machine (issue 50); one process that only reads is as quick as the kernel.
+type ipReader struct {
+	ns  string
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+var (
+	readersMu sync.Mutex
+	readers   = map[string]*ipReader{}
+)
+
+func readerFor(ns string) *ipReader {
+	readersMu.Lock()
+	defer readersMu.Unlock()
+	r, ok := readers[ns]
+	if !ok {
+		r = &ipReader{ns: ns}
+		readers[ns] = r
 	}
-	var r []struct {
-		Prefsrc string `json:"prefsrc"`
+	return r
+}
+
+// closeReader ends the namespace's reader (at the end of a test).
+func closeReader(ns string) {
+	readersMu.Lock()
+	r := readers[ns]
+	delete(readers, ns)
+	readersMu.Unlock()
+	if r != nil {
+		r.mu.Lock()
+		r.stop()
+		r.mu.Unlock()
 	}
-	if json.Unmarshal(out, &r) != nil || len(r) == 0 {
-		return ""
+}
+
+func (r *ipReader) stop() {
+	if r.cmd != nil {
+		r.in.Close()
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		r.cmd = nil
 	}
-	return r[0].Prefsrc
+}
+
+// read returns `ip -j addr show`'s output and each target's route source ("" without a route).
+func (r *ipReader) read(targets []string) ([]byte, map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		cmd := exec.Command("ip", "-n", r.ns, "-j", "-force", "-batch", "-")
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, nil, fmt.Errorf("ip -batch: %v", err)
+		}
+		r.cmd, r.in, r.out = cmd, in, bufio.NewScanner(out)
+		r.out.Buffer(make([]byte, 1<<20), 16<<20)
+	}
+	var b strings.Builder
+	b.WriteString("addr show\n")
+	for _, t := range targets {
+		fmt.Fprintf(&b, "route get %s\n", t)
+	}
+	b.WriteString("link show dev lo\n")
+	if _, err := io.WriteString(r.in, b.String()); err != nil {
+		r.stop()
+		return nil, nil, fmt.Errorf("ip -batch: %v", err)
+	}
+	var addrs []byte
+	routes := map[string]string{}
+	for {
+		if !r.out.Scan() {
+			r.stop()
+			return nil, nil, fmt.Errorf("ip -batch ended: %v", r.out.Err())
+		}
+		line := r.out.Bytes()
+		var objs []map[string]any
+		if json.Unmarshal(line, &objs) != nil {
+			continue
+		}
+		switch {
+		case len(objs) > 0 && objs[0]["addr_info"] != nil:
+			addrs = slices.Clone(line)
+		case len(objs) > 0 && objs[0]["dst"] != nil:
+			dst, _ := objs[0]["dst"].(string)
+			src, _ := objs[0]["prefsrc"].(string)
+			routes[dst] = src
+		case len(objs) > 0 && objs[0]["ifname"] == "lo":
+			if addrs == nil {
+				return nil, nil, fmt.Errorf("ip -batch: no address list")
+			}
+			return addrs, routes, nil
+		}
+	}
 }
 
 // kernelTimeline samples the kernel continuously; invariant 2 asks it what the host had when.

@@ -63,7 +63,7 @@ func newSoak(t *testing.T, seed uint64) *soak {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.timeline.run(s.w.ns.Name, 250*time.Millisecond, stop) })
 	wg.Go(func() { s.writer.run(ctx) })
-	t.Cleanup(func() { cancel(); close(stop); wg.Wait() })
+	t.Cleanup(func() { cancel(); close(stop); wg.Wait(); closeReader(s.w.ns.Name) })
 	s.w.startAgent()
 	return s
 }
