@@ -101,14 +101,14 @@ func pressure(s *soak, r *rand.Rand, _ uplink) {
 	cpu, syncs, hdd := 1+r.IntN(3), r.IntN(3), r.IntN(2)
 	milli := []int{0, 50, 100, 200, 500}[r.IntN(5)] // 0: no quota
 	a := s.w.currentAgent()
-	quota := "no CPU quota"
+	quota, limited := "no CPU quota", false
 	if milli > 0 && s.cg != nil && s.cg.dir != "" {
 		if err := s.cg.limit(milli); err != nil {
 			quota = fmt.Sprintf("no CPU quota (%v)", err)
 		} else if err := s.cg.move(a.Pid(), true); err != nil {
 			quota = fmt.Sprintf("no CPU quota (%v)", err)
 		} else {
-			quota = fmt.Sprintf("the agent limited to %dm CPU, shared with a busy neighbour", milli)
+			quota, limited = fmt.Sprintf("the agent limited to %dm CPU, shared with a busy neighbour", milli), true
 			defer s.cg.move(a.Pid(), false)
 		}
 	}
@@ -124,7 +124,7 @@ func pressure(s *soak, r *rand.Rand, _ uplink) {
 	}
 	var neighbour *exec.Cmd
 	before := s.cg.throttled()
-	if milli > 0 && strings.HasPrefix(quota, "the agent") {
+	if limited {
 		// The neighbour joins the cgroup before it starts its worker (which inherits it). It runs
 		// outside the node's namespace: `ip netns exec` mounts a sysfs of its own over /sys,
 		// which hides the cgroup hierarchy.
