@@ -16,9 +16,9 @@ import (
 // and etcd share the machine's cores and disk), and the agent runs under a CPU quota as a pod
 // limit gives it (the CFS bandwidth controller of its cgroup: 100 ms periods, 50 to 500 ms of CPU
 // per second), or, one time in five, without one. An idle agent's bursts fit in such a quota (an
-// hour's faults never throttled it), so a busy neighbour shares it: one stress-ng CPU worker in
-// the same cgroup, as a busy container in the agent's pod would. Every invariant is checked as for
-// any fault: starvation may make the agent later, never wrong.
+// hour's 37 faults throttled it in one period of 100 ms), so a busy neighbour shares it: one
+// stress-ng CPU worker in the same cgroup, as a busy container in the agent's pod would. Every
+// invariant is checked as for any fault: starvation may make the agent later, never wrong.
 
 // cpuCgroup is a CPU cgroup of the soak's own for the agent ("" dir: none could be made).
 type cpuCgroup struct {
