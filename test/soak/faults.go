@@ -142,7 +142,7 @@ func linkDown(s *soak, r *rand.Rand, u uplink) {
 // through one `ip -batch` process (no command to start per flap), and measures each carrier-down
 // phase from before the down command to after the up command's acknowledgement. A phase that may
 // have lasted the agent's link hold is a state the agent may publish (twice: there and back);
-// on a busy machine the "30 ms" phases last hundreds (issue 50), and invariant 5 allows them.
+// on a busy machine the "30 ms" phases last hundreds, and invariant 5 allows them.
 func flapStorm(s *soak, r *rand.Rand, u uplink) {
 	n := 10 + r.IntN(50)
 	dev := "r-" + u.dev

@@ -266,7 +266,7 @@ func readKernel(ns string) sample {
 // ipReader is one `ip -json -batch -` process in a namespace that answers the oracle's reads: the
 // address list and one `route get` per target, then `link show dev lo` to mark the end (a route
 // get without a route prints nothing on stdout). Starting five ip commands per read took up to
-// seconds on a starved machine (issue 50); one process that only reads is as quick as the kernel.
+// seconds on a starved machine; one process that only reads is as quick as the kernel.
 type ipReader struct {
 	ns  string
 	mu  sync.Mutex
@@ -375,7 +375,7 @@ func (r *ipReader) read(targets []string) ([]byte, map[string]string, error) {
 //
 // A sample stamped when the oracle got around to reading is late on a busy machine: its five `ip`
 // commands can take a second to start, and an address that completed duplicate address detection
-// just before the agent published it showed up in the timeline only after the write (issue 50). So
+// just before the agent published it showed up in the timeline only after the write. So
 // the timeline also follows the kernel's own notifications (`ip monitor`, one process that only
 // reads a netlink socket): a notification triggers a sample, and a sample during whose read no
 // further notification came is stamped with the time of the last notification, the moment the

@@ -128,7 +128,7 @@ func TestExpect6(t *testing.T) {
 
 // The timeline stamps a sample with the kernel's notification of the change it shows, when no
 // other notification came during its read and none since the previous sample already covered it;
-// otherwise with when its read began (issue 50: a read that took a second to start on a busy
+// otherwise with when its read began (a read that took a second to start on a busy
 // machine placed an address's end of duplicate address detection after the agent's write).
 func TestTimelineStampsFromNotifications(t *testing.T) {
 	t0 := time.Now()

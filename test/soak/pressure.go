@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The pressure fault starves the node (issue 50): stress-ng's CPU, sync and disk-write workers run
+// The pressure fault starves the node: stress-ng's CPU, sync and disk-write workers run
 // in the node's network namespace beside everything else (the agent, the oracle, the API server
 // and etcd share the machine's cores and disk), and the agent runs under a CPU quota as a pod
 // limit gives it (the CFS bandwidth controller of its cgroup: 100 ms periods, 50 to 500 ms of CPU

@@ -27,7 +27,7 @@ type recorder struct {
 	usageLine  string
 	oracleLine string // how late the oracle's reads were behind the kernel's notifications
 	// readLate counts the agent's writes that samples stamped by when their read began would
-	// have reported under invariant 2 (the stamping before issue 50).
+	// have reported under invariant 2 (the stamping before the notifications).
 	readLate int
 	// throttled counts the 100 ms periods in which the pressure fault's CPU quota stopped the
 	// agent's cgroup.
