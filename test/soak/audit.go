@@ -146,11 +146,23 @@ func (s *soak) checkAddressWrite(t time.Time, node *corev1.Node) {
 	// widens by that long (the agent's decision is what the invariant is about).
 	stalled := s.rec.stalledWithin(t.Add(-2*time.Minute), t)
 	// The end has a sampling period's slack: a state made by another process (the kernel's own
-	// promotion, a link event) reaches the timeline up to one period late.
+	// promotion, a link event, duplicate address detection) is stamped from the kernel's
+	// notification of it (kernelTimeline), which the oracle receives a moment after the kernel
+	// sends it, or, when the notification is missed, reaches the timeline up to one period late.
 	window := s.timeline.between(t.Add(-grace-2*time.Second-stalled), t.Add(300*time.Millisecond))
+	byRead := s.timeline.betweenRead(t.Add(-grace-2*time.Second-stalled), t.Add(300*time.Millisecond))
 	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
 		for _, ip := range addrsOf(node, typ) {
-			if !slices.ContainsFunc(window, func(k sample) bool { return k.isUsable(ip) }) {
+			usable := func(k sample) bool { return k.isUsable(ip) }
+			if slices.ContainsFunc(window, usable) && !slices.ContainsFunc(byRead, usable) {
+				// The samples stamped by when their read began would have reported this write.
+				s.rec.mu.Lock()
+				s.rec.readLate++
+				s.rec.mu.Unlock()
+				s.rec.event("oracle", "%s=%s at +%s: usable only by the kernel's notification, not yet by when the reads began",
+					typ, ip, s.rec.since(t))
+			}
+			if !slices.ContainsFunc(window, usable) {
 				s.rec.violate(2, "the agent published %s=%s at +%s, an address the host had not had as a usable address in the %s before (kernel: %s)",
 					typ, ip, s.rec.since(t), grace+2*time.Second+stalled, describe(window))
 			}

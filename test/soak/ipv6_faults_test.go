@@ -46,6 +46,12 @@ func TestIPv6Faults(t *testing.T) {
 		t.Error("the new DHCPv6 lease was not bound")
 	}
 	step("after the DHCPv6 lease change", 1, 2)
+	n, lag := s.timeline.stamps()
+	s.rec.mu.Lock()
+	readLate := s.rec.readLate
+	s.rec.mu.Unlock()
+	t.Logf("%d kernel samples stamped from the kernel's notifications, read up to %s after them; %d agent writes invariant 2 "+
+		"would have reported with samples stamped by when their read began", n, lag.Round(time.Millisecond), readLate)
 	s.report(t)
 }
 

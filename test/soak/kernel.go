@@ -1,8 +1,10 @@
 package soak
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -72,9 +74,13 @@ func (a kaddr) prefix() string {
 	return p.String()
 }
 
-// sample is the kernel's state at one moment.
+// sample is the kernel's state at one moment. At is when the state began as far as the oracle can
+// tell: when its read began, or earlier, when the kernel notified a change since the previous
+// sample and none during the read (kernelTimeline.add).
 type sample struct {
 	At       time.Time
+	Read     time.Time // when the read began (At before any stamping from a notification)
+	Done     time.Time // when the read ended
 	Addrs    []kaddr
 	Internal string // route source toward internalTarget ("" without a route)
 	External string
@@ -230,16 +236,18 @@ func sticky(s sample, src, cur string) []string {
 // readKernel samples the namespace's addresses (both families) and the three route lookups.
 func readKernel(ns string) sample {
 	s := sample{At: time.Now()}
-	out, err := exec.Command("ip", "-n", ns, "-j", "addr", "show").Output()
+	s.Read = s.At
+	targets := []string{internalTarget, externalTarget, target6, externalTarget6}
+	addrs, routes, err := readerFor(ns).read(targets)
 	if err != nil {
-		s.Err = fmt.Errorf("ip addr: %v", err)
+		s.Err = err
 		return s
 	}
 	var links []struct {
 		Ifname   string  `json:"ifname"`
 		AddrInfo []kaddr `json:"addr_info"`
 	}
-	if err := json.Unmarshal(out, &links); err != nil {
+	if err := json.Unmarshal(addrs, &links); err != nil {
 		s.Err = fmt.Errorf("ip addr json: %v", err)
 		return s
 	}
@@ -249,32 +257,186 @@ func readKernel(ns string) sample {
 			s.Addrs = append(s.Addrs, a)
 		}
 	}
-	s.Internal = routeSource(ns, internalTarget)
-	s.External = routeSource(ns, externalTarget)
-	s.Internal6 = routeSource(ns, target6)
-	s.External6 = routeSource(ns, externalTarget6)
+	s.Internal, s.External = routes[internalTarget], routes[externalTarget]
+	s.Internal6, s.External6 = routes[target6], routes[externalTarget6]
+	s.Done = time.Now()
 	return s
 }
 
-// routeSource is the prefsrc of `ip route get target`, "" when there is no route.
-func routeSource(ns, target string) string {
-	out, err := exec.Command("ip", "-n", ns, "-j", "route", "get", target).Output()
-	if err != nil {
-		return ""
+// ipReader is one `ip -json -batch -` process in a namespace that answers the oracle's reads: the
+// address list and one `route get` per target, then `link show dev lo` to mark the end (a route
+// get without a route prints nothing on stdout). Starting five ip commands per read took up to
+// seconds on a starved machine; one process that only reads is as quick as the kernel.
+type ipReader struct {
+	ns  string
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+var (
+	readersMu sync.Mutex
+	readers   = map[string]*ipReader{}
+)
+
+func readerFor(ns string) *ipReader {
+	readersMu.Lock()
+	defer readersMu.Unlock()
+	r, ok := readers[ns]
+	if !ok {
+		r = &ipReader{ns: ns}
+		readers[ns] = r
 	}
-	var r []struct {
-		Prefsrc string `json:"prefsrc"`
+	return r
+}
+
+// closeReader ends the namespace's reader (at the end of a test).
+func closeReader(ns string) {
+	readersMu.Lock()
+	r := readers[ns]
+	delete(readers, ns)
+	readersMu.Unlock()
+	if r != nil {
+		r.mu.Lock()
+		r.stop()
+		r.mu.Unlock()
 	}
-	if json.Unmarshal(out, &r) != nil || len(r) == 0 {
-		return ""
+}
+
+func (r *ipReader) stop() {
+	if r.cmd != nil {
+		r.in.Close()
+		r.cmd.Process.Kill()
+		r.cmd.Wait()
+		r.cmd = nil
 	}
-	return r[0].Prefsrc
+}
+
+// read returns `ip -j addr show`'s output and each target's route source ("" without a route).
+func (r *ipReader) read(targets []string) ([]byte, map[string]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		cmd := exec.Command("ip", "-n", r.ns, "-j", "-force", "-batch", "-")
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, nil, fmt.Errorf("ip -batch: %v", err)
+		}
+		r.cmd, r.in, r.out = cmd, in, bufio.NewScanner(out)
+		r.out.Buffer(make([]byte, 1<<20), 16<<20)
+	}
+	var b strings.Builder
+	b.WriteString("addr show\n")
+	for _, t := range targets {
+		fmt.Fprintf(&b, "route get %s\n", t)
+	}
+	b.WriteString("link show dev lo\n")
+	if _, err := io.WriteString(r.in, b.String()); err != nil {
+		r.stop()
+		return nil, nil, fmt.Errorf("ip -batch: %v", err)
+	}
+	var addrs []byte
+	routes := map[string]string{}
+	for {
+		if !r.out.Scan() {
+			r.stop()
+			return nil, nil, fmt.Errorf("ip -batch ended: %v", r.out.Err())
+		}
+		line := r.out.Bytes()
+		var objs []map[string]any
+		if json.Unmarshal(line, &objs) != nil {
+			continue
+		}
+		switch {
+		case len(objs) > 0 && objs[0]["addr_info"] != nil:
+			addrs = slices.Clone(line)
+		case len(objs) > 0 && objs[0]["dst"] != nil:
+			dst, _ := objs[0]["dst"].(string)
+			src, _ := objs[0]["prefsrc"].(string)
+			routes[dst] = src
+		case len(objs) > 0 && objs[0]["ifname"] == "lo":
+			if addrs == nil {
+				return nil, nil, fmt.Errorf("ip -batch: no address list")
+			}
+			return addrs, routes, nil
+		}
+	}
 }
 
 // kernelTimeline samples the kernel continuously; invariant 2 asks it what the host had when.
+//
+// A sample stamped when the oracle got around to reading is late on a busy machine: its five `ip`
+// commands can take a second to start, and an address that completed duplicate address detection
+// just before the agent published it showed up in the timeline only after the write. So
+// the timeline also follows the kernel's own notifications (`ip monitor`, one process that only
+// reads a netlink socket): a notification triggers a sample, and a sample during whose read no
+// further notification came is stamped with the time of the last notification, the moment the
+// kernel told of the change it shows (never earlier than the change itself).
 type kernelTimeline struct {
 	mu      sync.Mutex
 	samples []sample
+	notes   []time.Time // when the kernel's notifications arrived, in order
+	kick    chan struct{}
+	// restamped counts the samples stamped from a notification, and lag is the longest of those
+	// reads' delays after it (what the old stamping would have been late by).
+	restamped int
+	lag       time.Duration
+}
+
+func newKernelTimeline() *kernelTimeline { return &kernelTimeline{kick: make(chan struct{}, 1)} }
+
+// note records a kernel notification received at and asks the sampler for a sample.
+func (k *kernelTimeline) note(at time.Time) {
+	k.mu.Lock()
+	k.notes = append(k.notes, at)
+	k.mu.Unlock()
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stamp moves s.At back to the last notification before the read when no notification arrived
+// during it (the state read is the one that notification told of) and that notification came
+// after the previous sample (else that sample already shows the state). Called with k.mu held.
+func (k *kernelTimeline) stamp(s sample) sample {
+	after := func(t time.Time) int {
+		i, _ := slices.BinarySearchFunc(k.notes, t, func(x, t time.Time) int {
+			if x.After(t) {
+				return 1
+			}
+			return -1
+		})
+		return i // the index of the first note after t
+	}
+	i := after(s.At)
+	if i == 0 || (i < len(k.notes) && !k.notes[i].After(s.Done)) {
+		return s
+	}
+	n := k.notes[i-1]
+	j, _ := slices.BinarySearchFunc(k.samples, s.At, func(x sample, t time.Time) int { return x.At.Compare(t) })
+	if j > 0 && !n.After(k.samples[j-1].At) {
+		return s
+	}
+	k.restamped++
+	k.lag = max(k.lag, s.At.Sub(n))
+	s.At = n
+	return s
+}
+
+// stamps says how many samples were stamped from notifications and the longest read delay.
+func (k *kernelTimeline) stamps() (int, time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.restamped, k.lag
 }
 
 func (k *kernelTimeline) add(s sample) {
@@ -283,9 +445,13 @@ func (k *kernelTimeline) add(s sample) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if !s.Done.IsZero() {
+		s = k.stamp(s)
+	}
 	n := len(k.samples)
 	if n > 0 && s.At.Before(k.samples[n-1].At) {
-		// Sampled concurrently (the sampler and a fault): keep the timeline in time order.
+		// Sampled concurrently (the sampler and a fault) or stamped from a notification: keep
+		// the timeline in time order.
 		i, _ := slices.BinarySearchFunc(k.samples, s.At, func(x sample, t time.Time) int { return x.At.Compare(t) })
 		k.samples = slices.Insert(k.samples, i, s)
 		return
@@ -319,6 +485,37 @@ func (k *kernelTimeline) between(from, to time.Time) []sample {
 	return out
 }
 
+// betweenRead is between by when each read began, as the timeline stamped samples before it
+// followed the kernel's notifications (for the summary's comparison; samples without a read
+// time count at At).
+func (k *kernelTimeline) betweenRead(from, to time.Time) []sample {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	read := func(s sample) time.Time {
+		if s.Read.IsZero() {
+			return s.At
+		}
+		return s.Read
+	}
+	var out []sample
+	var last *sample
+	for i, s := range k.samples {
+		r := read(s)
+		switch {
+		case r.Before(from):
+			if last == nil || r.After(read(*last)) {
+				last = &k.samples[i]
+			}
+		case !r.After(to):
+			out = append(out, s)
+		}
+	}
+	if last != nil {
+		out = append([]sample{*last}, out...)
+	}
+	return out
+}
+
 // prune forgets samples older than before (the audit check is done with them).
 func (k *kernelTimeline) prune(before time.Time) {
 	k.mu.Lock()
@@ -328,10 +525,32 @@ func (k *kernelTimeline) prune(before time.Time) {
 		i++
 	}
 	k.samples = slices.Clone(k.samples[i:])
+	j := 0
+	for j < len(k.notes) && k.notes[j].Before(before) {
+		j++
+	}
+	k.notes = slices.Clone(k.notes[j:])
 }
 
-// run samples every period until stop is closed.
+// run samples every period and after every kernel notification until stop is closed.
 func (k *kernelTimeline) run(ns string, period time.Duration, stop <-chan struct{}) {
+	mon := exec.Command("ip", "-n", ns, "monitor", "address", "link", "route")
+	out, err := mon.StdoutPipe()
+	if err == nil {
+		err = mon.Start()
+	}
+	if err == nil {
+		defer func() { mon.Process.Kill(); mon.Wait() }()
+		go func() {
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				k.note(time.Now())
+			}
+		}()
+	} else {
+		fmt.Printf("soak: ip monitor: %v (the timeline samples every %s only)\n", err, period)
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -340,6 +559,7 @@ func (k *kernelTimeline) run(ns string, period time.Duration, stop <-chan struct
 		case <-stop:
 			return
 		case <-t.C:
+		case <-k.kick:
 		}
 	}
 }

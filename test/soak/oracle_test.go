@@ -125,3 +125,62 @@ func TestExpect6(t *testing.T) {
 		t.Errorf("the current ExternalIP on another link: expect = %+v, want only the route's", e)
 	}
 }
+
+// The timeline stamps a sample with the kernel's notification of the change it shows, when no
+// other notification came during its read and none since the previous sample already covered it;
+// otherwise with when its read began (a read that took a second to start on a busy
+// machine placed an address's end of duplicate address detection after the agent's write).
+func TestTimelineStampsFromNotifications(t *testing.T) {
+	t0 := time.Now()
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	read := func(from, to int, src string) sample {
+		return sample{At: ms(from), Read: ms(from), Done: ms(to), Internal: src}
+	}
+	k := newKernelTimeline()
+	k.add(read(0, 50, "a"))
+	k.note(ms(100))
+	k.add(read(900, 1000, "b")) // the read began 800 ms after the notification
+	k.note(ms(1200))
+	k.add(read(1150, 1300, "c")) // a notification during the read: the state may be either
+	k.add(read(1400, 1450, "d")) // the state since the notification during the previous read
+	k.add(read(1600, 1650, "d")) // no notification since the previous sample
+	var got []int
+	for _, s := range k.samples {
+		got = append(got, int(s.At.Sub(t0)/time.Millisecond))
+	}
+	if want := []int{0, 100, 1150, 1200, 1600}; !slices.Equal(got, want) {
+		t.Errorf("samples stamped at %v ms, want %v", got, want)
+	}
+	// By when the reads began, the state "b" was not there until 900 ms.
+	var srcs []string
+	for _, s := range k.betweenRead(ms(50), ms(850)) {
+		srcs = append(srcs, s.Internal)
+	}
+	if want := []string{"a"}; !slices.Equal(srcs, want) {
+		t.Errorf("by read time, the states in [50 ms, 850 ms] are %v, want %v", srcs, want)
+	}
+}
+
+// A carrier-down phase counts against invariant 5's bound only when it may have lasted the agent's
+// link hold: the "30 ms" phases of a storm on a busy machine can last hundreds.
+func TestHeldPhases(t *testing.T) {
+	ms := func(ns ...int) []time.Duration {
+		var out []time.Duration
+		for _, n := range ns {
+			out = append(out, time.Duration(n)*time.Millisecond)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		phases []time.Duration
+		want   int
+	}{
+		{nil, 0},
+		{ms(31, 35, 40, 99), 0},
+		{ms(31, 100, 40, 350, 1200), 3},
+	} {
+		if got := heldPhases(c.phases, linkHold); got != c.want {
+			t.Errorf("heldPhases(%v) = %d, want %d", c.phases, got, c.want)
+		}
+	}
+}

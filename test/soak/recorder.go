@@ -25,6 +25,13 @@ type recorder struct {
 	writes     int
 	history    []string // the Node's writes, from the audit log
 	usageLine  string
+	oracleLine string // how late the oracle's reads were behind the kernel's notifications
+	// readLate counts the agent's writes that samples stamped by when their read began would
+	// have reported under invariant 2 (the stamping before the notifications).
+	readLate int
+	// throttled counts the 100 ms periods in which the pressure fault's CPU quota stopped the
+	// agent's cgroup.
+	throttled int
 }
 
 type event struct {
@@ -153,6 +160,12 @@ func (r *recorder) summary() string {
 	}
 	if r.usageLine != "" {
 		b.WriteString(r.usageLine + "\n")
+	}
+	if n := r.faults["cpu-io-pressure"]; n > 0 {
+		fmt.Fprintf(&b, "pressure: %d faults; the agent's cgroup throttled in %d periods of 100 ms\n", n, r.throttled)
+	}
+	if r.oracleLine != "" {
+		b.WriteString(r.oracleLine + "\n")
 	}
 	return b.String()
 }

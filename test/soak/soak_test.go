@@ -58,7 +58,14 @@ func TestSoak(t *testing.T) {
 	s.startDHCP()
 	s.startRA()
 	s.startDHCP6()
+	s.startPressure()
 	s.run(d)
+	n, lag := s.timeline.stamps()
+	s.rec.mu.Lock()
+	s.rec.oracleLine = fmt.Sprintf("oracle: %d kernel samples stamped from the kernel's notifications, read up to %s after them; "+
+		"%d agent writes invariant 2 would have reported with samples stamped by when their read began",
+		n, lag.Round(time.Millisecond), s.rec.readLate)
+	s.rec.mu.Unlock()
 	sum := s.rec.summary()
 	t.Log("\n" + sum)
 	for _, l := range strings.Split(strings.TrimSpace(sum), "\n") {

@@ -29,8 +29,9 @@ const (
 	internalTarget = "10.200.0.1"
 	externalTarget = "8.8.8.8" // only looked up in the node's routing table; no packet is sent
 	nodeName       = "soak"
-	grace          = 5 * time.Second // the agent's --removal-grace (its default)
-	kubeletIP      = "192.0.2.250"   // the address the kubelet-like reverter writes
+	grace          = 5 * time.Second        // the agent's --removal-grace (its default)
+	linkHold       = 100 * time.Millisecond // the agent's --link-debounce (its default)
+	kubeletIP      = "192.0.2.250"          // the address the kubelet-like reverter writes
 )
 
 type uplink struct {
