@@ -38,11 +38,13 @@ func fieldPatch[T any](path string, old, new []T, resourceVersion string) (types
 		b, err := json.Marshal(m)
 		return types.MergePatchType, b, err
 	}
-	b, err := json.Marshal([]jsonPatchOp{
-		{Op: "test", Path: path, Value: old},
-		{Op: "replace", Path: path, Value: new},
-	})
+	b, err := json.Marshal(fieldOps(path, old, new))
 	return types.JSONPatchType, b, err
+}
+
+// fieldOps replaces the value at path behind a `test` of the value read.
+func fieldOps[T any](path string, old, new []T) []jsonPatchOp {
+	return []jsonPatchOp{{Op: "test", Path: path, Value: old}, {Op: "replace", Path: path, Value: new}}
 }
 
 func addressesPatch(node *corev1.Node, next []corev1.NodeAddress) (types.PatchType, []byte, error) {
@@ -69,10 +71,7 @@ func statusPatch(node *corev1.Node, next []corev1.NodeAddress, changes map[strin
 		})
 		return types.MergePatchType, b, err
 	}
-	ops := []jsonPatchOp{
-		{Op: "test", Path: "/status/addresses", Value: node.Status.Addresses},
-		{Op: "replace", Path: "/status/addresses", Value: next},
-	}
+	ops := fieldOps("/status/addresses", node.Status.Addresses, next)
 	b, err := json.Marshal(append(ops, annotationOps(node, changes)...))
 	return types.JSONPatchType, b, err
 }

@@ -19,8 +19,9 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver/explanation"
 )
 
-// reconcile makes one pass: write the addresses if they differ, then the annotations, then remove
-// the taint if the addresses are right. A nil error means nothing is left to do for now.
+// reconcile makes one pass: write the addresses if they differ (with the annotations that follow
+// from them, in the same write), else the annotations alone if they differ, then remove the taint
+// if the addresses are right. A nil error means nothing is left to do for now.
 func (p *Publisher) reconcile(ctx context.Context) error {
 	node, desired, _ := p.snapshot()
 	if desired == nil || node == nil {
