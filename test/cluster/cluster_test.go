@@ -213,7 +213,10 @@ func pinned(name, node string, hostNetwork bool) *appsv1.Deployment {
 				NodeName: node, HostNetwork: hostNetwork,
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				Containers: []corev1.Container{{Name: "web", Image: webImage, ImagePullPolicy: corev1.PullNever,
-					Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}},
+					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+					// What MetalLB's speaker or konnectivity's agent read: frozen at container start.
+					Env: []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{
+						FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}}}},
 			}}}}
 }
 

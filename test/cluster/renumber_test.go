@@ -195,6 +195,13 @@ func (w *cluster) checks(wl workloads, now string, exits map[string]int) []check
 			}
 			return nil
 		}},
+		{name: "downward API: status.hostIP in a pod-network pod's env on node B (set at container start; not a hostNetwork pod)", fresh: true, follows: false, check: func() error {
+			out, err := w.tryKubectl("exec", wl.webB.Name, "--", "/webpod", "env", "HOST_IP")
+			if err != nil || strings.TrimSpace(out) != now {
+				return fmt.Errorf("HOST_IP=%q: %v", strings.TrimSpace(out), err)
+			}
+			return nil
+		}},
 		{name: "kube-proxy on node B restarted once (it exits when its Node's IPs change)", follows: true, check: func() error {
 			if n := len(b.proxy.Exits()) - exits[nodeB]; n != 1 {
 				return fmt.Errorf("%d restarts", n)

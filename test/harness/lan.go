@@ -12,8 +12,8 @@ import (
 
 // DHCPClientScript is ISC dhclient's hook for a test's uplink: like Debian's dhclient-script it
 // flushes the old lease's address before adding the new one (break-before-make) and adds the
-// default route through the server's router option (metric 300 unless DHCP_METRIC is set); it
-// never touches /etc/resolv.conf.
+// default route through the server's router option (with metric DHCP_METRIC from the client's
+// environment, if set); it never touches /etc/resolv.conf.
 const DHCPClientScript = `#!/bin/sh
 case "$reason" in
 PREINIT) ip link set dev "$interface" up ;;
@@ -22,7 +22,7 @@ BOUND|RENEW|REBIND|REBOOT)
     ip -4 addr flush dev "$interface"
     ip addr add "$new_ip_address/$new_subnet_mask" dev "$interface"
   fi
-  for r in $new_routers; do ip route replace default via "$r" dev "$interface" metric "${DHCP_METRIC:-300}"; break; done ;;
+  for r in $new_routers; do ip route replace default via "$r" dev "$interface" ${DHCP_METRIC:+metric "$DHCP_METRIC"}; break; done ;;
 EXPIRE|FAIL|RELEASE|STOP) ip -4 addr flush dev "$interface" ;;
 esac
 exit 0
@@ -141,7 +141,6 @@ func (l *LAN) startClient(h *lanHost) {
 	base := filepath.Join(l.dir, strings.TrimPrefix(h.ns.Name, "na-"))
 	cmd := h.ns.Exec(l.dhclient, "-d", "-4", "-sf", filepath.Join(l.dir, "dhclient-script"), "-lf", base+".leases",
 		"-pf", base+".pid", "eth0")
-	cmd.Env = append(os.Environ(), "DHCP_METRIC=100")
 	p, err := startLogged(cmd, fmt.Sprintf("%s.dhclient%d.log", base, h.clientNo))
 	if err != nil {
 		t.Fatalf("start dhclient in %s: %v", h.ns.Name, err)
