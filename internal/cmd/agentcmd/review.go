@@ -1,10 +1,10 @@
-package main
+package agentcmd
+
+// The scrapers' TokenReviews and SubjectAccessReviews, sent for the metrics listener.
 
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -17,100 +17,6 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
-
-// listenerOptions are the flags of the metrics and probe listeners (docs/metrics.md, "Listeners").
-type listenerOptions struct {
-	metricsSecure                          bool
-	tlsCertFile, tlsKeyFile, tokenAudience string
-	scrapers                               []string // --metrics-allowed-scrapers, checked by validate
-}
-
-// audiences is the TokenReview's spec.audiences.
-func (l *listenerOptions) audiences() []string {
-	if l.tokenAudience == "" {
-		return nil
-	}
-	return []string{l.tokenAudience}
-}
-
-// validate checks the listener flags once the addresses are known.
-func (l *listenerOptions) validate(metricsAddr string) error {
-	var err error
-	if l.scrapers, err = parseScrapers(l.scrapers); err != nil {
-		return err
-	}
-	if (l.tlsCertFile == "") != (l.tlsKeyFile == "") {
-		return usagef("--tls-cert-file and --tls-private-key-file go together")
-	}
-	if !metrics.Enabled(metricsAddr) {
-		return nil
-	}
-	if !l.metricsSecure {
-		if l.tlsCertFile != "" {
-			return usagef("--tls-cert-file: needs --metrics-secure")
-		}
-		if len(l.scrapers) > 0 {
-			return usagef("--metrics-allowed-scrapers: needs --metrics-secure (without it /metrics has no scraper check)")
-		}
-		if !loopbackAddr(metricsAddr) {
-			return usagef("--metrics-secure=false serves /metrics to anyone: --metrics-bind-address %q must be a loopback address (127.0.0.1:PORT or [::1]:PORT)", metricsAddr)
-		}
-	}
-	return nil
-}
-
-// loopbackAddr reports whether host:port names a loopback address ("localhost" resolves through
-// /etc/hosts, which a hostNetwork pod shares with whoever writes it: not accepted).
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
-// metricsServer sets up secure metrics on s: the serving certificate and the scraper check
-// (reviewer is nil only with --dry-run, whose serve has disabled secure /metrics).
-func (l *listenerOptions) metricsServer(nodeName string, reviewer metrics.Reviewer, m *metrics.Metrics, s *metrics.Server) error {
-	if !l.metricsSecure || !metrics.Enabled(s.MetricsAddr) {
-		return nil
-	}
-	var err error
-	if l.tlsCertFile != "" {
-		s.MetricsTLS, err = metrics.FileTLS(l.tlsCertFile, l.tlsKeyFile)
-	} else {
-		s.MetricsTLS, err = metrics.SelfSignedTLS(nodeName)
-	}
-	if err != nil {
-		return err
-	}
-	s.MetricsAuth = metrics.NewAuthFilter(metrics.AuthConfig{Reviewer: reviewer, Scrapers: l.scrapers, Logger: s.Logger,
-		Registry: m.Registry})
-	return nil
-}
-
-// parseScrapers checks --metrics-allowed-scrapers: comma-separated usernames as a TokenReview
-// returns them, e.g. system:serviceaccount:monitoring:prometheus-k8s. Empty entries (a trailing
-// comma, an unset ConfigMap key) are dropped; an empty list keeps SubjectAccessReviews.
-func parseScrapers(in []string) ([]string, error) {
-	var out []string
-	for _, s := range in {
-		s = strings.TrimSpace(s)
-		switch {
-		case s == "":
-			continue
-		case strings.ContainsAny(s, " \t\n/"):
-			return nil, usagef("--metrics-allowed-scrapers: %q is not a username (want e.g. system:serviceaccount:monitoring:prometheus-k8s)", s)
-		case strings.HasPrefix(s, "system:serviceaccount:") && strings.Count(s, ":") != 3:
-			return nil, usagef("--metrics-allowed-scrapers: %q: a ServiceAccount's username is system:serviceaccount:NAMESPACE:NAME", s)
-		}
-		if !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
 
 // reviewClient sends TokenReviews and SubjectAccessReviews, the two POSTs of a clientset's Create,
 // on REST clients that know only these two groups (see internal/kube for why no clientset).
