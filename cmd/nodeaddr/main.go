@@ -20,20 +20,13 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-// commands are the subcommands; without one, nodeaddr is the agent.
-var commands = map[string]func(context.Context, cli.Env, []string) int{
-	"approver": approvercmd.Main,
-}
-
 // run is main without the process: it returns the exit code (0 ok, 1 runtime failure, 2 usage).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	env := cli.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Version: version, Revision: revision}
-	if len(args) > 0 {
-		if cmd, ok := commands[args[0]]; ok {
-			return cmd(ctx, env, args[1:])
-		}
+	if len(args) > 0 && args[0] == "approver" { // a new command: a package, and its line here
+		return approvercmd.Main(ctx, env, args[1:])
 	}
-	return agentcmd.Main(ctx, env, args)
+	return agentcmd.Main(ctx, env, args) // without a subcommand, nodeaddr is the agent
 }

@@ -7,14 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
-	"github.com/nodeaddr/nodeaddr/internal/inspect"
-	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
+	"github.com/nodeaddr/nodeaddr/internal/kube"
 )
 
 // --check-install: the chart's `helm test`, a mode of the binary as the image holds nothing else. It

@@ -14,6 +14,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/record"
+
 	"github.com/nodeaddr/nodeaddr/internal/agent"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
@@ -22,9 +26,6 @@ import (
 	"github.com/nodeaddr/nodeaddr/resolver"
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 	"github.com/nodeaddr/nodeaddr/watcher"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/pflag"
-	"k8s.io/client-go/tools/record"
 )
 
 // Main is the agent's command: exit code 0 ok, 1 runtime failure, 2 usage.

@@ -4,8 +4,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/spf13/pflag"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 
 	"github.com/nodeaddr/nodeaddr/resolver/discovery"
 )

@@ -82,4 +82,3 @@ func (r *resolutionOptions) loopConfig(policy resolver.Policy, log *slog.Logger,
 func (r *resolutionOptions) watcherConfig(log *slog.Logger, m *watcher.Metrics) *watcher.Config {
 	return &watcher.Config{ReceiveBufferSize: r.netlinkRcvBuf, Logger: log, Metrics: m}
 }
-

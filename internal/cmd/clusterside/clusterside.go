@@ -27,7 +27,7 @@ import (
 
 // Options are the flags of every cluster-side controller: its leader Lease and its listener.
 type Options struct {
-	LeaderElect                   bool
+	LeaderElect                    bool
 	Namespace, LeaseName, BindAddr string
 }
 
