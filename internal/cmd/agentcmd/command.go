@@ -175,7 +175,7 @@ func (a *command) config(reg prometheus.Registerer) agent.Config {
 	policy.ReportLocal = !o.dryRun && slices.Contains(policy.Managed, resolver.InternalIP)
 	return agent.Config{
 		NodeName:      o.nodeName,
-		Publisher:     o.publishOptions.config(a.log, reg),
+		Publisher:     o.publisherConfig(a.log, reg),
 		Loop:          o.loopConfig(policy, a.log, reg),
 		AllowPodCIDRs: !o.defaultExclusions,
 		DryRun:        a.env.Stdout,

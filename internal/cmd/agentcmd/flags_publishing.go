@@ -78,8 +78,8 @@ func (p *publishOptions) validate(fs *pflag.FlagSet) error {
 	return nil
 }
 
-// config is the publisher's configuration.
-func (p *publishOptions) config(log *slog.Logger, reg prometheus.Registerer) publisher.Config {
+// publisherConfig is the publisher's configuration.
+func (p *publishOptions) publisherConfig(log *slog.Logger, reg prometheus.Registerer) publisher.Config {
 	return publisher.Config{
 		RemoveTaint: p.removeTaint,
 		Annotations: p.annotations, Rate: rate.Limit(p.publishRate), Burst: p.publishBurst,

@@ -48,7 +48,7 @@ func (o *options) defineFlags(getenv func(string) string) *namedFlagSets {
 	o.AddLogging(fs, cli.AgentWording)
 	o.logOptions.addFlags(fs)
 	o.check.addFlags(g.flagSet("Install check"), getenv)
-	o.resolutionOptions.addCompatFlags(g.flagSet("Compatibility"))
+	o.addCompatFlags(g.flagSet("Compatibility"))
 	return g
 }
 
@@ -94,7 +94,7 @@ func (o *options) validate(fs *pflag.FlagSet, hostname func() (string, error)) e
 	if o.warnings, err = o.selectionOptions.validate(fs); err != nil {
 		return err
 	}
-	if err := o.publishOptions.parseAnnotations(o.managed()); err != nil {
+	if err := o.parseAnnotations(o.managed()); err != nil {
 		return err
 	}
 	fs.Visit(func(f *pflag.Flag) {
@@ -109,7 +109,7 @@ func (o *options) validate(fs *pflag.FlagSet, hostname func() (string, error)) e
 		func() error { return o.logOptions.validate(fs, &o.Common) },
 		func() error { return o.listenerOptions.validate() },
 		o.discovery.validate,
-		func() error { return o.nodeOptions.complete(hostname) },
+		func() error { return o.complete(hostname) },
 	} {
 		if err := check(); err != nil {
 			return err
