@@ -241,7 +241,7 @@ FUZZTIME ?= 20s
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzMerge$$' -fuzztime $(FUZZTIME) ./publisher/
 	go test -run '^$$' -fuzz '^FuzzParseTargets$$' -fuzztime $(FUZZTIME) ./resolver/
-	go test -run '^$$' -fuzz '^FuzzParseFlags$$' -fuzztime $(FUZZTIME) ./cmd/nodeaddr/
+	go test -run '^$$' -fuzz '^FuzzParseFlags$$' -fuzztime $(FUZZTIME) ./internal/cmd/agentcmd/
 
 clean:
 	rm -rf bin test/.cache

@@ -15,8 +15,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -28,6 +28,8 @@ import (
 	"testing"
 	"time"
 	"unicode"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/agentcmd"
 
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
@@ -267,7 +269,7 @@ func checkShortFlagsSentence(page string, flags map[string]docFlag) []string {
 
 func TestDocsFlagsTable(t *testing.T) {
 	page := docRead(t, "docs/configuration.md")
-	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, func(string) string { return "" }).all())
+	agent := docFlagsOf(agentcmd.FlagSet(func(string) string { return "" }))
 	for _, e := range checkFlagTable(docSection(page, "Flags"), agent) {
 		t.Errorf("docs/configuration.md, \"Flags\": %s", e)
 	}
@@ -275,8 +277,8 @@ func TestDocsFlagsTable(t *testing.T) {
 		t.Error(e)
 	}
 	var usage bytes.Buffer
-	if _, err := parseApproverFlags([]string{"--help"}, func(string) string { return "" }, &usage); !errors.Is(err, pflag.ErrHelp) {
-		t.Fatalf("nodeaddr approver --help: %v", err)
+	if code := run(t.Context(), []string{"approver", "--help"}, func(string) string { return "" }, &usage, io.Discard); code != 0 {
+		t.Fatalf("nodeaddr approver --help: exit %d", code)
 	}
 	approver := docFlagsOfUsage(usage.String())
 	if len(approver) < 5 {
@@ -1090,11 +1092,11 @@ func TestDocsKubectlNeedsNamespace(t *testing.T) {
 var docHelpSectionsRE = regexp.MustCompile("`nodeaddr --help` lists them in sections: ([^.]+)\\.")
 
 // docs/configuration.md lists the sections of `nodeaddr --help` as the binary prints them (main
-// hands parseFlags its stdout), in order.
+// hands the agent its stdout), in order.
 func TestDocsListTheHelpSections(t *testing.T) {
 	var out bytes.Buffer
-	if _, err := parseFlags([]string{"--help"}, env(), host("h"), &out); !errors.Is(err, pflag.ErrHelp) {
-		t.Fatalf("nodeaddr --help: %v\n%s", err, out.String())
+	if code := run(t.Context(), []string{"--help"}, func(string) string { return "" }, &out, io.Discard); code != 0 {
+		t.Fatalf("nodeaddr --help: exit %d\n%s", code, out.String())
 	}
 	var sections []string
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -1121,7 +1123,7 @@ func TestDocsListTheHelpSections(t *testing.T) {
 // passes means the facts agree.
 func TestDocsFactsCheckersFail(t *testing.T) {
 	page := docRead(t, "docs/configuration.md")
-	agent := docFlagsOf((&options{}).defineFlags(&rawFlags{}, func(string) string { return "" }).all())
+	agent := docFlagsOf(agentcmd.FlagSet(func(string) string { return "" }))
 	flags := docSection(page, "Flags")
 	for name, broken := range map[string]string{
 		"a default":      strings.Replace(flags, "| `--debounce` | `10ms` |", "| `--debounce` | `25ms` |", 1),

@@ -1,7 +1,5 @@
 package main
 
-import "fmt"
-
 // version is the VERSION file's (fileVersion, written by `make generate`: an embed directive cannot
 // reach the repository root), so every build carries it. `make build` and the Dockerfile stamp it
 // and the revision with -ldflags "-X main.version=... -X main.revision=$(git rev-parse HEAD)"; -X
@@ -11,6 +9,3 @@ var (
 	version  = fileVersion
 	revision = "unknown"
 )
-
-// versionLine is what --version prints.
-func versionLine() string { return fmt.Sprintf("nodeaddr %s (revision %s)", version, revision) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,8 @@ func TestVersionFile(t *testing.T) {
 		t.Fatalf("cmd/nodeaddr/version_gen.go holds %q, VERSION %q: run make generate", fileVersion, want)
 	}
 	// A test binary is built without -ldflags: what `go build ./cmd/nodeaddr` prints.
-	if got := versionLine(); got != "nodeaddr "+want+" (revision unknown)" {
-		t.Errorf("--version prints %q without -ldflags, want VERSION %s", got, want)
+	var out strings.Builder
+	if run(t.Context(), []string{"--version"}, os.Getenv, &out, io.Discard); out.String() != "nodeaddr "+want+" (revision unknown)\n" {
+		t.Errorf("--version prints %q without -ldflags, want VERSION %s", out.String(), want)
 	}
 }

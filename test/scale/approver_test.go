@@ -3,7 +3,7 @@
 package scale
 
 // The central approver as TestScaleCSR runs it: `nodeaddr approver --leader-elect=false` assembled in
-// this process as cmd/nodeaddr/approver.go assembles it (its client's QPS and burst, its event
+// this process as internal/cmd/approvercmd/approver.go assembles it (its client's QPS and burst, its event
 // recorder, csrapproval.NewController), on a token of its own ServiceAccount and a connection of its
 // own. Two additions for the measurement: its goroutines carry the pprof label component=approver, so
 // a CPU profile of the process tells its CPU from the fleet's (cpuprofile_test.go), and its clientset
@@ -48,7 +48,7 @@ const (
 	approverUser      = "system:serviceaccount:" + approverNamespace + ":" + approverAccount
 )
 
-// The approver's client settings (cmd/nodeaddr/approver.go).
+// The approver's client settings (internal/cmd/approvercmd/approver.go).
 const (
 	approverQPS   = 50
 	approverBurst = 100
@@ -118,7 +118,7 @@ func startApprover(ctx context.Context, t *testing.T, cp *harness.ControlPlane) 
 	return a
 }
 
-// run is the approver's `--leader-elect=false` path (cmd/nodeaddr/approver.go) on csrapproval.NewAPI's
+// run is the approver's `--leader-elect=false` path (internal/cmd/approvercmd/approver.go) on csrapproval.NewAPI's
 // clients, its CSR and Node list-watches counting what they receive.
 func (a *approver) run(ctx context.Context, cfg *rest.Config) error {
 	api, err := csrapproval.NewAPI(cfg, a.hc)

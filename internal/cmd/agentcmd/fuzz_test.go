@@ -1,10 +1,12 @@
-package main
+package agentcmd
 
 import (
 	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 
 	"github.com/spf13/pflag"
 )
@@ -35,7 +37,7 @@ func FuzzParseFlags(f *testing.F) {
 			}
 		case errors.Is(err, pflag.ErrHelp):
 		default:
-			var ue usageError
+			var ue cli.UsageError
 			if !errors.As(err, &ue) {
 				t.Fatalf("error %v is not a usage error", err)
 			}

@@ -1,13 +1,17 @@
-package main
+package agentcmd
 
 import (
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 )
 
 // --v=6 turns on client-go's request traces (klog V(6), through the slog handler); --v=2 does not,
@@ -23,7 +27,7 @@ func TestVerbosityShowsClientGoRequests(t *testing.T) {
 	}))
 	defer srv.Close()
 	kubeconfig := testKubeconfig(t, srv.URL)
-	t.Cleanup(func() { setKlogVerbosity(0) })
+	t.Cleanup(func() { cli.SetKlogVerbosity(0) })
 
 	for _, tc := range []struct {
 		v      string
@@ -59,4 +63,20 @@ func TestVerbosityShowsClientGoRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testKubeconfig writes a kubeconfig for an API server at url (token auth, no TLS).
+func testKubeconfig(t *testing.T, url string) string {
+	t.Helper()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, fmt.Appendf(nil, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, url), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }

@@ -1,4 +1,4 @@
-package main
+package approvercmd
 
 import (
 	"bytes"
@@ -11,9 +11,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 )
 
 // Bad input to `nodeaddr approver` is a usage error (exit 2) naming the flag; --help and --version
@@ -38,7 +41,7 @@ func TestApproverUsage(t *testing.T) {
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := run(context.Background(), append([]string{"approver"}, tc.args...), env, &out, &errOut)
+			code := run(context.Background(), tc.args, env, &out, &errOut)
 			if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.want) {
 				t.Fatalf("exit %d, output %q %q; want exit %d and %q", code, out.String(), errOut.String(), tc.code, tc.want)
 			}
@@ -48,36 +51,14 @@ func TestApproverUsage(t *testing.T) {
 
 // The flags reach the policy; the Lease's namespace comes from POD_NAMESPACE when not given.
 func TestApproverFlags(t *testing.T) {
-	o, err := parseApproverFlags([]string{"--allowed-dns-suffixes=example.internal", "--allowed-ip-prefixes=10.0.0.0/8,fd00::/8",
+	o, err := parse([]string{"--allowed-dns-suffixes=example.internal", "--allowed-ip-prefixes=10.0.0.0/8,fd00::/8",
 		"--service-cidr=10.96.0.1/12", "--max-sans=4"}, func(k string) string { return map[string]string{"POD_NAMESPACE": "infra"}[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fmt.Sprintln(o.namespace, o.policy.DNSSuffixes, o.policy.IPPrefixes, o.serviceCIDRs, o.policy.MaxSANs, o.policy.MaxPendingPerNode, o.leaderElect)
+	got := fmt.Sprintln(o.Namespace, o.Policy.DNSSuffixes, o.Policy.IPPrefixes, o.ServiceCIDRs, o.Policy.MaxSANs, o.Policy.MaxPendingPerNode, o.LeaderElect)
 	if want := "infra [example.internal] [10.0.0.0/8 fd00::/8] [10.96.0.0/12] 4 10 true\n"; got != want {
 		t.Fatalf("options %s, want %s", got, want)
-	}
-}
-
-// --approval-record adds the record to the annotations; the deprecated approval flag means the
-// same and says so; naming the record's key in --annotations as well is refused.
-func TestApprovalRecordFlag(t *testing.T) {
-	for _, flag := range []string{"--approval-record", "--approve-kubelet-serving-csr"} {
-		o, err := parseFlags([]string{"--node-name=n", flag}, func(string) string { return "" }, func() (string, error) { return "n", nil }, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", flag, err)
-		}
-		if n := len(o.annotations); n != 1 || o.annotations[0].Key != "nodeaddr.io/addresses" {
-			t.Errorf("%s: annotations %v", flag, o.annotations)
-		}
-		if deprecated := strings.Join(o.deprecations, "\n"); (flag == "--approve-kubelet-serving-csr") != strings.Contains(deprecated, "central approver") {
-			t.Errorf("%s: deprecations %q", flag, deprecated)
-		}
-	}
-	_, err := parseFlags([]string{"--node-name=n", "--approval-record", "--annotations=nodeaddr.io/addresses=internal-ips"},
-		func(string) string { return "" }, func() (string, error) { return "n", nil }, nil)
-	if err == nil || !strings.Contains(err.Error(), "which --approval-record writes itself") {
-		t.Fatalf("err %v", err)
 	}
 }
 
@@ -134,7 +115,7 @@ func TestApproverWaitsForTheAPIServer(t *testing.T) {
 	var errOut lockedBuffer
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"approver", "--kubeconfig=" + kubeconfig, fmt.Sprintf("--bind-address=127.0.0.1:%d", port)}, env(), io.Discard, &errOut)
+		done <- run(ctx, []string{"--kubeconfig=" + kubeconfig, fmt.Sprintf("--bind-address=127.0.0.1:%d", port)}, env(), io.Discard, &errOut)
 	}()
 	for deadline := time.Now().Add(10 * time.Second); strings.Count(errOut.String(), "level=WARN") < 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -160,9 +141,34 @@ func TestApproverWaitsForTheAPIServer(t *testing.T) {
 	requests.Store(0)
 	var out bytes.Buffer
 	start := time.Now()
-	c := run(t.Context(), []string{"approver", "--kubeconfig=" + kubeconfig, "--bind-address=0"}, env(), io.Discard, &out)
+	c := run(t.Context(), []string{"--kubeconfig=" + kubeconfig, "--bind-address=0"}, env(), io.Discard, &out)
 	if log := out.String(); c != 1 || time.Since(start) > 5*time.Second || strings.Contains(log, "level=WARN") ||
 		!strings.Contains(log, `msg="nodeaddr approver failed"`) || !strings.Contains(log, "discover networking.k8s.io/v1") || requests.Load() != 1 {
 		t.Errorf("exit %d after %s and %d requests, log:\n%s\nwant exit 1 at once, nodeaddr approver failed", c, time.Since(start), requests.Load(), log)
 	}
+}
+
+// run is `nodeaddr approver ARGS` as main runs it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return Main(ctx, cli.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Version: "test", Revision: "unknown"}, args)
+}
+
+func env() func(string) string { return func(string) string { return "" } }
+
+// lockedBuffer is a bytes.Buffer the approver's goroutines and the test share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,9 +1,11 @@
-package main
+package agentcmd
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 )
 
 func TestListenerFlags(t *testing.T) {
@@ -44,7 +46,7 @@ func TestListenerFlags(t *testing.T) {
 		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%v: error %v, want %q", tc.args, err, tc.err)
 		case tc.err != "":
-			var ue usageError
+			var ue cli.UsageError
 			if !errors.As(err, &ue) {
 				t.Errorf("%v: %T is not a usage error (exit 2)", tc.args, err)
 			}

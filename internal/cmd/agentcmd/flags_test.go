@@ -1,4 +1,4 @@
-package main
+package agentcmd
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 
 	"github.com/spf13/pflag"
 
@@ -51,18 +54,18 @@ func TestParseFlagsDefaults(t *testing.T) {
 		{Type: resolver.ExternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
 	}
 	switch {
-	case o.nodeName != "node-a", o.kubeconfig != "", !slices.Equal(o.internalTargets, wantInternal), !slices.Equal(o.externalTargets, wantExternal):
-		t.Errorf("node %q kubeconfig %q targets %v %v", o.nodeName, o.kubeconfig, o.internalTargets, o.externalTargets)
+	case o.nodeName != "node-a", o.Kubeconfig != "", !slices.Equal(o.internalTargets, wantInternal), !slices.Equal(o.externalTargets, wantExternal):
+		t.Errorf("node %q kubeconfig %q targets %v %v", o.nodeName, o.Kubeconfig, o.internalTargets, o.externalTargets)
 	case o.debounce != 10*time.Millisecond, o.linkDebounce != 100*time.Millisecond, o.debounceMaxDelay != time.Second, o.removalGrace != 5*time.Second,
 		o.resyncInterval != time.Minute, o.timeout != 30*time.Second:
 		t.Errorf("durations %v %v %v %v %v", o.debounce, o.debounceMaxDelay, o.removalGrace, o.resyncInterval, o.timeout)
-	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.version:
+	case o.publishRate != 1, o.publishBurst != 3, !o.removeTaint, o.runOnce, o.dryRun, o.Version:
 		t.Errorf("rate %v burst %v removeTaint %v runOnce %v dryRun %v version %v",
-			o.publishRate, o.publishBurst, o.removeTaint, o.runOnce, o.dryRun, o.version)
-	case o.metricsAddr != ":9810", o.probeAddr != "127.0.0.1:9811", o.logLevel != slog.LevelInfo, o.logFormat != "text",
+			o.publishRate, o.publishBurst, o.removeTaint, o.runOnce, o.dryRun, o.Version)
+	case o.metricsAddr != ":9810", o.probeAddr != "127.0.0.1:9811", o.LogLevel != slog.LevelInfo, o.LogFormat != "text",
 		o.netlinkRcvBuf != 4<<20, o.deprecations != nil:
 		t.Errorf("metrics %q probe %q level %v format %q rcvbuf %d deprecations %v",
-			o.metricsAddr, o.probeAddr, o.logLevel, o.logFormat, o.netlinkRcvBuf, o.deprecations)
+			o.metricsAddr, o.probeAddr, o.LogLevel, o.LogFormat, o.netlinkRcvBuf, o.deprecations)
 	}
 	if got := o.managed(); !slices.Equal(got, []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) {
 		t.Errorf("managed = %v, want [InternalIP ExternalIP]", got)
@@ -92,9 +95,9 @@ func TestParseFlags(t *testing.T) {
 		{"--dry-run keeps an explicit name", []string{"--dry-run", "--node-name=Node-A"}, env(),
 			func(o *options) bool { return o.nodeName == "Node-A" }, "Node-A"},
 		{"KUBECONFIG", []string{"--node-name=a"}, env("KUBECONFIG", "/etc/k/a:/etc/k/b"),
-			func(o *options) bool { return o.kubeconfig == "/etc/k/a:/etc/k/b" }, "/etc/k/a:/etc/k/b"},
+			func(o *options) bool { return o.Kubeconfig == "/etc/k/a:/etc/k/b" }, "/etc/k/a:/etc/k/b"},
 		{"--kubeconfig beats KUBECONFIG", []string{"--node-name=a", "--kubeconfig=/flag"}, env("KUBECONFIG", "/env"),
-			func(o *options) bool { return o.kubeconfig == "/flag" }, "/flag"},
+			func(o *options) bool { return o.Kubeconfig == "/flag" }, "/flag"},
 		{"--reconcile-interval alias", []string{"--node-name=a", "--reconcile-interval=30s"}, env(),
 			func(o *options) bool {
 				return o.resyncInterval == 30*time.Second &&
@@ -103,29 +106,29 @@ func TestParseFlags(t *testing.T) {
 		{"--resync-interval 0 disables", []string{"--node-name=a", "--resync-interval=0"}, env(),
 			func(o *options) bool { return o.resyncInterval == 0 }, "0"},
 		{"--v 2 means debug", []string{"--node-name=a", "--v", "2"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelDebug }, "debug"},
+			func(o *options) bool { return o.LogLevel == slog.LevelDebug }, "debug"},
 		{"--v=1 means debug", []string{"--node-name=a", "-v=1"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelDebug }, "debug"},
+			func(o *options) bool { return o.LogLevel == slog.LevelDebug }, "debug"},
 		{"--v=0 means info", []string{"--node-name=a", "--v=0", "--log-level=error"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelError }, "error: --log-level wins"},
+			func(o *options) bool { return o.LogLevel == slog.LevelError }, "error: --log-level wins"},
 		{"--v=0 alone means info", []string{"--node-name=a", "--v=0"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelInfo && o.verbosity == 0 }, "info"},
+			func(o *options) bool { return o.LogLevel == slog.LevelInfo && o.verbosity == 0 }, "info"},
 		{"--v=4 means debug, klog verbosity 4", []string{"--node-name=a", "--v=4"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelDebug && o.verbosity == 4 }, "debug, 4"},
+			func(o *options) bool { return o.LogLevel == slog.LevelDebug && o.verbosity == 4 }, "debug, 4"},
 		{"--v=6 shows klog's V(6)", []string{"--node-name=a", "--v=6"}, env(),
-			func(o *options) bool { return o.logLevel == -6 && o.verbosity == 6 }, "level -6, verbosity 6"},
+			func(o *options) bool { return o.LogLevel == -6 && o.verbosity == 6 }, "level -6, verbosity 6"},
 		{"-v 8, space form", []string{"--node-name=a", "-v", "8"}, env(),
-			func(o *options) bool { return o.logLevel == -8 && o.verbosity == 8 }, "level -8, verbosity 8"},
+			func(o *options) bool { return o.LogLevel == -8 && o.verbosity == 8 }, "level -8, verbosity 8"},
 		{"--log-level wins over --v for the level, not klog's verbosity", []string{"--node-name=a", "--v=6", "--log-level=info"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelInfo && o.verbosity == 6 }, "info, verbosity 6"},
+			func(o *options) bool { return o.LogLevel == slog.LevelInfo && o.verbosity == 6 }, "info, verbosity 6"},
 		{"no --v: klog verbosity 0", []string{"--node-name=a", "--log-level=debug"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelDebug && o.verbosity == 0 }, "debug, verbosity 0"},
+			func(o *options) bool { return o.LogLevel == slog.LevelDebug && o.verbosity == 0 }, "debug, verbosity 0"},
 		{"space form for every kind", []string{"--node-name", "a", "--debounce", "500ms", "--publish-rate", "0.5", "--publish-burst", "2", "--annotations", "k3s", "--remove-taint=false"}, env(),
 			func(o *options) bool {
 				return o.nodeName == "a" && o.debounce == 500*time.Millisecond && o.publishRate == 0.5 && o.publishBurst == 2 && len(o.annotations) == 2 && !o.removeTaint
 			}, "a 500ms 0.5 2, two k3s annotations, no taint removal"},
 		{"--log-level warn, --log-format json", []string{"--node-name=a", "--log-level=warn", "--log-format=json"}, env(),
-			func(o *options) bool { return o.logLevel == slog.LevelWarn && o.logFormat == "json" }, "warn json"},
+			func(o *options) bool { return o.LogLevel == slog.LevelWarn && o.LogFormat == "json" }, "warn json"},
 		{"dual-stack InternalIP, no ExternalIP", []string{"--node-name=a", "--internal-ip-target=fd00::53, 10.0.0.53", "--external-ip-target=none"}, env(),
 			func(o *options) bool {
 				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(o.targets()) == 2 &&
@@ -158,7 +161,7 @@ func TestParseFlags(t *testing.T) {
 		{"bind addresses", []string{"--node-name=a", "--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:8080"}, env(),
 			func(o *options) bool { return o.metricsAddr == "0" && o.probeAddr == "127.0.0.1:8080" }, "0 and 127.0.0.1:8080"},
 		{"--version skips validation", []string{"--version", "--publish-rate=0"}, env(),
-			func(o *options) bool { return o.version }, "version"},
+			func(o *options) bool { return o.Version }, "version"},
 		{"run-once, timeout, rate", []string{"--node-name=a", "--run-once", "--timeout=5s", "--publish-rate=0.5", "--publish-burst=1", "--remove-taint=false"}, env(),
 			func(o *options) bool {
 				return o.runOnce && o.timeout == 5*time.Second && o.publishRate == 0.5 && o.publishBurst == 1 && !o.removeTaint
@@ -326,9 +329,9 @@ func TestParseFlagsErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("parseFlags(%q) = %+v, want an error", tc.args, *o)
 			}
-			var ue usageError
+			var ue cli.UsageError
 			if !errors.As(err, &ue) {
-				t.Errorf("error %T is not a usageError", err)
+				t.Errorf("error %T is not a cli.UsageError", err)
 			}
 			if err.Error() != tc.want {
 				t.Errorf("parseFlags(%q) error\n  %s\nwant\n  %s", tc.args, err, tc.want)
@@ -411,7 +414,7 @@ func TestParseFlagsHelpSections(t *testing.T) {
 func runArgs(t *testing.T, getenv func(string) string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code = run(t.Context(), args, getenv, &out, &errOut)
+	code = Main(t.Context(), testEnv(getenv, &out, &errOut), args)
 	return code, out.String(), errOut.String()
 }
 
@@ -469,7 +472,7 @@ func TestRunUnknownFlagMessage(t *testing.T) {
 
 func TestRunVersionAndHelp(t *testing.T) {
 	code, stdout, stderr := runArgs(t, env(), "--version")
-	if code != 0 || stdout != versionLine()+"\n" || stderr != "" {
+	if code != 0 || stdout != testEnv(nil, nil, nil).VersionLine()+"\n" || stderr != "" {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	code, stdout, stderr = runArgs(t, env(), "--help")
@@ -559,8 +562,7 @@ func TestLocalCCMFlagsGetAMigrationHint(t *testing.T) {
 
 // fsHas reports whether nodeaddr defines the flag name.
 func fsHas(name string) bool {
-	o, r := &options{}, &rawFlags{}
-	return o.defineFlags(r, func(string) string { return "" }).all().Lookup(name) != nil
+	return (&options{}).defineFlags(func(string) string { return "" }).all().Lookup(name) != nil
 }
 
 // Plain --dry-run opens no listener, silently: no /metrics and no probes, so it runs beside an
@@ -607,7 +609,7 @@ func TestDryRunListenersOnlyWhenAsked(t *testing.T) {
 		{[]string{"--dry-run", "--metrics-bind-address=:9810"}, true},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := run(ctx, tc.args, env(), &stdout, &stderr)
+		code := Main(ctx, testEnv(env(), &stdout, &stderr), tc.args)
 		if warned := strings.Contains(stderr.String(), `level=WARN msg="/metrics disabled`); code != 0 || warned != tc.warn {
 			t.Errorf("%q: exit %d, warned about /metrics %v; want 0 and %v; stderr:\n%s", tc.args, code, warned, tc.warn, stderr.String())
 		}
@@ -639,4 +641,31 @@ func TestHelpExamplesParse(t *testing.T) {
 	if n < 4 {
 		t.Errorf("%d examples, want at least 4:\n%s", n, examples)
 	}
+}
+
+// --approval-record adds the record to the annotations; the deprecated approval flag means the
+// same and says so; naming the record's key in --annotations as well is refused.
+func TestApprovalRecordFlag(t *testing.T) {
+	for _, flag := range []string{"--approval-record", "--approve-kubelet-serving-csr"} {
+		o, err := parseFlags([]string{"--node-name=n", flag}, func(string) string { return "" }, func() (string, error) { return "n", nil }, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", flag, err)
+		}
+		if n := len(o.annotations); n != 1 || o.annotations[0].Key != "nodeaddr.io/addresses" {
+			t.Errorf("%s: annotations %v", flag, o.annotations)
+		}
+		if deprecated := strings.Join(o.deprecations, "\n"); (flag == "--approve-kubelet-serving-csr") != strings.Contains(deprecated, "central approver") {
+			t.Errorf("%s: deprecations %q", flag, deprecated)
+		}
+	}
+	_, err := parseFlags([]string{"--node-name=n", "--approval-record", "--annotations=nodeaddr.io/addresses=internal-ips"},
+		func(string) string { return "" }, func() (string, error) { return "n", nil }, nil)
+	if err == nil || !strings.Contains(err.Error(), "which --approval-record writes itself") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// testEnv is the process the tests run the agent in.
+func testEnv(getenv func(string) string, stdout, stderr io.Writer) cli.Env {
+	return cli.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Version: "test", Revision: "unknown"}
 }

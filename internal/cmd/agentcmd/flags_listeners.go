@@ -1,4 +1,4 @@
-package main
+package agentcmd
 
 import (
 	"context"
@@ -8,21 +8,34 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/pflag"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
 // listenerOptions are the flags of the metrics and probe listeners (docs/metrics.md, "Listeners").
 type listenerOptions struct {
+	metricsAddr, probeAddr                 string
 	metricsSecure                          bool
 	tlsCertFile, tlsKeyFile, tokenAudience string
 	scrapers                               []string // --metrics-allowed-scrapers, checked by validate
+}
+
+func (l *listenerOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&l.metricsAddr, "metrics-bind-address", ":9810", "address for /metrics (0 disables)")
+	fs.StringVar(&l.probeAddr, "health-probe-bind-address", "127.0.0.1:9811", "address for /healthz and /readyz (0 disables); loopback, where the kubelet probes with httpGet.host 127.0.0.1")
+	fs.BoolVar(&l.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS to scrapers whose bearer token the API server authenticates (TokenReview) and whose user --metrics-allowed-scrapers lists (that list empty: a SubjectAccessReview for get on /metrics decides); false: plain HTTP for anyone, allowed only on a loopback --metrics-bind-address")
+	fs.StringVar(&l.tlsCertFile, "tls-cert-file", "", "PEM serving certificate for /metrics with --metrics-secure (empty: a self-signed one generated at start)")
+	fs.StringVar(&l.tlsKeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&l.tokenAudience, "metrics-token-audience", "nodeaddr", "audience a scraper's bearer token must be issued for (the TokenReview's spec.audiences): a projected ServiceAccount token with this audience, which the API server itself refuses; empty: the API server's own audiences (a token a compromised agent could replay against the API server)")
+	fs.StringSliceVar(&l.scrapers, "metrics-allowed-scrapers", nil, "comma-separated usernames allowed to scrape /metrics, e.g. system:serviceaccount:monitoring:prometheus-k8s: the agent authorizes them itself and sends no SubjectAccessReview (its RBAC can then drop subjectaccessreviews); empty: a SubjectAccessReview for get on /metrics decides")
 }
 
 // audiences is the TokenReview's spec.audiences.
@@ -33,27 +46,33 @@ func (l *listenerOptions) audiences() []string {
 	return []string{l.tokenAudience}
 }
 
-// validate checks the listener flags once the addresses are known.
-func (l *listenerOptions) validate(metricsAddr string) error {
+// validate checks the listener flags.
+func (l *listenerOptions) validate() error {
+	for _, a := range []struct{ name, v string }{{"metrics-bind-address", l.metricsAddr}, {"health-probe-bind-address", l.probeAddr}} {
+		if a.v != "0" && a.v != "" && !strings.Contains(a.v, ":") {
+			return cli.Usagef("--%s: %q is not host:port or 0", a.name, a.v)
+		}
+	}
+	metricsAddr := l.metricsAddr
 	var err error
 	if l.scrapers, err = parseScrapers(l.scrapers); err != nil {
 		return err
 	}
 	if (l.tlsCertFile == "") != (l.tlsKeyFile == "") {
-		return usagef("--tls-cert-file and --tls-private-key-file go together")
+		return cli.Usagef("--tls-cert-file and --tls-private-key-file go together")
 	}
 	if !metrics.Enabled(metricsAddr) {
 		return nil
 	}
 	if !l.metricsSecure {
 		if l.tlsCertFile != "" {
-			return usagef("--tls-cert-file: needs --metrics-secure")
+			return cli.Usagef("--tls-cert-file: needs --metrics-secure")
 		}
 		if len(l.scrapers) > 0 {
-			return usagef("--metrics-allowed-scrapers: needs --metrics-secure (without it /metrics has no scraper check)")
+			return cli.Usagef("--metrics-allowed-scrapers: needs --metrics-secure (without it /metrics has no scraper check)")
 		}
 		if !loopbackAddr(metricsAddr) {
-			return usagef("--metrics-secure=false serves /metrics to anyone: --metrics-bind-address %q must be a loopback address (127.0.0.1:PORT or [::1]:PORT)", metricsAddr)
+			return cli.Usagef("--metrics-secure=false serves /metrics to anyone: --metrics-bind-address %q must be a loopback address (127.0.0.1:PORT or [::1]:PORT)", metricsAddr)
 		}
 	}
 	return nil
@@ -101,15 +120,35 @@ func parseScrapers(in []string) ([]string, error) {
 		case s == "":
 			continue
 		case strings.ContainsAny(s, " \t\n/"):
-			return nil, usagef("--metrics-allowed-scrapers: %q is not a username (want e.g. system:serviceaccount:monitoring:prometheus-k8s)", s)
+			return nil, cli.Usagef("--metrics-allowed-scrapers: %q is not a username (want e.g. system:serviceaccount:monitoring:prometheus-k8s)", s)
 		case strings.HasPrefix(s, "system:serviceaccount:") && strings.Count(s, ":") != 3:
-			return nil, usagef("--metrics-allowed-scrapers: %q: a ServiceAccount's username is system:serviceaccount:NAMESPACE:NAME", s)
+			return nil, cli.Usagef("--metrics-allowed-scrapers: %q: a ServiceAccount's username is system:serviceaccount:NAMESPACE:NAME", s)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
 	return out, nil
+}
+
+// applyDryRunListeners opens no listener under --dry-run unless its flag asks for one: a dry run
+// has no kubelet and no API server to check tokens, and often runs where a listener cannot open
+// (beside a running agent, or in a fresh network namespace whose loopback is down), so a warning
+// about a listener nobody asked for would be noise. One asked for is served, or main warns.
+func (l *listenerOptions) applyDryRunListeners(fs *pflag.FlagSet, dryRun bool) {
+	if !dryRun {
+		return
+	}
+	if !fs.Changed("health-probe-bind-address") {
+		l.probeAddr = "0"
+	}
+	for _, name := range []string{"metrics-bind-address", "metrics-secure", "tls-cert-file",
+		"tls-private-key-file"} {
+		if fs.Changed(name) {
+			return
+		}
+	}
+	l.metricsAddr = "0"
 }
 
 // reviewClient sends TokenReviews and SubjectAccessReviews, the two POSTs of a clientset's Create,
