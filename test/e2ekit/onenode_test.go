@@ -1,0 +1,168 @@
+package e2ekit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// The node's uplink, from the documentation range, inside the test's namespaces only.
+const uplink, gateway = "192.0.2.10", "192.0.2.1"
+
+// TestFocusListNamesSpecs: every entry of the focus list names at least one spec of the built
+// e2e.test (a dry run lists them without a cluster), so a renamed upstream test cannot drop out
+// of the list silently.
+func TestFocusListNamesSpecs(t *testing.T) {
+	harness.RequireE2E(t)
+	suite := harness.MustBuildE2E(t).Suite
+	for _, part := range append(harness.E2EFocus(), harness.E2EDualStack...) {
+		out, err := exec.Command(suite, "--ginkgo.dry-run", "--ginkgo.v", "--ginkgo.no-color",
+			"--ginkgo.focus="+harness.FocusRegexp([]string{part}), "--ginkgo.skip="+harness.FocusRegexp(harness.E2ESkip)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("dry run for %q: %v\n%s", part, err, out)
+		}
+		if !strings.Contains(string(out), part) {
+			t.Errorf("no spec of %s is named %q; the dry run said:\n%s", filepath.Base(suite), part, tail(string(out), 15))
+		}
+	}
+}
+
+// TestOneNode runs the whole focus list on a hardened one-node cluster (the kubelet sets its own
+// InternalIP with --node-ip; kube-proxy; the test approves the kubelet's serving CSR, as an
+// approver would): exactly the one-node specs pass, none fails, and every two-node spec skips
+// itself saying why.
+func TestOneNode(t *testing.T) {
+	harness.RequireNode(t)
+	e2e := harness.MustBuildE2E(t)
+	c := harness.StartNodeClusterWith(t, "e2e-"+fmt.Sprint(os.Getpid()%100000), harness.KubernetesVersion,
+		harness.ClusterOptions{Hardened: true})
+	ns := harness.NewNetns(t, "node")
+	router := harness.NewNetns(t, "rtr")
+	ns.Link("eth0", router, "r-eth0")
+	ns.IP("addr", "add", uplink+"/24", "dev", "eth0")
+	ns.IP("route", "add", "default", "via", gateway, "dev", "eth0")
+	router.IP("addr", "add", gateway+"/24", "dev", "r-eth0")
+	images, err := harness.WriteE2EImages(t.TempDir(), e2e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := c.StartNode(ns, harness.NodeOptions{Images: images, NoCloudProvider: true,
+		KubeletArgs: []string{"--node-ip=" + uplink}})
+	node.RecordNetns(router.Name)
+	node.ServeKubernetesService()
+	node.StartKubeProxy()
+	approveServingCSR(t, c)
+	waitReady(t, c)
+
+	res := harness.RunE2E(t, adminKubeconfig(t, c), harness.E2EFocus(), harness.E2ESkip)
+	t.Logf("e2e on one node: %s", res.Summary())
+	for name, why := range res.Failed {
+		t.Errorf("failed: %s\n%s", name, why)
+	}
+	if want := len(harness.E2EOneNode); len(res.Passed) != want {
+		t.Errorf("%d specs passed, want %d (one per entry of harness.E2EOneNode):\n%s", len(res.Passed), want, strings.Join(res.Passed, "\n"))
+	}
+	for _, part := range harness.E2EOneNode {
+		if !containsPart(res.Passed, part) {
+			t.Errorf("no spec named %q passed", part)
+		}
+	}
+	var skipped []string
+	for name, why := range res.Skipped {
+		skipped = append(skipped, name+": "+firstLine(why))
+		if !containsPart([]string{name}, harness.E2ETwoNodes[0]) && !containsPart([]string{name}, harness.E2ETwoNodes[1]) {
+			t.Errorf("a one-node spec skipped itself: %s: %s", name, why)
+		}
+	}
+	sort.Strings(skipped)
+	t.Logf("passed:\n  %s\nneed two nodes (skipped themselves):\n  %s", strings.Join(res.Passed, "\n  "), strings.Join(skipped, "\n  "))
+	if len(skipped) == 0 {
+		t.Error("no two-node spec was focused and skipped: the focus list lost them")
+	}
+}
+
+// approveServingCSR approves the kubelet's first kubernetes.io/kubelet-serving CSR: the API server
+// of a hardened cluster reaches the kubelet (logs, exec, proxy) only with it.
+func approveServingCSR(t *testing.T, c *harness.NodeCluster) {
+	t.Helper()
+	ctx := context.Background()
+	harness.Eventually(t, 2*time.Minute, 200*time.Millisecond, "the kubelet's serving CSR approved", func() (bool, string) {
+		list, err := c.CP.Admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{FieldSelector: "spec.signerName=" + certv1.KubeletServingSignerName})
+		if err != nil || len(list.Items) == 0 {
+			return false, fmt.Sprintf("no serving CSR yet (%v)", err)
+		}
+		csr := &list.Items[0]
+		if err := harness.SetCSRCondition(ctx, c.CP.Admin, csr, certv1.CertificateApproved); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+// waitReady waits until the Node is Ready without taints (the e2e suite wants it schedulable).
+func waitReady(t *testing.T, c *harness.NodeCluster) {
+	t.Helper()
+	harness.Eventually(t, 2*time.Minute, 200*time.Millisecond, "Node "+c.Name+" Ready and untainted", func() (bool, string) {
+		n, err := c.CP.Admin.CoreV1().Nodes().Get(context.Background(), c.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue && len(n.Spec.Taints) == 0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %v, taints %v", n.Status.Conditions, n.Spec.Taints)
+	})
+}
+
+// adminKubeconfig writes a system:masters kubeconfig for e2e.test and the kubectl it execs.
+func adminKubeconfig(t *testing.T, c *harness.NodeCluster) string {
+	t.Helper()
+	p := filepath.Join(c.CP.Dir, "admin.kubeconfig")
+	data := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}}]
+users: [{name: u, user: {token: %q}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, c.CP.Port, c.CP.CAFile, c.CP.AdminToken)
+	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func containsPart(names []string, part string) bool {
+	for _, n := range names {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
