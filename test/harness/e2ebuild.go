@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"time"
 )
@@ -157,7 +158,59 @@ func writeE2EModule(progress io.Writer, dir string) error {
 	if b, err := tidy.CombinedOutput(); err != nil {
 		return fmt.Errorf("go mod tidy in %s: %w\n%s", dir, err, strings.TrimSpace(string(b)))
 	}
+	if err := alignVersions(progress, dir); err != nil {
+		return err
+	}
 	return os.WriteFile(stamp, gomod, 0o644)
+}
+
+// alignVersions raises the modules that `go mod tidy` lowered (test/go.mod requires them higher
+// for its other dependencies, e.g. mailru/easyjson under helm) back to test/go.mod's versions: with
+// the same versions, the packages the kubelet and kube-apiserver compiled are reused from the Go
+// build cache instead of compiled again (most of k8s.io depends on them).
+func alignVersions(progress io.Writer, dir string) error {
+	want, err := moduleVersions(TestModuleDir())
+	if err != nil {
+		return err
+	}
+	have, err := moduleVersions(dir)
+	if err != nil {
+		return err
+	}
+	var get []string
+	for m, v := range have {
+		if w, ok := want[m]; ok && w != v {
+			get = append(get, m+"@"+w)
+		}
+	}
+	if len(get) == 0 {
+		return nil
+	}
+	sort.Strings(get)
+	fmt.Fprintf(progress, "harness: go get %s (test/go.mod's versions)\n", strings.Join(get, " "))
+	cmd := exec.Command("go", append([]string{"get"}, get...)...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go get in %s: %w\n%s", dir, err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// moduleVersions is `go list -m all` of the module in dir: path -> version (replacements applied).
+func moduleVersions(dir string) (map[string]string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}", "all")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m all in %s: %w", dir, err)
+	}
+	versions := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, v, ok := strings.Cut(l, " "); ok && v != "" {
+			versions[path] = v
+		}
+	}
+	return versions, nil
 }
 
 func copyFile(src, dst string) error {

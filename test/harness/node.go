@@ -47,6 +47,9 @@ type NodeOptions struct {
 	// RegistryConfigPath, if set, is containerd's CRI registry config_path: a certs.d directory of
 	// HOST:PORT/hosts.toml files (a private registry's CA), for images the node pulls.
 	RegistryConfigPath string
+	// ClusterDNS is the kubelet's clusterDNS (ClusterDNSIP when the cluster runs DeployClusterDNS),
+	// with clusterDomain ClusterDomain; empty: pods get the host's resolv.conf.
+	ClusterDNS string
 }
 
 // PauseImage is the sandbox image containerd is pinned to (built locally, test/cmd/pause).
@@ -240,6 +243,9 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	config := n.kubeletConfig()
 	if o.ServerTLSBootstrap || n.C.Options.Hardened {
 		config += "serverTLSBootstrap: true\n"
+	}
+	if o.ClusterDNS != "" {
+		config += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %s\n", o.ClusterDNS, ClusterDomain)
 	}
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

@@ -171,9 +171,9 @@ func curl(args []string) error {
 }
 
 type ncOptions struct {
-	host, port     string
+	host, port      string
 	udp, zero, verb bool
-	wait           time.Duration
+	wait            time.Duration
 }
 
 func parseNC(args []string) (ncOptions, error) {
