@@ -40,10 +40,21 @@ func BuildCoreDNS(progress io.Writer) (string, error) {
 		module:   "nodeaddr.test/coredns",
 		requires: []string{"github.com/coredns/coredns " + CoreDNSVersion},
 		files:    map[string][]byte{"main.go": src},
-		get:      []string{"github.com/coredns/coredns@" + CoreDNSVersion},
+		get:      coreDNSPackages(),
 		pkg:      ".",
 		flags:    []string{"-trimpath", "-ldflags=-s -w"},
 	})
+}
+
+// coreDNSPackages are the packages testdata/coredns/main.go imports, at CoreDNSVersion: `go get`
+// of each puts the checksums of everything they import into go.sum.
+func coreDNSPackages() []string {
+	var pkgs []string
+	for _, p := range []string{"coremain", "plugin/cache", "plugin/errors", "plugin/health", "plugin/kubernetes",
+		"plugin/loadbalance", "plugin/log", "plugin/ready"} {
+		pkgs = append(pkgs, "github.com/coredns/coredns/"+p+"@"+CoreDNSVersion)
+	}
+	return pkgs
 }
 
 // WriteCoreDNSImage writes CoreDNSImage (the static binary as /coredns, run as root: it binds

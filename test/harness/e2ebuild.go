@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +16,8 @@ import (
 )
 
 // E2EBinaries are Kubernetes' own end-to-end suite (e2e.test, trimmed to the packages of the
-// focus list) and the static agnhost binary its images run, both of KubernetesVersion.
+// focus list) and the static agnhost binary its images run (trimmed to the subcommands the focus
+// list runs: testdata/e2esuite/agnhost), both of KubernetesVersion.
 type E2EBinaries struct {
 	Suite, Agnhost string
 	// Tools is test/cmd/e2etools (the images' curl and nc), static.
@@ -70,7 +72,7 @@ func BuildE2E(progress io.Writer) (E2EBinaries, error) {
 			}
 		}
 		if missing(b.Agnhost) {
-			err := goBuild(progress, dir, "k8s.io/kubernetes/test/images/agnhost", b.Agnhost, []string{"CGO_ENABLED=0"}, "-ldflags", "-s -w")
+			err := goBuild(progress, dir, "./agnhost", b.Agnhost, []string{"CGO_ENABLED=0"}, "-ldflags", "-s -w")
 			if err != nil {
 				return err
 			}
@@ -97,21 +99,33 @@ func MustBuildE2E(t interface {
 	return b
 }
 
-// e2eSuiteSource is the suite's files, concatenated in name order (the cache key).
+// e2eSuiteSource is the suite's files (the suite and agnhost's main), with their relative paths,
+// in walk order: the cache key.
 func e2eSuiteSource() ([]byte, error) {
-	entries, err := os.ReadDir(e2eSuiteDir())
-	if err != nil {
-		return nil, err
-	}
 	var all bytes.Buffer
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(e2eSuiteDir(), e.Name()))
-		if err != nil {
-			return nil, err
+	err := walkSuite(func(rel string, data []byte) error {
+		fmt.Fprintf(&all, "%s\n%s", rel, data)
+		return nil
+	})
+	return all.Bytes(), err
+}
+
+// walkSuite calls fn with each file under e2eSuiteDir (path relative to it) and its content.
+func walkSuite(fn func(rel string, data []byte) error) error {
+	return filepath.WalkDir(e2eSuiteDir(), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
 		}
-		fmt.Fprintf(&all, "%s\n%s", e.Name(), b)
-	}
-	return all.Bytes(), nil
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(e2eSuiteDir(), path)
+		if err != nil {
+			return err
+		}
+		return fn(rel, data)
+	})
 }
 
 // nodeaddrLines are test/go.mod's lines about the nodeaddr module itself, which the e2e build
@@ -121,7 +135,7 @@ var nodeaddrLines = regexp.MustCompile(`(?m)^.*github\.com/nodeaddr/nodeaddr.*\n
 // writeE2EModule writes the build module: test/go.mod's requirements and replace lines (the same
 // versions as the node's binaries, so their compiled packages are reused) under another module
 // path, test/go.sum, and the suite's files; then `go mod tidy` adds ginkgo, gomega and agnhost's
-// own dependencies. Tidying is skipped when go.mod was generated from the same test/go.mod.
+// own dependencies (alignVersions puts back what tidy lowered). Tidying is skipped when go.mod was generated from the same test/go.mod.
 func writeE2EModule(progress io.Writer, dir string) error {
 	gomod, err := os.ReadFile(filepath.Join(TestModuleDir(), "go.mod"))
 	if err != nil {
@@ -133,14 +147,14 @@ func writeE2EModule(progress io.Writer, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	entries, err := os.ReadDir(e2eSuiteDir())
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := copyFile(filepath.Join(e2eSuiteDir(), e.Name()), filepath.Join(dir, e.Name())); err != nil {
+	err = walkSuite(func(rel string, data []byte) error {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
 			return err
 		}
+		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
+	})
+	if err != nil {
+		return err
 	}
 	stamp := filepath.Join(dir, "go.mod.in")
 	if old, err := os.ReadFile(stamp); err == nil && bytes.Equal(old, gomod) && !missing(filepath.Join(dir, "go.sum")) {
