@@ -40,9 +40,9 @@ func TestFocusListNamesSpecs(t *testing.T) {
 }
 
 // TestOneNode runs the whole focus list on a hardened one-node cluster (the kubelet sets its own
-// InternalIP with --node-ip; kube-proxy; the test approves the kubelet's serving CSR, as an
-// approver would): exactly the one-node specs pass, none fails, and every two-node spec skips
-// itself saying why.
+// InternalIP with --node-ip; kube-proxy; cluster DNS; the test approves the kubelet's serving CSR,
+// as an approver would): exactly the one-node specs pass, none fails, and every two-node spec
+// skips itself saying why.
 func TestOneNode(t *testing.T) {
 	harness.RequireNode(t)
 	e2e := harness.MustBuildE2E(t)
@@ -54,17 +54,24 @@ func TestOneNode(t *testing.T) {
 	ns.IP("addr", "add", uplink+"/24", "dev", "eth0")
 	ns.IP("route", "add", "default", "via", gateway, "dev", "eth0")
 	router.IP("addr", "add", gateway+"/24", "dev", "r-eth0")
-	images, err := harness.WriteE2EImages(t.TempDir(), e2e)
+	dir := t.TempDir()
+	images, err := harness.WriteE2EImages(dir, e2e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := c.StartNode(ns, harness.NodeOptions{Images: images, NoCloudProvider: true,
-		KubeletArgs: []string{"--node-ip=" + uplink}})
+	dns, err := harness.WriteCoreDNSImage(dir, harness.MustBuildCoreDNS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := c.StartNode(ns, harness.NodeOptions{Images: append(images, dns), NoCloudProvider: true,
+		KubeletArgs: []string{"--node-ip=" + uplink}, ClusterDNS: harness.ClusterDNSIP})
 	node.RecordNetns(router.Name)
 	node.ServeKubernetesService()
 	node.StartKubeProxy()
 	approveServingCSR(t, c)
 	waitReady(t, c)
+	// Ready means CoreDNS's kubernetes plugin listed the cluster through the kubernetes Service.
+	c.DeployClusterDNS()
 
 	res := harness.RunE2E(t, adminKubeconfig(t, c), harness.E2EFocus(), harness.E2ESkip)
 	t.Logf("e2e on one node: %s", res.Summary())
