@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -39,10 +38,12 @@ func TestFocusListNamesSpecs(t *testing.T) {
 	}
 }
 
-// TestOneNode runs the whole focus list on a hardened one-node cluster (the kubelet sets its own
-// InternalIP with --node-ip; kube-proxy; cluster DNS; the test approves the kubelet's serving CSR,
-// as an approver would): exactly the one-node specs pass, none fails, and every two-node spec
-// skips itself saying why.
+// TestOneNode runs the one-node part of the focus list (harness.E2EOneNode) on a hardened one-node
+// cluster (the kubelet sets its own InternalIP with --node-ip; kube-proxy; cluster DNS; the test
+// approves the kubelet's serving CSR, as an approver would): every spec runs and passes. The
+// two-node part needs the two-node cluster: on one node the Granular Checks skip themselves after
+// about 14 s of setup each (19 of them), and the NodePort spec's pods have no route to the Node's
+// InternalIP (this node's CNI routes only the pod and Service ranges).
 func TestOneNode(t *testing.T) {
 	harness.RequireNode(t)
 	e2e := harness.MustBuildE2E(t)
@@ -64,7 +65,9 @@ func TestOneNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := c.StartNode(ns, harness.NodeOptions{Images: append(images, dns), NoCloudProvider: true,
-		KubeletArgs: []string{"--node-ip=" + uplink}, ClusterDNS: harness.ClusterDNSIP})
+		KubeletArgs: []string{"--node-ip=" + uplink}, ClusterDNS: harness.ClusterDNSIP,
+		// Pods reach the Node's address and answer clients on it (HostPort, NodePort).
+		PodRoutes: []string{uplink + "/32"}})
 	node.RecordNetns(router.Name)
 	node.ServeKubernetesService()
 	node.StartKubeProxy()
@@ -73,10 +76,13 @@ func TestOneNode(t *testing.T) {
 	// Ready means CoreDNS's kubernetes plugin listed the cluster through the kubernetes Service.
 	c.DeployClusterDNS()
 
-	res := harness.RunE2E(t, adminKubeconfig(t, c), harness.E2EFocus(), harness.E2ESkip)
+	res := harness.RunE2E(t, adminKubeconfig(t, c), harness.E2EOneNode, harness.E2ESkip)
 	t.Logf("e2e on one node: %s", res.Summary())
 	for name, why := range res.Failed {
 		t.Errorf("failed: %s\n%s", name, why)
+	}
+	for name, why := range res.Skipped {
+		t.Errorf("skipped itself on one node: %s: %s", name, firstLine(why))
 	}
 	if want := len(harness.E2EOneNode); len(res.Passed) != want {
 		t.Errorf("%d specs passed, want %d (one per entry of harness.E2EOneNode):\n%s", len(res.Passed), want, strings.Join(res.Passed, "\n"))
@@ -86,18 +92,7 @@ func TestOneNode(t *testing.T) {
 			t.Errorf("no spec named %q passed", part)
 		}
 	}
-	var skipped []string
-	for name, why := range res.Skipped {
-		skipped = append(skipped, name+": "+firstLine(why))
-		if !containsPart([]string{name}, harness.E2ETwoNodes[0]) && !containsPart([]string{name}, harness.E2ETwoNodes[1]) {
-			t.Errorf("a one-node spec skipped itself: %s: %s", name, why)
-		}
-	}
-	sort.Strings(skipped)
-	t.Logf("passed:\n  %s\nneed two nodes (skipped themselves):\n  %s", strings.Join(res.Passed, "\n  "), strings.Join(skipped, "\n  "))
-	if len(skipped) == 0 {
-		t.Error("no two-node spec was focused and skipped: the focus list lost them")
-	}
+	t.Logf("passed:\n  %s\nleft to the two-node cluster (harness.E2ETwoNodes): %q", strings.Join(res.Passed, "\n  "), harness.E2ETwoNodes)
 }
 
 // approveServingCSR approves the kubelet's first kubernetes.io/kubelet-serving CSR: the API server

@@ -14,12 +14,12 @@ var (
 		// API server -> kubelet by the Node's preferred address (--kubelet-preferred-address-types).
 		"[sig-network] Proxy version v1 should proxy logs on node with explicit kubelet port using proxy subresource",
 		"[sig-network] Proxy version v1 should proxy logs on node using proxy subresource",
+		// The jig dials the NodePort on the InternalIPs of up to two nodes, and the Service by name.
+		"[sig-network] Services should be able to create a functioning NodePort service",
 	}
 	// E2ETwoNodes need two schedulable nodes (the jig and e2enetwork's config pick two) and cluster
 	// DNS (the NodePort test dials the Service by name).
 	E2ETwoNodes = []string{
-		// The jig dials the NodePort on the InternalIPs of up to two nodes, and the Service by name.
-		"[sig-network] Services should be able to create a functioning NodePort service",
 		// node-Service, nodePort and hostNetwork cases dial node addresses; every case skips itself
 		// with fewer than two nodes (e2enetwork.NewNetworkingTestConfig).
 		"[sig-network] Networking Granular Checks: Services ",

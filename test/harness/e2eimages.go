@@ -106,14 +106,20 @@ func WriteImageFiles(tarPath, ref string, files []ImageFile, c ImageConfig) erro
 const imagePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // WriteE2EImages writes the agnhost and busybox images the focus list runs into dir and returns
-// the tarballs (for NodeOptions.Images). Both hold Debian's static busybox with every applet
-// linked under /bin (sh, wget, env, ...), and e2etools as /usr/bin/curl and /usr/bin/nc (busybox
-// has no curl, and its nc lacks -u and -v); agnhost's image also holds /agnhost as its entrypoint
-// with "pause" as its command, as upstream's does.
+// the tarballs (for NodeOptions.Images). Both hold Debian's static busybox with its applets linked
+// under /bin (env, wget, ...), e2etools as /usr/bin/curl and /usr/bin/nc (busybox has no curl, and
+// its nc lacks -u and -v), and Debian's static bash as /bin/sh: Debian builds busybox's sh to run
+// its own applets before searching PATH (FEATURE_SH_STANDALONE), so under it `nc` would always be
+// busybox's. agnhost's image also holds /agnhost as its entrypoint with "pause" as its command, as
+// upstream's does.
 func WriteE2EImages(dir string, b E2EBinaries) ([]string, error) {
 	busybox, err := exec.LookPath("busybox")
 	if err != nil {
 		return nil, fmt.Errorf("busybox (Debian's busybox-static, .ci/install-packages): %w", err)
+	}
+	bash, err := exec.LookPath("bash-static")
+	if err != nil {
+		return nil, fmt.Errorf("bash-static (Debian's bash-static, .ci/install-packages): %w", err)
 	}
 	applets, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
@@ -122,9 +128,10 @@ func WriteE2EImages(dir string, b E2EBinaries) ([]string, error) {
 	base := []ImageFile{{Path: "bin", Mode: 0o755}, {Path: "usr", Mode: 0o755}, {Path: "usr/bin", Mode: 0o755},
 		{Path: "tmp", Mode: 0o1777}, {Path: "etc", Mode: 0o755},
 		{Path: "bin/busybox", Source: busybox, Mode: 0o755},
+		{Path: "bin/bash", Source: bash, Mode: 0o755}, {Path: "bin/sh", Link: "bash"},
 		{Path: "usr/bin/curl", Source: b.Tools, Mode: 0o755}, {Path: "usr/bin/nc", Link: "curl"}}
 	for _, a := range strings.Fields(string(applets)) {
-		if a != "busybox" && a != "nc" {
+		if a != "busybox" && a != "nc" && a != "sh" && a != "bash" {
 			base = append(base, ImageFile{Path: "bin/" + a, Link: "busybox"})
 		}
 	}

@@ -32,6 +32,7 @@ type RealNode struct {
 	id                  string
 	containerd, kubelet *proc
 	registryConfigPath  string
+	podRoutes           []string
 }
 
 // NodeOptions shape the kubelet.
@@ -47,8 +48,10 @@ type NodeOptions struct {
 	// RegistryConfigPath, if set, is containerd's CRI registry config_path: a certs.d directory of
 	// HOST:PORT/hosts.toml files (a private registry's CA), for images the node pulls.
 	RegistryConfigPath string
-	// ClusterDNS is the kubelet's clusterDNS (ClusterDNSIP when the cluster runs DeployClusterDNS),
-	// with clusterDomain ClusterDomain; empty: pods get the host's resolv.conf.
+	// PodRoutes are CIDRs the pods route through the node besides the Service range: the uplink's,
+	// so pods reach the Node's addresses and answer clients there (HostPort, NodePort).
+	PodRoutes []string
+	// ClusterDNS is the kubelet's clusterDNS (ClusterDNSIP with DeployClusterDNS), in ClusterDomain.
 	ClusterDNS string
 }
 
@@ -69,7 +72,8 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath}
+	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath,
+		podRoutes: o.PodRoutes}
 	n.Socket = filepath.Join(dir, "c.sock")
 	t.Cleanup(n.teardown)
 	n.RecordNetns(ns.Name)
@@ -223,6 +227,9 @@ func (n *RealNode) cniNetwork() string { return "nodeaddr-" + n.id }
 // addresses from router advertisements needs accept_ra=2).
 func (n *RealNode) cniConfig() string {
 	ranges, routes := `[{"subnet": "10.244.0.0/24"}]`, `{"dst": "10.96.0.0/16"}`
+	for _, r := range n.podRoutes {
+		routes += fmt.Sprintf(`, {"dst": %q}`, r)
+	}
 	if n.C.Options.DualStack {
 		ranges += fmt.Sprintf(`, [{"subnet": %q}]`, PodCIDR6)
 		routes += fmt.Sprintf(`, {"dst": %q}`, ServiceCIDR6)
