@@ -39,11 +39,11 @@ func TestFocusListNamesSpecs(t *testing.T) {
 }
 
 // TestOneNode runs the one-node part of the focus list (harness.E2EOneNode) on a hardened one-node
-// cluster (the kubelet sets its own InternalIP with --node-ip; kube-proxy; cluster DNS; the test
-// approves the kubelet's serving CSR, as an approver would): every spec runs and passes. The
-// two-node part needs the two-node cluster: on one node the Granular Checks skip themselves after
-// about 14 s of setup each (19 of them), and the NodePort spec's pods have no route to the Node's
-// InternalIP (this node's CNI routes only the pod and Service ranges).
+// cluster (the kubelet sets its own InternalIP with --node-ip; kube-proxy; cluster DNS; pods route
+// the uplink's address through the node; the test approves the kubelet's serving CSR, as an
+// approver would): every spec runs and passes. The two-node part (harness.E2ETwoNodes) is left to
+// the two-node cluster: on one node each Granular Checks case skips itself after about 14 s of
+// setup (19 of them).
 func TestOneNode(t *testing.T) {
 	harness.RequireNode(t)
 	e2e := harness.MustBuildE2E(t)

@@ -4,7 +4,7 @@ package harness
 // parts of spec names as e2e.test v1.37.2 spells them (test/e2e/network, test/e2e/common/node), for
 // RunE2E. Each entry says what of the Node's addresses the specs use.
 var (
-	// E2EOneNode pass on a cluster of one node.
+	// E2EOneNode pass on a cluster of one node (test/e2ekit), and run on two.
 	E2EOneNode = []string{
 		// status.hostIP in an env var: the kubelet's view of the Node's first InternalIP at start.
 		"[sig-node] Downward API should provide host IP as an env var",
@@ -14,14 +14,14 @@ var (
 		// API server -> kubelet by the Node's preferred address (--kubelet-preferred-address-types).
 		"[sig-network] Proxy version v1 should proxy logs on node with explicit kubelet port using proxy subresource",
 		"[sig-network] Proxy version v1 should proxy logs on node using proxy subresource",
-		// The jig dials the NodePort on the InternalIPs of up to two nodes, and the Service by name.
+		// The jig dials the Service by name (cluster DNS), its ClusterIP, and the NodePort on the
+		// InternalIPs of up to two nodes: one here, both on a two-node cluster.
 		"[sig-network] Services should be able to create a functioning NodePort service",
 	}
-	// E2ETwoNodes need two schedulable nodes (the jig and e2enetwork's config pick two) and cluster
-	// DNS (the NodePort test dials the Service by name).
+	// E2ETwoNodes need two schedulable nodes.
 	E2ETwoNodes = []string{
 		// node-Service, nodePort and hostNetwork cases dial node addresses; every case skips itself
-		// with fewer than two nodes (e2enetwork.NewNetworkingTestConfig).
+		// with fewer than two nodes (e2enetwork.NetworkingTestConfig's setup), after about 14 s.
 		"[sig-network] Networking Granular Checks: Services ",
 	}
 	// E2EDualStack runs only where the cluster is dual-stack.
