@@ -3,7 +3,7 @@
 // k8s.io/kubernetes/test/e2e/e2e_test.go and e2e.go of the release it is built against, without the
 // cloud providers and the other SIGs' packages, so that it compiles in a fraction of the time.
 // The harness copies it into a generated build module and runs `go test -c` there
-// (test/harness/e2esuite.go); it lives under testdata so that the test module never compiles it.
+// (test/harness/e2ebuild.go); it lives under testdata so that the test module never compiles it.
 package e2esuite
 
 import (
