@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -37,6 +38,12 @@ type RealNode struct {
 
 // NodeOptions shape the kubelet.
 type NodeOptions struct {
+	// Name is the Node's name: the cluster's Name if empty, else one of ClusterOptions.Nodes.
+	Name string
+	// PodNetwork "flannel" starts the node with no CNI configuration: flannel writes its subnet
+	// file once it runs on the node, and WriteFlannelCNI writes what flannel's CNI plugin would
+	// (the node stays NotReady until then). Empty: cniConfig's bridge, written at start.
+	PodNetwork string
 	// KubeletArgs are extra kubelet flags (e.g. --node-ip).
 	KubeletArgs []string
 	// NoCloudProvider starts the kubelet without --cloud-provider=external.
@@ -72,7 +79,11 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath,
+	name := cmp.Or(o.Name, c.Name)
+	if c.KubeletTokens[name] == "" {
+		t.Fatalf("Node %s has no kubelet token: name it in ClusterOptions.Nodes", name)
+	}
+	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath,
 		podRoutes: o.PodRoutes}
 	n.Socket = filepath.Join(dir, "c.sock")
 	t.Cleanup(n.teardown)
@@ -83,7 +94,7 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if c.egress != nil {
 		c.egress.setNode(ns)
 	}
-	n.startContainerd()
+	n.startContainerd(o.PodNetwork == "")
 	pause := filepath.Join(dir, "pause.tar")
 	if err := WriteImage(pause, PauseImage, c.Bins.Pause, "/pause", PauseUser, []string{"/pause"}); err != nil {
 		t.Fatal(err)
@@ -130,15 +141,15 @@ func (n *RealNode) nsenter(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func (n *RealNode) startContainerd() {
+func (n *RealNode) startContainerd(withCNI bool) {
 	t := n.T
 	t.Helper()
 	cfg := filepath.Join(n.Dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(n.Dir, "net.d", "10-node.conflist"), []byte(n.cniConfig()), 0o644); err != nil {
-		t.Fatal(err)
+	if withCNI {
+		n.writeCNI(n.cniConfig())
 	}
 	p, err := startLogged(n.nsenter(n.C.Bins.Containerd, "--config", cfg), filepath.Join(n.Dir, "containerd.log"))
 	if err != nil {
@@ -214,34 +225,6 @@ func (n *RealNode) registryConfig() string {
 
 func (n *RealNode) runcRoot() string { return filepath.Join(n.Dir, "runc") }
 
-// cniNetwork names this node's pod network; libcni keeps its cache under /var/lib/cni/results
-// with this name in each file (no setting moves it), which teardown removes.
-func (n *RealNode) cniNetwork() string { return "nodeaddr-" + n.id }
-
-// cniConfig: a bridge with host-local IPAM (state under Dir) from a private range inside the node's
-// namespace. No IP masquerade: there is nowhere to masquerade to. Besides the bridge's subnet the
-// pods route only the Service network (the API server's --service-cluster-ip-range) through the
-// node (PodGateway), where kube-proxy carries ClusterIPs to their endpoints: no default route.
-// In a DualStack cluster each pod also gets an address from PodCIDR6 and a route to ServiceCIDR6
-// (the bridge plugin then turns IPv6 forwarding on in the node's namespace: an uplink that takes its
-// addresses from router advertisements needs accept_ra=2).
-func (n *RealNode) cniConfig() string {
-	ranges, routes := `[{"subnet": "10.244.0.0/24"}]`, `{"dst": "10.96.0.0/16"}`
-	for _, r := range n.podRoutes {
-		routes += fmt.Sprintf(`, {"dst": %q}`, r)
-	}
-	if n.C.Options.DualStack {
-		ranges += fmt.Sprintf(`, [{"subnet": %q}]`, PodCIDR6)
-		routes += fmt.Sprintf(`, {"dst": %q}`, ServiceCIDR6)
-	}
-	return fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [
-  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [%s],
-            "routes": [%s]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}
-]}`, n.cniNetwork(), filepath.Join(n.Dir, "cni"), ranges, routes)
-}
-
 func (n *RealNode) startKubelet(o NodeOptions) {
 	t := n.T
 	t.Helper()
@@ -259,9 +242,11 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	}
 	makeCgroups(n.id)
 	kc := writeKubeconfig(t, filepath.Join(n.Dir, "kubelet.kubeconfig"),
-		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeletToken, n.C.CP.CAFile)
+		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeletTokens[n.Name], n.C.CP.CAFile)
+	// --cert-dir is not under --root-dir by default (/var/lib/kubelet/pki): two nodes on one
+	// machine would share, and swap, their serving certificates.
 	args := []string{"--config=" + cfg, "--kubeconfig=" + kc, "--root-dir=" + root,
-		"--hostname-override=" + n.Name, "--v=2"}
+		"--cert-dir=" + filepath.Join(n.Dir, "pki"), "--hostname-override=" + n.Name, "--v=2"}
 	if !o.NoCloudProvider {
 		args = append(args, "--cloud-provider=external")
 	}
