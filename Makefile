@@ -18,7 +18,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all help build image version generate test deps unit e2e e2e-bins matrix-bins test-node test-cluster lint lint-workflows run bench bench-5000 bench-5000-flowschema bench-5000-outage bench-debounce soak fuzz clean release release-tools
+.PHONY: all help build image version generate test deps unit e2e e2e-bins matrix-bins test-node test-cluster test-e2ekit lint lint-workflows run bench bench-5000 bench-5000-flowschema bench-5000-outage bench-debounce soak fuzz clean release release-tools
 
 all: build
 
@@ -146,6 +146,12 @@ test-node: e2e-bins
 test-cluster: e2e-bins
 	cd test && go test -count=1 -p 1 -timeout 30m -v ./cluster/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/test-cluster.log \
 	  | grep -E '^(--- |    --- |ok |FAIL|PASS$$|\| |.*renumbering of node B)'
+
+## test-e2ekit: only Kubernetes' own e2e tests (e2e.test v1.37.2 trimmed to the Node-address focus
+## list) on a real one-node cluster; the two-node specs run in test/cluster (test/e2ekit)
+test-e2ekit: e2e-bins
+	cd test && go run ./cmd/buildbins -e2e-only
+	cd test && go test -count=1 -p 1 -timeout 30m -v ./e2ekit/
 
 ## e2e-bins: build (once) kube-apiserver, etcd and the real node's components, with progress
 e2e-bins:

@@ -33,6 +33,7 @@ type RealNode struct {
 	id                  string
 	containerd, kubelet *proc
 	registryConfigPath  string
+	podRoutes           []string
 }
 
 // NodeOptions shape the kubelet.
@@ -54,6 +55,11 @@ type NodeOptions struct {
 	// RegistryConfigPath, if set, is containerd's CRI registry config_path: a certs.d directory of
 	// HOST:PORT/hosts.toml files (a private registry's CA), for images the node pulls.
 	RegistryConfigPath string
+	// PodRoutes are CIDRs the pods route through the node besides the Service range: the uplink's,
+	// so pods reach the Node's addresses and answer clients there (HostPort, NodePort).
+	PodRoutes []string
+	// ClusterDNS is the kubelet's clusterDNS (ClusterDNSIP with DeployClusterDNS), in ClusterDomain.
+	ClusterDNS string
 }
 
 // PauseImage is the sandbox image containerd is pinned to (built locally, test/cmd/pause).
@@ -77,7 +83,8 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if c.KubeletTokens[name] == "" {
 		t.Fatalf("Node %s has no kubelet token: name it in ClusterOptions.Nodes", name)
 	}
-	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath}
+	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath,
+		podRoutes: o.PodRoutes}
 	n.Socket = filepath.Join(dir, "c.sock")
 	t.Cleanup(n.teardown)
 	n.RecordNetns(ns.Name)
@@ -216,40 +223,7 @@ func (n *RealNode) registryConfig() string {
 	return fmt.Sprintf("  [plugins.'io.containerd.cri.v1.images'.registry]\n    config_path = %q\n", n.registryConfigPath)
 }
 
-// writeCNI writes the node's CNI configuration; containerd watches the directory, so a node
-// started without one becomes Ready once it is written.
-func (n *RealNode) writeCNI(conflist string) {
-	if err := os.WriteFile(filepath.Join(n.Dir, "net.d", "10-node.conflist"), []byte(conflist), 0o644); err != nil {
-		n.T.Fatal(err)
-	}
-}
-
 func (n *RealNode) runcRoot() string { return filepath.Join(n.Dir, "runc") }
-
-// cniNetwork names this node's pod network; libcni keeps its cache under /var/lib/cni/results
-// with this name in each file (no setting moves it), which teardown removes.
-func (n *RealNode) cniNetwork() string { return "nodeaddr-" + n.id }
-
-// cniConfig: a bridge with host-local IPAM (state under Dir) from a private range inside the node's
-// namespace. No IP masquerade: there is nowhere to masquerade to. Besides the bridge's subnet the
-// pods route only the Service network (the API server's --service-cluster-ip-range) through the
-// node (PodGateway), where kube-proxy carries ClusterIPs to their endpoints: no default route.
-// In a DualStack cluster each pod also gets an address from PodCIDR6 and a route to ServiceCIDR6
-// (the bridge plugin then turns IPv6 forwarding on in the node's namespace: an uplink that takes its
-// addresses from router advertisements needs accept_ra=2).
-func (n *RealNode) cniConfig() string {
-	ranges, routes := `[{"subnet": "10.244.0.0/24"}]`, `{"dst": "10.96.0.0/16"}`
-	if n.C.Options.DualStack {
-		ranges += fmt.Sprintf(`, [{"subnet": %q}]`, PodCIDR6)
-		routes += fmt.Sprintf(`, {"dst": %q}`, ServiceCIDR6)
-	}
-	return fmt.Sprintf(`{"cniVersion": "1.0.0", "name": %q, "plugins": [
-  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "dataDir": %q, "ranges": [%s],
-            "routes": [%s]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}
-]}`, n.cniNetwork(), filepath.Join(n.Dir, "cni"), ranges, routes)
-}
 
 func (n *RealNode) startKubelet(o NodeOptions) {
 	t := n.T
@@ -259,6 +233,9 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	config := n.kubeletConfig()
 	if o.ServerTLSBootstrap || n.C.Options.Hardened {
 		config += "serverTLSBootstrap: true\n"
+	}
+	if o.ClusterDNS != "" {
+		config += fmt.Sprintf("clusterDNS: [%q]\nclusterDomain: %s\n", o.ClusterDNS, ClusterDomain)
 	}
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

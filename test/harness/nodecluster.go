@@ -58,6 +58,10 @@ var NodeControllers = []string{
 	"certificatesigningrequest-signing-controller",
 	// A Service's EndpointSlices, which kube-proxy programs (the NodePort scenario).
 	"endpointslice-controller",
+	// Deletes what a deleted namespace held: the e2e framework deletes each spec's namespace and
+	// does not wait, and a second run on the same cluster needs the first run's pods gone (the
+	// HostPort spec binds the same host ports every time).
+	"namespace-controller",
 }
 
 // StartNodeCluster starts the control plane for Node name. Everything stops when t ends.

@@ -1,0 +1,234 @@
+package harness
+
+import (
+	"bytes"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// E2EBinaries are Kubernetes' own end-to-end suite (e2e.test, trimmed to the packages of the
+// focus list) and the static agnhost binary its images run (trimmed to the subcommands the focus
+// list runs: testdata/e2esuite/agnhost), both of KubernetesVersion.
+type E2EBinaries struct {
+	Suite, Agnhost string
+	// Tools is test/cmd/e2etools (the images' curl and nc), static.
+	Tools string
+}
+
+// e2eSuiteDir holds the suite's source: testdata, so the test module never compiles it (it needs
+// ginkgo and gomega, which test/go.mod does not require).
+func e2eSuiteDir() string { return filepath.Join(TestModuleDir(), "harness", "testdata", "e2esuite") }
+
+// BuildE2E builds (once, cached by the suite's source and KubernetesVersion) e2e.test and agnhost
+// in a build module generated under the cache (src/e2e-VERSION) from test/go.mod's requirements,
+// so the Kubernetes packages the node's binaries compiled are reused from the Go build cache, plus
+// the static curl/nc tools (always rebuilt: tiny). Progress goes to progress.
+func BuildE2E(progress io.Writer) (E2EBinaries, error) {
+	var b E2EBinaries
+	src, err := e2eSuiteSource()
+	if err != nil {
+		return b, err
+	}
+	sum := fmt.Sprintf("%08x", crc32.ChecksumIEEE(src))
+	b.Suite = filepath.Join(k8sBinDir(), "e2e-"+sum+".test")
+	b.Agnhost = filepath.Join(k8sBinDir(), "agnhost-"+sum)
+	b.Tools = filepath.Join(CacheDir(), "bin", "e2etools")
+	err = onceBuilt("e2e/"+sum, func() error {
+		if !missing(b.Suite, b.Agnhost) {
+			return nil
+		}
+		dir := filepath.Join(CacheDir(), "src", "e2e-"+KubernetesVersion)
+		unlock, err := lockFile(dir + ".lock")
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if !missing(b.Suite, b.Agnhost) {
+			return nil
+		}
+		start := time.Now()
+		if err := writeE2EModule(progress, dir); err != nil {
+			return err
+		}
+		if missing(b.Suite) {
+			fmt.Fprintf(progress, "harness: building e2e.test %s (network, common/node) in %s (measured cold, beside a warm kubelet: 5.5 min on 2 busy cores)\n", KubernetesVersion, dir)
+			tmp := fmt.Sprintf("%s.tmp%d", b.Suite, os.Getpid())
+			args := append(append([]string{"test", "-c", "-v"}, k8sVersionFlags(KubernetesVersion)...), "-o", tmp, ".")
+			if err := runGo(progress, dir, "e2e.test", nil, args...); err != nil {
+				os.Remove(tmp)
+				return err
+			}
+			if err := os.Rename(tmp, b.Suite); err != nil {
+				return err
+			}
+		}
+		if missing(b.Agnhost) {
+			err := goBuild(progress, dir, "./agnhost", b.Agnhost, []string{"CGO_ENABLED=0"}, "-ldflags", "-s -w")
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(progress, "harness: e2e.test and agnhost ready in %s\n", time.Since(start).Round(time.Second))
+		return nil
+	})
+	if err != nil {
+		return b, err
+	}
+	return b, goBuild(progress, TestModuleDir(), "./cmd/e2etools", b.Tools, []string{"CGO_ENABLED=0"}, "-ldflags", "-s -w")
+}
+
+// MustBuildE2E is BuildE2E for tests.
+func MustBuildE2E(t testing.TB) E2EBinaries {
+	t.Helper()
+	b, err := BuildE2E(os.Stderr)
+	if err != nil {
+		t.Fatalf("build e2e.test: %v", err)
+	}
+	return b
+}
+
+// e2eSuiteSource is the suite's files (the suite and agnhost's main), with their relative paths,
+// in walk order: the cache key.
+func e2eSuiteSource() ([]byte, error) {
+	var all bytes.Buffer
+	err := walkSuite(func(rel string, data []byte) error {
+		fmt.Fprintf(&all, "%s\n%s", rel, data)
+		return nil
+	})
+	return all.Bytes(), err
+}
+
+// walkSuite calls fn with each file under e2eSuiteDir (path relative to it) and its content.
+func walkSuite(fn func(rel string, data []byte) error) error {
+	return filepath.WalkDir(e2eSuiteDir(), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(e2eSuiteDir(), path)
+		if err != nil {
+			return err
+		}
+		return fn(rel, data)
+	})
+}
+
+// nodeaddrLines are test/go.mod's lines about the nodeaddr module itself, which the e2e build
+// module neither needs nor can resolve.
+var nodeaddrLines = regexp.MustCompile(`(?m)^.*github\.com/nodeaddr/nodeaddr.*\n`)
+
+// writeE2EModule writes the build module: test/go.mod's requirements and replace lines (the same
+// versions as the node's binaries, so their compiled packages are reused) under another module
+// path, test/go.sum, and the suite's files; then `go mod tidy` adds ginkgo, gomega and agnhost's
+// own dependencies (alignVersions puts back what tidy lowered). Tidying is skipped when go.mod was generated from the same test/go.mod.
+func writeE2EModule(progress io.Writer, dir string) error {
+	gomod, err := os.ReadFile(filepath.Join(TestModuleDir(), "go.mod"))
+	if err != nil {
+		return err
+	}
+	gomod = regexp.MustCompile(`(?m)^module .*$`).ReplaceAll(gomod, []byte("module nodeaddr.test/e2e"))
+	gomod = nodeaddrLines.ReplaceAll(gomod, nil)
+	gomod = append([]byte("// Generated by nodeaddr's test harness (test/harness/e2ebuild.go) from test/go.mod.\n"), gomod...)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	err = walkSuite(func(rel string, data []byte) error {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
+	})
+	if err != nil {
+		return err
+	}
+	stamp := filepath.Join(dir, "go.mod.in")
+	if old, err := os.ReadFile(stamp); err == nil && bytes.Equal(old, gomod) && !missing(filepath.Join(dir, "go.sum")) {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), gomod, 0o644); err != nil {
+		return err
+	}
+	if err := copyFile(filepath.Join(TestModuleDir(), "go.sum"), filepath.Join(dir, "go.sum")); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "harness: go mod tidy in %s (ginkgo, gomega, agnhost's dependencies)\n", dir)
+	tidy := exec.Command("go", "mod", "tidy")
+	tidy.Dir = dir
+	if b, err := tidy.CombinedOutput(); err != nil {
+		return fmt.Errorf("go mod tidy in %s: %w\n%s", dir, err, strings.TrimSpace(string(b)))
+	}
+	if err := alignVersions(progress, dir); err != nil {
+		return err
+	}
+	return os.WriteFile(stamp, gomod, 0o644)
+}
+
+// alignVersions raises the modules that `go mod tidy` lowered (test/go.mod requires them higher
+// for its other dependencies, e.g. mailru/easyjson under helm) back to test/go.mod's versions: with
+// the same versions, the packages the kubelet and kube-apiserver compiled are reused from the Go
+// build cache instead of compiled again (most of k8s.io depends on them).
+func alignVersions(progress io.Writer, dir string) error {
+	want, err := moduleVersions(TestModuleDir())
+	if err != nil {
+		return err
+	}
+	have, err := moduleVersions(dir)
+	if err != nil {
+		return err
+	}
+	var get []string
+	for m, v := range have {
+		if w, ok := want[m]; ok && w != v {
+			get = append(get, m+"@"+w)
+		}
+	}
+	if len(get) == 0 {
+		return nil
+	}
+	sort.Strings(get)
+	fmt.Fprintf(progress, "harness: go get %s (test/go.mod's versions)\n", strings.Join(get, " "))
+	cmd := exec.Command("go", append([]string{"get"}, get...)...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go get in %s: %w\n%s", dir, err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// moduleVersions is `go list -m all` of the module in dir: path -> version (replacements applied).
+func moduleVersions(dir string) (map[string]string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Path}} {{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}", "all")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -m all in %s: %w", dir, err)
+	}
+	versions := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, v, ok := strings.Cut(l, " "); ok && v != "" {
+			versions[path] = v
+		}
+	}
+	return versions, nil
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}

@@ -1,0 +1,166 @@
+package harness
+
+import (
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// E2EResult is one run of e2e.test read from its JUnit report: the specs that ran, by full name,
+// sorted; Skipped holds the focused specs that skipped themselves at run time (e2eskipper: too
+// few nodes, a missing feature) with the reason.
+type E2EResult struct {
+	Passed   []string
+	Failed   map[string]string // name -> failure text (first lines)
+	Skipped  map[string]string // name -> skip message
+	Duration time.Duration
+	// Log is e2e.test's output; ReportDir holds junit_01.xml.
+	Log, ReportDir string
+}
+
+// Run is how many specs ran (passed or failed).
+func (r E2EResult) Run() int { return len(r.Passed) + len(r.Failed) }
+
+// Summary is one line: run, passed, failed, skipped at run time.
+func (r E2EResult) Summary() string {
+	return fmt.Sprintf("%d run, %d passed, %d failed, %d skipped at run time (in %s)",
+		r.Run(), len(r.Passed), len(r.Failed), len(r.Skipped), r.Duration.Round(time.Second))
+}
+
+// FocusRegexp turns spec names (or parts of them) into one --ginkgo.focus/--ginkgo.skip value.
+func FocusRegexp(names []string) string {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = regexp.QuoteMeta(n)
+	}
+	return strings.Join(quoted, "|")
+}
+
+// RunE2E runs the e2e suite (BuildE2E) against the cluster of kubeconfig with the specs whose
+// names contain one of focus and none of skip, one at a time, with kubectl from Build (the
+// framework execs it) and the suite's images moved to E2ERegistry (KUBE_TEST_REPO_LIST). The
+// output goes to a file under the test's directory (its last lines are logged if a spec failed);
+// the JUnit report is parsed into the result. A run that wrote no report fails t.
+func RunE2E(t testing.TB, kubeconfig string, focus, skip []string) E2EResult {
+	t.Helper()
+	suite := MustBuildE2E(t).Suite
+	kubectl := MustBuild(t).Kubectl
+	dir := t.TempDir()
+	r := E2EResult{Log: filepath.Join(dir, "e2e.log"), ReportDir: filepath.Join(dir, "report")}
+	repoList := filepath.Join(dir, "repo-list.yaml")
+	if err := os.WriteFile(repoList, []byte(E2ERepoList), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kubeconfig=" + kubeconfig, "--provider=skeleton", "--kubectl-path=" + kubectl,
+		"--report-dir=" + r.ReportDir, "--dump-logs-on-failure=false",
+		"--ginkgo.focus=" + FocusRegexp(focus), "--ginkgo.no-color", "--ginkgo.v", "--ginkgo.timeout=50m"}
+	if len(skip) > 0 {
+		args = append(args, "--ginkgo.skip="+FocusRegexp(skip))
+	}
+	log, err := os.Create(r.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	cmd := exec.Command(suite, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
+	cmd.Stdout, cmd.Stderr = log, log
+	t.Logf("e2e: %s %s (log: %s)", filepath.Base(suite), strings.Join(args, " "), r.Log)
+	start := time.Now()
+	runErr := cmd.Run()
+	r.Duration = time.Since(start)
+	if err := r.readJUnit(filepath.Join(r.ReportDir, "junit_01.xml"), focus, skip); err != nil {
+		t.Fatalf("e2e.test (%v) wrote no usable report: %v\nlast lines of %s:\n%s", runErr, err, r.Log, tailFile(r.Log, 40))
+	}
+	if len(r.Failed) > 0 {
+		t.Logf("e2e: %s; last lines of %s:\n%s", r.Summary(), r.Log, tailFile(r.Log, 40))
+	}
+	return r
+}
+
+// junitCase is the part of a ginkgo JUnit test case the result needs.
+type junitCase struct {
+	Name    string `xml:"name,attr"`
+	Status  string `xml:"status,attr"`
+	Skipped *struct {
+		Message string `xml:"message,attr"`
+	} `xml:"skipped"`
+	Failure *struct {
+		Text string `xml:",chardata"`
+	} `xml:"failure"`
+	Error *struct {
+		Text string `xml:",chardata"`
+	} `xml:"error"`
+}
+
+// readJUnit fills the result from the report: the "[It]" specs only (not the suite's setup nodes),
+// named without that prefix; a skipped spec counts only when it was focused (the others were
+// filtered out, not run).
+func (r *E2EResult) readJUnit(file string, focus, skip []string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var report struct {
+		Suites []struct {
+			Cases []junitCase `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &report); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	r.Failed, r.Skipped = map[string]string{}, map[string]string{}
+	for _, s := range report.Suites {
+		for _, c := range s.Cases {
+			r.add(c, focus, skip)
+		}
+	}
+	sort.Strings(r.Passed)
+	return nil
+}
+
+func (r *E2EResult) add(c junitCase, focus, skip []string) {
+	name, isSpec := strings.CutPrefix(c.Name, "[It] ")
+	switch {
+	case c.Status == "passed" && isSpec:
+		r.Passed = append(r.Passed, name)
+	case c.Status == "skipped" || c.Status == "pending":
+		if isSpec && matchesAny(name, focus) && !matchesAny(name, skip) && c.Skipped != nil {
+			r.Skipped[name] = c.Skipped.Message
+		}
+	case c.Status == "passed":
+	default: // failed, panicked, interrupted, aborted, timedout; a failed setup node counts too
+		text := c.Status
+		if c.Failure != nil {
+			text = c.Failure.Text
+		} else if c.Error != nil {
+			text = c.Error.Text
+		}
+		r.Failed[name] = firstLines(strings.TrimSpace(text), 12)
+	}
+}
+
+func matchesAny(name string, parts []string) bool {
+	for _, p := range parts {
+		if strings.Contains(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	return strings.Join(lines, "\n")
+}
