@@ -107,7 +107,7 @@ current-context: c
 	for _, n := range w.nodes {
 		n.subnet = n.WriteFlannelCNI(w.flannel, 3*time.Minute)
 	}
-	w.kubectlAdmin("apply", "-k", w.overlay())
+	w.kubectlAdmin("apply", "-k", w.overlay(false, 0))
 	w.kubectlAdmin("apply", "-f", filepath.Join(harness.RepoDir(), "deploy", "monitoring", "service.yaml"))
 	for name := range w.nodes {
 		c.CP.WaitNode(t, name, 3*time.Minute, "Ready", func(n *corev1.Node) bool {
@@ -168,10 +168,11 @@ func (w *cluster) baseImage() string {
 	return ""
 }
 
-// overlay writes the user's overlay: the shipped base with the kubelet-serving-csr component, their
-// image tag, and the agent pointed at the API server's relay on each node's loopback (the
-// kubernetes Service's ClusterIP needs kube-proxy, which needs the Node's addresses first).
-func (w *cluster) overlay() string {
+// overlay writes the user's overlay: the shipped base with the kubelet-serving-csr component (and
+// pod-remediation if remediation, with its grace set to grace), their image tag, and the agent
+// pointed at the API server's relay on each node's loopback (the kubernetes Service's ClusterIP
+// needs kube-proxy, which needs the Node's addresses first).
+func (w *cluster) overlay(remediation bool, grace time.Duration) string {
 	w.t.Helper()
 	dir := filepath.Join(w.c.CP.Dir, "overlay")
 	os.MkdirAll(dir, 0o755)
@@ -180,12 +181,22 @@ func (w *cluster) overlay() string {
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		return r
+		return fmt.Sprintf("%q", r)
+	}
+	components, extra := rel("components/kubelet-serving-csr"), ""
+	if remediation {
+		components += ", " + rel("components/pod-remediation")
+		extra = fmt.Sprintf(`  - target: {kind: Deployment, name: nodeaddr-remediator}
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --grace=%s
+`, grace)
 	}
 	writeFile(w.t, filepath.Join(dir, "kustomization.yaml"), fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-resources: [%q]
-components: [%q]
+resources: [%s]
+components: [%s]
 images:
   - name: %s
     newTag: %s
@@ -198,8 +209,24 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
-`, rel("."), rel("components/kubelet-serving-csr"), w.baseImage(), agentTag, w.c.CP.Port))
+`, rel("."), components, w.baseImage(), agentTag, w.c.CP.Port)+extra)
 	return dir
+}
+
+// diagnose logs, when t failed, what the pods and flannel were doing (while the nodes still run:
+// call it from a subtest's cleanup).
+func (w *cluster) diagnose(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out, _ := w.tryKubectl("get", "pods", "-A", "-o", "wide")
+		t.Logf("pods:\n%s", out)
+		out, _ = w.tryKubectl("logs", "-n", "kube-flannel", "-l", "app=flannel", "--tail=40", "--prefix")
+		t.Logf("flannel's logs:\n%s", out)
+		out, _ = w.tryKubectl("get", "events", "-A", "--sort-by=.lastTimestamp")
+		t.Logf("events:\n%s", out)
+	})
 }
 
 // pinned is a Deployment of one web pod on node (the web pod serves HTTP on 8080 and logs).

@@ -49,15 +49,19 @@ type workloads struct {
 // flannel's annotations, pod-to-pod across the nodes, a NodePort through node A reaching a pod on
 // node B, logs and exec on both nodes), then node B renumbered by its DHCP server, and for each
 // consumer of node B's address whether and when it followed (the table docs/renumbering.md
-// shows). The expectations say which consumers follow by themselves today.
+// shows). The expectations say which consumers follow by themselves today. Then remediation on
+// (remediation_test.go): every consumer follows, with no human action.
 func TestTwoNodes(t *testing.T) {
 	go harness.BuildPlugin(os.Stderr) // while the cluster starts
 	w := newCluster(t)
 	wl := w.startWorkloads()
-	if !t.Run("fresh", func(t *testing.T) { w.fresh(t, wl) }) {
+	if !t.Run("fresh", func(t *testing.T) { w.diagnose(t); w.fresh(t, wl) }) {
 		return
 	}
-	t.Run("renumber-node-b-by-dhcp", func(t *testing.T) { w.renumberB(t, wl) })
+	if !t.Run("renumber-node-b-by-dhcp", func(t *testing.T) { w.diagnose(t); w.renumberB(t, wl) }) {
+		return
+	}
+	t.Run("remediation", func(t *testing.T) { w.diagnose(t); w.remediate(t, wl) })
 }
 
 // startWorkloads creates the web pods and Services and waits until they run.
@@ -139,6 +143,9 @@ type check struct {
 	// follows is what the consumer does today after node B's address changed: follow by itself
 	// (within followBound) or not.
 	follows bool
+	// frozen: no remediation can make it follow (a pod-network pod's downward-API values are not
+	// a stale hostNetwork pod's): every other consumer follows once remediation is on.
+	frozen bool
 }
 
 // checks are the consumers of node B's address when it is now; exits are the kube-proxy exits
@@ -195,7 +202,7 @@ func (w *cluster) checks(wl workloads, now string, exits map[string]int) []check
 			}
 			return nil
 		}},
-		{name: "downward API: status.hostIP in a pod-network pod's env on node B (set at container start; not a hostNetwork pod)", fresh: true, follows: false, check: func() error {
+		{name: "downward API: status.hostIP in a pod-network pod's env on node B (set at container start; not a hostNetwork pod)", fresh: true, follows: false, frozen: true, check: func() error {
 			out, err := w.tryKubectl("exec", wl.webB.Name, "--", "/webpod", "env", "HOST_IP")
 			if err != nil || strings.TrimSpace(out) != now {
 				return fmt.Errorf("HOST_IP=%q: %v", strings.TrimSpace(out), err)
@@ -215,37 +222,16 @@ func (w *cluster) checks(wl workloads, now string, exits map[string]int) []check
 // (polled every 100 ms from the moment the new address is on node B's uplink), or that it did not
 // within followBound. It asserts what each consumer does today and prints the table.
 func (w *cluster) renumberB(t *testing.T, wl workloads) {
-	exits := map[string]int{}
-	for name, n := range w.nodes {
-		exits[name] = len(n.proxy.Exits())
-	}
-	start := time.Now()
-	w.lan.Renumber(w.nodes[nodeB].NS, ipB2)
-	moved := time.Now()
-	t.Logf("DHCP: node B's client restarted, %s leased and on eth0 after %s", ipB2, moved.Sub(start).Round(time.Millisecond))
+	exits, moved := w.renumber(t, ipB2)
 	checks := w.checks(wl, ipB2, exits)
-	after := make([]time.Duration, len(checks))
-	errs := make([]error, len(checks))
-	var wg sync.WaitGroup
-	for i, c := range checks {
-		wg.Go(func() {
-			err := harness.Poll(followBound, 100*time.Millisecond, c.name, func() (bool, string) {
-				err := c.check()
-				return err == nil, fmt.Sprint(err)
-			})
-			after[i], errs[i] = time.Since(moved), err
-		})
-	}
-	wg.Wait()
+	after, errs := follow(checks, moved, followBound)
 	var table strings.Builder
 	fmt.Fprintf(&table, "| consumer of node B's address | follows by itself | after |\n|---|---|---|\n")
 	for i, c := range checks {
 		followed := errs[i] == nil
-		when := "—"
+		when := "not within " + followBound.String()
 		if followed {
 			when = after[i].Round(10 * time.Millisecond).String()
-		} else {
-			when = "not within " + followBound.String()
 		}
 		fmt.Fprintf(&table, "| %s | %s | %s |\n", c.name, yesNo(followed), when)
 		switch {
@@ -255,10 +241,50 @@ func (w *cluster) renumberB(t *testing.T, wl workloads) {
 			t.Errorf("%s did not follow node B's new address: %v", c.name, errs[i])
 		}
 	}
+	w.proxyAUntouched(t, exits)
+	t.Logf("renumbering of node B by DHCP (%s → %s), times from the new address on eth0:\n%s", ipB, ipB2, table.String())
+}
+
+// renumber moves node B's DHCP reservation to now and returns kube-proxy's exits by node before
+// it and when the new address was on node B's uplink.
+func (w *cluster) renumber(t *testing.T, now string) (map[string]int, time.Time) {
+	t.Helper()
+	exits := map[string]int{}
+	for name, n := range w.nodes {
+		exits[name] = len(n.proxy.Exits())
+	}
+	start := time.Now()
+	w.lan.Renumber(w.nodes[nodeB].NS, now)
+	moved := time.Now()
+	t.Logf("DHCP: node B's client restarted, %s leased and on eth0 after %s", now, moved.Sub(start).Round(time.Millisecond))
+	return exits, moved
+}
+
+// proxyAUntouched fails t if node A's kube-proxy restarted since exits: it watches only its Node.
+func (w *cluster) proxyAUntouched(t *testing.T, exits map[string]int) {
+	t.Helper()
 	if n := len(w.nodes[nodeA].proxy.Exits()) - exits[nodeA]; n != 0 {
 		t.Errorf("kube-proxy on node A restarted %d times: it watches only its own Node", n)
 	}
-	t.Logf("renumbering of node B by DHCP (%s → %s), times from the new address on eth0:\n%s", ipB, ipB2, table.String())
+}
+
+// follow polls every check at once, every 100 ms from since for at most bound, and returns when
+// each passed (measured from since) or its last error.
+func follow(checks []check, since time.Time, bound time.Duration) ([]time.Duration, []error) {
+	after := make([]time.Duration, len(checks))
+	errs := make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Go(func() {
+			errs[i] = harness.Poll(bound, 100*time.Millisecond, c.name, func() (bool, string) {
+				err := c.check()
+				return err == nil, fmt.Sprint(err)
+			})
+			after[i] = time.Since(since)
+		})
+	}
+	wg.Wait()
+	return after, errs
 }
 
 func yesNo(b bool) string {
