@@ -7,9 +7,11 @@ package cluster
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -60,7 +62,7 @@ type node struct {
 }
 
 // newCluster starts the control plane, the LAN with both nodes leased by DHCP, the nodes
-// (NotReady: no CNI configuration yet), the API server's node-local endpoint and kube-proxy on
+// (NotReady: no CNI configuration yet), the API server on the LAN (the router) and kube-proxy on
 // each, then flannel; it writes each node's CNI configuration from flannel's subnet file, and
 // applies the shipped base with the kubelet-serving-csr component. It returns once both Nodes
 // are Ready.
@@ -93,13 +95,17 @@ current-context: c
 		ns.Sysctl("net.ipv4.ip_forward", "1")
 		rn := c.StartNode(ns, harness.NodeOptions{Name: n.name, PodNetwork: "flannel", Images: images})
 		rn.RecordNetns(w.lan.Router.Name)
-		rn.ServeAPIServerLocally()
 		w.nodes[n.name] = &node{RealNode: rn}
 	}
 	c.ReachKubeletsFrom(w.lan.Router)
-	c.PublishLocalAPIServer()
+	// The API server as the nodes' pods reach it: on the LAN, at the router's address, as a control
+	// plane outside the nodes is. kube-proxy masquerades Service traffic (--masquerade-all), so the
+	// answers to the pods' requests come back through their node: the LAN routes no pod addresses.
+	apiServer := net.JoinHostPort(harness.LANPrefix+"1", strconv.Itoa(c.CP.Port))
+	w.lan.Router.RelayAt(apiServer, fmt.Sprintf("127.0.0.1:%d", c.CP.Port))
+	c.PublishAPIServer(harness.LANPrefix + "1")
 	for _, n := range w.nodes {
-		n.proxy = n.StartKubeProxy()
+		n.proxy = n.StartKubeProxy("--masquerade-all")
 	}
 	manifest := filepath.Join(c.CP.Dir, "flannel.yaml")
 	writeFile(t, manifest, w.flannel.Manifest(podNetwork, c.CP.Port))

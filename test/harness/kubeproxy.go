@@ -27,8 +27,9 @@ type KubeProxy struct {
 
 // StartKubeProxy starts kube-proxy in nftables mode with --nodeport-addresses=primary (NodePorts
 // on the Node's primary IPs, read from the Node object), authenticated as system:kube-proxy, and
-// supervises it until the test ends. nft must be installed (Debian nftables).
-func (n *RealNode) StartKubeProxy() *KubeProxy {
+// supervises it until the test ends; args are more kube-proxy flags. nft must be installed
+// (Debian nftables).
+func (n *RealNode) StartKubeProxy(args ...string) *KubeProxy {
 	t := n.T
 	t.Helper()
 	nft := Tool(t, "nft", "nftables")
@@ -44,6 +45,7 @@ func (n *RealNode) StartKubeProxy() *KubeProxy {
 			// Leave conntrack alone: nf_conntrack_max is the machine's, not the namespace's.
 			"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
 			"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256", "--v=2"}}
+	k.args = append(k.args, args...)
 	path := filepath.Dir(nft) + ":" + os.Getenv("PATH")
 	go k.supervise(path)
 	t.Cleanup(func() {

@@ -50,25 +50,11 @@ func (c *NodeCluster) publishAPIServer(addr string) {
 	}
 }
 
-// LocalAPIServer is the kubernetes Service's endpoint in a cluster of several nodes: an address on
-// every node's loopback where a relay to the API server listens, as a node-local load balancer in
-// front of the API servers does (k3s's and RKE2's agents run one). Each node's pods reach it
-// through their own node, so no path crosses the LAN or depends on an address a renumbering moves.
-const LocalAPIServer = "198.51.100.1"
-
-// ServeAPIServerLocally adds LocalAPIServer to the node's loopback with the relay behind it; once
-// every node serves it, PublishLocalAPIServer makes it the kubernetes Service's endpoint.
-func (n *RealNode) ServeAPIServerLocally() {
-	n.T.Helper()
-	n.NS.IP("addr", "add", LocalAPIServer+"/32", "dev", "lo")
-	port := n.C.CP.Port
-	n.NS.RelayAt(net.JoinHostPort(LocalAPIServer, strconv.Itoa(port)), fmt.Sprintf("127.0.0.1:%d", port))
-}
-
-// PublishLocalAPIServer writes the kubernetes Service's EndpointSlice with LocalAPIServer.
-func (c *NodeCluster) PublishLocalAPIServer() {
+// PublishAPIServer writes the kubernetes Service's EndpointSlice with the one address addr (where
+// a relay to the API server listens, e.g. on the nodes' LAN).
+func (c *NodeCluster) PublishAPIServer(addr string) {
 	c.T.Helper()
-	c.publishAPIServer(LocalAPIServer)
+	c.publishAPIServer(addr)
 }
 
 // ReachKubeletsFrom makes the API server dial kubelets (logs, exec, port-forward) from inside ns,
