@@ -49,8 +49,7 @@ type workloads struct {
 // flannel's annotations, pod-to-pod across the nodes, a NodePort through node A reaching a pod on
 // node B, logs and exec on both nodes), then node B renumbered by its DHCP server, and for each
 // consumer of node B's address whether and when it followed (the table docs/renumbering.md
-// shows). The expectations say which consumers follow by themselves today. Then remediation on
-// (remediation_test.go): every consumer follows, with no human action.
+// shows). The expectations say which consumers follow by themselves today.
 func TestTwoNodes(t *testing.T) {
 	go harness.BuildPlugin(os.Stderr) // while the cluster starts
 	w := newCluster(t)
@@ -58,10 +57,7 @@ func TestTwoNodes(t *testing.T) {
 	if !t.Run("fresh", func(t *testing.T) { w.diagnose(t); w.fresh(t, wl) }) {
 		return
 	}
-	if !t.Run("renumber-node-b-by-dhcp", func(t *testing.T) { w.diagnose(t); w.renumberB(t, wl) }) {
-		return
-	}
-	t.Run("remediation", func(t *testing.T) { w.diagnose(t); w.remediate(t, wl) })
+	t.Run("renumber-node-b-by-dhcp", func(t *testing.T) { w.diagnose(t); w.renumberB(t, wl) })
 }
 
 // startWorkloads creates the web pods and Services and waits until they run.
