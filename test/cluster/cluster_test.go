@@ -93,7 +93,8 @@ current-context: c
 		// node forwards its pods' traffic (flannel's vxlan, kube-proxy's NodePorts).
 		ns.Sysctl("net.ipv4.conf.all.promote_secondaries", "1")
 		ns.Sysctl("net.ipv4.ip_forward", "1")
-		rn := c.StartNode(ns, harness.NodeOptions{Name: n.name, PodNetwork: "flannel", Images: images})
+		rn := c.StartNode(ns, harness.NodeOptions{Name: n.name, PodNetwork: "flannel", Images: images,
+			ClusterDNS: harness.ClusterDNSIP})
 		rn.RecordNetns(w.lan.Router.Name)
 		w.nodes[n.name] = &node{RealNode: rn}
 	}
@@ -125,6 +126,8 @@ current-context: c
 			return false
 		})
 	}
+	// Cluster DNS, for Kubernetes' own e2e tests (they dial Services by name).
+	c.DeployClusterDNS()
 	return w
 }
 
@@ -136,7 +139,7 @@ var (
 )
 
 // images writes the images every node imports: nodeaddr (the Dockerfile's recipe, tagged as the
-// overlay names it), flanneld, and the web pod.
+// overlay names it), flanneld, the web pod, CoreDNS and Kubernetes' e2e test images.
 func (w *cluster) images() []string {
 	t := w.t
 	t.Helper()
@@ -158,7 +161,15 @@ func (w *cluster) images() []string {
 	if err := harness.WriteImage(web, webImage, harness.MustBuildNode(t).Webpod, "/webpod", harness.ImageUser, []string{"/webpod", "serve"}); err != nil {
 		t.Fatal(err)
 	}
-	return []string{agent, harness.FlannelImageTar(t, dir), web}
+	e2e, err := harness.WriteE2EImages(dir, harness.MustBuildE2E(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns, err := harness.WriteCoreDNSImage(dir, harness.MustBuildCoreDNS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{agent, harness.FlannelImageTar(t, dir), web, dns}, e2e...)
 }
 
 // baseImage is the image name (without tag) the shipped DaemonSet names.

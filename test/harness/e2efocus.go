@@ -20,9 +20,16 @@ var (
 	}
 	// E2ETwoNodes need two schedulable nodes.
 	E2ETwoNodes = []string{
-		// node-Service, nodePort and hostNetwork cases dial node addresses; every case skips itself
-		// with fewer than two nodes (e2enetwork.NetworkingTestConfig's setup), after about 14 s.
-		"[sig-network] Networking Granular Checks: Services ",
+		// The Granular Checks cases that dial node addresses or cross the nodes' pod network
+		// (netserver pods on both nodes); each skips itself with fewer than two nodes
+		// (e2enetwork.NetworkingTestConfig's setup), after about 14 s. The other 14 cases of the
+		// group (session affinity, large requests, endpoint updates, the [Slow] nodePort updates)
+		// test kube-proxy, not addresses, and take about a minute each.
+		"[sig-network] Networking Granular Checks: Services should function for pod-Service: http",
+		"[sig-network] Networking Granular Checks: Services should function for node-Service: http",
+		"[sig-network] Networking Granular Checks: Services should function for node-Service: udp",
+		"[sig-network] Networking Granular Checks: Services should function for endpoint-Service: http",
+		"[sig-network] Networking Granular Checks: Services should function for service endpoints using hostNetwork",
 	}
 	// E2EDualStack runs only where the cluster is dual-stack.
 	E2EDualStack = []string{
