@@ -66,7 +66,12 @@ func TestTwoNodes(t *testing.T) {
 	if !t.Run("renumber-node-b-by-dhcp", func(t *testing.T) { w.diagnose(t); w.renumberB(t, wl) }) {
 		return
 	}
-	t.Run("e2e-after-renumbering", func(t *testing.T) { w.e2e(t, false) })
+	// The focus list on the renumbered cluster without remediation: what fails is recorded (the
+	// table in docs/renumbering.md), each failing spec retrying for about 200 s, so only `make
+	// test-cluster` runs it; make test runs the list again once remediation healed the cluster.
+	if os.Getenv("NODEADDR_CLUSTER_E2E_UNREMEDIATED") != "" {
+		t.Run("e2e-after-renumbering", func(t *testing.T) { w.e2e(t, false) })
+	}
 }
 
 // startWorkloads creates the web pods and Services and waits until they run.

@@ -10,8 +10,8 @@
 // kube-controller-manager and kube-scheduler. -older-node builds only the latter. -operator also
 // builds the Prometheus Operator that test/monitoring runs (harness.PrometheusOperatorVersion) and
 // test/cmd/kubesd, Prometheus's own Kubernetes discovery for Debian's Prometheus, which lacks it.
-// -e2e-only builds only what Kubernetes' own e2e tests need (test/e2ekit): e2e.test and agnhost
-// (harness.BuildE2E), the images' curl/nc tools and CoreDNS.
+// -e2e-only builds only what the two-node cluster adds (test/cluster, test/e2ekit): e2e.test and
+// agnhost (harness.BuildE2E), the images' curl/nc tools, CoreDNS and flanneld.
 package main
 
 import (
@@ -24,19 +24,21 @@ import (
 )
 
 func main() {
-	node := flag.Bool("node", true, "also build the real node's components (test/node) and flanneld (test/cluster)")
+	node := flag.Bool("node", true, "also build the real node's components (test/node)")
 	matrix := flag.Bool("matrix", false, "build the older kube-apiservers and policy type checkers of harness.MatrixVersions and the older releases' node components of harness.NodeVersions (instead of the newest node's components)")
 	olderNode := flag.Bool("older-node", false, "build only the older releases' kube-apiserver and node components of harness.NodeVersions (instead of the newest node's components)")
 	release := flag.Bool("release", false, "first build what the release rehearsal (test/release/rehearsal) needs: cosign, cyclonedx-gomod, the registry and helm")
 	operator := flag.Bool("operator", false, "first build the Prometheus Operator, kubesd (Prometheus's Kubernetes discovery) and helm that test/monitoring runs")
-	e2eOnly := flag.Bool("e2e-only", false, "build only e2e.test, agnhost, the e2e images' tools and CoreDNS (test/e2ekit), nothing else")
+	e2eOnly := flag.Bool("e2e-only", false, "build only what the two-node cluster adds (test/cluster, test/e2ekit): e2e.test, agnhost, the e2e images' tools, CoreDNS and flanneld")
 	flag.Parse()
 	if *e2eOnly {
 		e, err := harness.BuildE2E(os.Stderr)
 		check(err)
 		dns, err := harness.BuildCoreDNS(os.Stderr)
 		check(err)
-		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s\n", e.Suite, e.Agnhost, e.Tools, dns)
+		fl, err := harness.BuildFlannel(os.Stderr)
+		check(err)
+		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s, %s\n", e.Suite, e.Agnhost, e.Tools, dns, fl)
 		return
 	}
 	if *operator {
@@ -73,10 +75,8 @@ func main() {
 	case *node:
 		nb, err := harness.BuildNode(os.Stderr)
 		check(err)
-		fl, err := harness.BuildFlannel(os.Stderr)
-		check(err)
-		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s, %s, %s, %s, %s\n",
-			nb.Kubelet, nb.ControllerManager, nb.Scheduler, nb.Containerd, nb.Runc, nb.CNIDir, nb.Pause, fl)
+		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s, %s, %s, %s\n",
+			nb.Kubelet, nb.ControllerManager, nb.Scheduler, nb.Containerd, nb.Runc, nb.CNIDir, nb.Pause)
 	}
 }
 
