@@ -24,6 +24,9 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 	sources := make(map[Target]netip.Addr, len(p.Targets))
 	need := p.ReportLocal
 	for _, t := range p.Targets {
+		if t.placeholder() {
+			continue
+		}
 		src, err := k.RouteSource(t.IP)
 		if err != nil {
 			return State{}, nil, fmt.Errorf("route to %s: %w", t.IP, err)
