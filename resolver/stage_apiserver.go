@@ -46,3 +46,14 @@ func (p Policy) WithAPIServer(apiServer []netip.Addr) Policy {
 
 // placeholder reports whether t is an apiserver target with no address (WithAPIServer).
 func (t Target) placeholder() bool { return t.APIServer && t.IP.IsUnspecified() }
+
+// Label is how a target is written on the command line: its IP, or apiserver.
+func (t Target) Label() string {
+	if t.placeholder() {
+		return APIServerTarget
+	}
+	return t.IP.String()
+}
+
+// String is "Type=label", as Address's ("InternalIP=apiserver").
+func (t Target) String() string { return string(t.Type) + "=" + t.Label() }

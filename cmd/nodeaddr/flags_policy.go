@@ -132,7 +132,7 @@ func (o *options) parseTargets(t resolver.AddressType, value, interfaces string)
 		if t == resolver.InternalIP && o.enumerates(t) {
 			return nil, nil
 		}
-		v = defaultTargets
+		v = defaultTargetsOf(t)
 	}
 	ts, err := resolver.ParseTargets(t, v)
 	if err != nil {
@@ -230,10 +230,10 @@ func (o *options) effectiveAttrs(t resolver.AddressType, f resolver.Family) []an
 			"unmanaged", "--"+flagPrefix(t)+"-target=none: nodeaddr leaves this type's Node entries alone")
 	}
 	tp := o.typePolicy[t]
-	var targets []netip.Addr
+	var targets []string
 	for _, tg := range *o.targetsOf(t) {
 		if resolver.FamilyOf(tg.IP) == f {
-			targets = append(targets, tg.IP)
+			targets = append(targets, tg.Label())
 		}
 	}
 	var cidrs []resolver.CIDRRule
@@ -254,7 +254,7 @@ func (o *options) effectiveAttrs(t resolver.AddressType, f resolver.Family) []an
 		unmanaged = resolver.NoTarget
 	}
 	a = append(a, "source", source)
-	for _, kv := range [][2]string{{"targets", join(targets)}, {"interfaces", joinRegexps(tp.Interfaces)},
+	for _, kv := range [][2]string{{"targets", strings.Join(targets, ",")}, {"interfaces", joinRegexps(tp.Interfaces)},
 		{"exclude_interfaces", joinRegexps(tp.ExcludeInterfaces)}, {"cidrs", join(cidrs)},
 		{"unmanaged", unmanaged}} {
 		if kv[1] != "" {

@@ -93,12 +93,14 @@ func (a *command) run(ctx context.Context) error {
 	o := a.opts
 	var client *kube.Client
 	var reviewer metrics.Reviewer
+	var rc *rest.Config // the apiserver target's kubeconfig server (apiserver.go)
 	scheme := kube.Scheme()
 	if !o.dryRun {
 		cfg, err := restConfig(o.kubeconfig, "nodeaddr")
 		if err != nil {
 			return err
 		}
+		rc = cfg
 		if client, err = kube.NewClient(cfg, scheme); err != nil {
 			return err
 		}
@@ -109,6 +111,10 @@ func (a *command) run(ctx context.Context) error {
 	}
 	m := metrics.New(version, revision)
 	cfg := a.config(m.Registry)
+	var err error
+	if cfg.APIServer, err = a.apiServerConfig(rc, client); err != nil {
+		return err
+	}
 	a.warnCIDRMisses(cfg.Loop.Kernel)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request
