@@ -60,9 +60,9 @@ type Agent struct {
 	watcher  *watcher.Watcher          // nil without Config.Watcher
 	discover *discovery.Discoverer     // nil without Config.Discovery
 	loop     *resolver.Loop
-	api      *apiState    // the Node informer's list/watch failures; nil in a dry run
-	explain  *explainLog  // logs each change's explanation; nil in a dry run
-	dad      *dadWarnings // warns about addresses whose DAD failed; nil in a dry run
+	api      *apiState      // the Node informer's list/watch failures; nil in a dry run
+	explain  *explainLog    // logs each change's explanation; nil in a dry run
+	dad      *dadWarnings   // warns about addresses whose DAD failed; nil in a dry run
 	apiAddrs *apiServerView // the apiserver target's addresses; nil without Config.APIServer
 }
 

@@ -20,7 +20,9 @@ import (
 )
 
 // fakeSlices lets the informer list and watch the fake clientset, which cannot stream lists.
-type fakeSlices struct{ typeddiscoveryv1.EndpointSliceInterface }
+type fakeSlices struct {
+	typeddiscoveryv1.EndpointSliceInterface
+}
 
 func (fakeSlices) IsWatchListSemanticsUnSupported() bool { return true }
 
