@@ -81,8 +81,7 @@ type Loop struct {
 	nodeKick chan struct{}
 }
 
-// NodeInput is what a resolution takes from the cluster: the Node (internal/agent reads it:
-// resolverInputOf) and the API server's addresses.
+// NodeInput is what a resolution takes from the cluster: the Node (resolverInputOf) and the API server.
 type NodeInput struct {
 	// APIServer are the API server's own addresses, for the apiserver target (stage_apiserver.go).
 	APIServer []netip.Addr

@@ -155,66 +155,6 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 	return out, skips
 }
 
-// routeCandidate tries t's targets of family f in order and returns the first one whose route
-// source the policy accepts, as a candidate (nil: none), and the route sources of the targets after
-// it (adopt). hasTarget reports whether t has a target of family f at all.
-func (p Policy) routeCandidate(tp TypePolicy, t AddressType, f Family, sources map[Target]netip.Addr, addrs []LocalAddr,
-	rec *recorder, skips *[]Skip) (won Target, hasTarget bool, route *candidate, fallbacks []netip.Addr) {
-	for _, tgt := range p.Targets {
-		if tgt.Type != t || FamilyOf(tgt.IP) != f {
-			continue
-		}
-		hasTarget = true
-		if route != nil {
-			if src, ok := sources[tgt]; ok && src.IsValid() {
-				fallbacks = append(fallbacks, src)
-			}
-			continue
-		}
-		if c, ok := p.targetCandidate(tp, tgt, sources, addrs, rec, skips); ok {
-			won, route = tgt, &c
-		}
-	}
-	if route == nil {
-		// The explanation names the first target when none gave an address.
-		won, _ = first(p.Targets, func(x Target) bool { return x.Type == t && FamilyOf(x.IP) == f })
-	}
-	return won, hasTarget, route, fallbacks
-}
-
-// targetCandidate is tgt's route source as a candidate, if the policy accepts it; else it records why not.
-func (p Policy) targetCandidate(tp TypePolicy, tgt Target, sources map[Target]netip.Addr, addrs []LocalAddr,
-	rec *recorder, skips *[]Skip) (candidate, bool) {
-	if tgt.placeholder() {
-		*skips = append(*skips, Skip{Target: tgt, Reason: apiServerUnknown})
-		rec.reject(tgt, netip.Addr{}, "", errAPIServerUnknown)
-		return candidate{}, false
-	}
-	src, ok := sources[tgt]
-	if !ok || !src.IsValid() {
-		*skips = append(*skips, Skip{Target: tgt, Reason: "no route"})
-		rec.reject(tgt, netip.Addr{}, "", errNoRoute)
-		return candidate{}, false
-	}
-	la, found := find(addrs, src)
-	if !found {
-		*skips = append(*skips, Skip{Target: tgt, Source: src, Reason: errNotLocal.Error()})
-		rec.reject(tgt, src, "", errNotLocal)
-		return candidate{}, false
-	}
-	if st, ok := stableOf(addrs, la); ok {
-		rec.reject(tgt, src, la.Link, fmt.Errorf("%w: stands for %s, the stable address of its prefix", errTemporary, st.IP))
-		la = st
-	}
-	prio, err := p.accept(tp, la, addrs)
-	if err != nil {
-		*skips = append(*skips, Skip{Target: tgt, Source: la.IP, Reason: err.Error()})
-		rec.reject(tgt, la.IP, la.Link, err)
-		return candidate{}, false
-	}
-	return candidate{la: la, route: true, prio: prio}, true
-}
-
 // stableOf returns the address a temporary IPv6 route source stands for: a usable, non-temporary
 // address of the same prefix on the same interface, preferably the one the kernel derives the
 // temporary addresses from (IFA_F_MANAGETEMPADDR). With use_tempaddr=2 the kernel prefers
@@ -238,11 +178,9 @@ func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 }
 
 // adopt adds the previous address of t and f to cands when the policy accepts it (TypePolicy.Sticky)
-// and, when link is not empty, it is on that link. A previous address that is the route source of
-// a fallback target only (one listed after the target that gave the route candidate) is not
-// adopted: an InternalIP taken from the route toward 8.8.8.8 while the API server's addresses were
-// unknown, or before the apiserver target was the default, gives way to the route toward the API
-// server instead of staying forever.
+// and, when link is not empty, it is on that link. A previous address that is a fallback's route
+// source (fallbacks: of the targets after the winning one) is not adopted: an InternalIP of 8.8.8.8's
+// route, taken while the API server's addresses were unknown, gives way to the API server's route.
 func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr, link string, fallbacks []netip.Addr) []candidate {
 	old, ok := prev.Get(t, f)
 	if !ok || slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == old.IP }) || slices.Contains(fallbacks, old.IP) {
