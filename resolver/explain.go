@@ -13,6 +13,9 @@ import (
 // errNoRoute is a target the kernel has no route to (for explanations; Skip keeps "no route").
 var errNoRoute = errors.New("no route to target")
 
+// errAPIServerUnknown is an apiserver target with no address of its family (stage_apiserver.go).
+var errAPIServerUnknown = errors.New(apiServerUnknown)
+
 // NoTarget is the reason of a type and family with neither a target nor an interface source
 // (docs/configuration.md, "One family's targets").
 const NoTarget = "no target of this family: not published; the Node's entry of this type and family is removed"
@@ -30,6 +33,12 @@ type recorder struct {
 }
 
 func from(tgt Target, link string) string {
+	switch {
+	case tgt.placeholder():
+		return "route to the API server"
+	case tgt.APIServer:
+		return "route to the API server " + tgt.IP.String()
+	}
 	if tgt.IP.IsValid() {
 		return "route to " + tgt.IP.String()
 	}
@@ -46,7 +55,7 @@ func (r *recorder) reject(tgt Target, src netip.Addr, link string, err error) {
 		r.dadFailed = append(r.dadFailed, Address{Type: tgt.Type, IP: src, Interface: link})
 	}
 	reason := "rejected: " + err.Error()
-	if errors.Is(err, errNoRoute) || errors.Is(err, errNotLocal) {
+	if errors.Is(err, errNoRoute) || errors.Is(err, errNotLocal) || errors.Is(err, errAPIServerUnknown) {
 		reason = err.Error()
 	}
 	e := Explained{Type: string(tgt.Type), Family: f.String(), From: from(tgt, link), Reason: reason}

@@ -14,7 +14,7 @@ import (
 )
 
 func TestExplain(t *testing.T) {
-	t4, t6 := Target{InternalIP, ip("192.0.2.1")}, Target{ExternalIP, ip("2001:4860:4860::8888")}
+	t4, t6 := Target{Type: InternalIP, IP: ip("192.0.2.1")}, Target{Type: ExternalIP, IP: ip("2001:4860:4860::8888")}
 	eth0, eth06 := on("eth0", "192.0.2.2/24"), on("eth0", "fd00::2/64")
 	eth1 := on("eth1", "10.0.0.10/24")
 	both := []AddressType{InternalIP, ExternalIP}
@@ -40,8 +40,8 @@ func TestExplain(t *testing.T) {
 		},
 		{
 			name:    "no route, and a source that is not local",
-			policy:  Policy{Managed: []AddressType{InternalIP, ExternalIP}, Targets: []Target{t4, {ExternalIP, ip("198.51.100.1")}}},
-			sources: map[Target]netip.Addr{{ExternalIP, ip("198.51.100.1")}: ip("203.0.113.9")},
+			policy:  Policy{Managed: []AddressType{InternalIP, ExternalIP}, Targets: []Target{t4, {Type: ExternalIP, IP: ip("198.51.100.1")}}},
+			sources: map[Target]netip.Addr{{Type: ExternalIP, IP: ip("198.51.100.1")}: ip("203.0.113.9")},
 			addrs:   []LocalAddr{eth0},
 			want: []string{
 				"InternalIP IPv4 (route to 192.0.2.1): no route to target",

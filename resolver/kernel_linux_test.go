@@ -26,7 +26,7 @@ func resolveKernel(t *testing.T, targets ...netip.Addr) (State, []Skip) {
 	t.Helper()
 	var ts []Target
 	for _, ip := range targets {
-		ts = append(ts, Target{ExternalIP, ip})
+		ts = append(ts, Target{Type: ExternalIP, IP: ip})
 	}
 	st, skips, err := resolveRoutes(Netlink{}, []AddressType{ExternalIP}, ts)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestKernelIPv4DefaultRoute(t *testing.T) {
 		t.Fatalf("Resolve with a secondary route source = %v, skips %+v; want nothing, skipped as secondary", st.Addresses, skips)
 	}
 	st, _, err = ResolvePolicy(Netlink{}, Policy{Managed: []AddressType{ExternalIP},
-		Targets: []Target{{ExternalIP, kTarget4}}, AllowSecondary: true}, State{})
+		Targets: []Target{{Type: ExternalIP, IP: kTarget4}}, AllowSecondary: true}, State{})
 	if err != nil || !slices.Equal(st.Addresses, []Address{{ExternalIP, netip.MustParseAddr("192.0.2.11"), "r4", 24}}) {
 		t.Fatalf("Resolve with --allow-secondary = %v, %v; want 192.0.2.11", st.Addresses, err)
 	}

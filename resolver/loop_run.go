@@ -81,8 +81,10 @@ type Loop struct {
 	nodeKick chan struct{}
 }
 
-// NodeInput is what a resolution takes from the Node (internal/agent reads it: resolverInputOf).
+// NodeInput is what a resolution takes from the cluster: the Node (resolverInputOf) and the API server.
 type NodeInput struct {
+	// APIServer are the API server's own addresses, for the apiserver target (stage_apiserver.go).
+	APIServer []netip.Addr
 	PodCIDRs  []netip.Prefix // excluded from selection
 	Addresses []Address      // the Node's current addresses of the managed types
 	// Unmanaged are the Node's entries of the types nodeaddr does not manage (stage_equal.go).
@@ -227,11 +229,14 @@ func (r *run) nodeChanged() {
 		return // deleted: keep the last view until it is back
 	}
 	cidrs := !slices.Equal(v.PodCIDRs, r.node.PodCIDRs)
+	api := !slices.Equal(v.APIServer, r.node.APIServer)
 	others := v.ProvidedNodeIP != r.node.ProvidedNodeIP || !slices.Equal(v.Unmanaged, r.node.Unmanaged)
 	r.node = v
 	switch {
 	case cidrs:
 		r.resolve("pod-cidrs-changed")
+	case api:
+		r.resolve("apiserver-addresses-changed")
 	case others && r.kernel != nil:
 		r.publish("node-changed", time.Time{})
 	}
@@ -262,7 +267,7 @@ func (r *run) resolve(reason string) {
 	if r.kernel != nil {
 		prev = *r.kernel
 	}
-	raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.node.PodCIDRs), prev)
+	raw, skips, err := ResolvePolicy(l.cfg.Kernel, l.cfg.Policy.Excluding(r.node.PodCIDRs).WithAPIServer(r.node.APIServer), prev)
 	if err != nil {
 		l.cfg.Metrics.resolution(ResultError)
 		log.Warn("resolution failed", "reason", reason, "err", err, "retry_in", l.cfg.RetryInterval)
@@ -335,7 +340,7 @@ func (r *run) arm() {
 // logSkips logs, at debug level, why candidates and targets gave no address.
 func logSkips(log *slog.Logger, skips []Skip) {
 	for _, s := range skips {
-		if !s.Target.IP.IsValid() {
+		if !s.Target.IP.IsValid() || s.Target.placeholder() {
 			log.Debug("candidate skipped", "type", s.Target.Type, "address", s.Source, "reason", s.Reason)
 			continue
 		}

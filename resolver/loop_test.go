@@ -142,7 +142,7 @@ func startLoop(t *testing.T, cfg LoopConfig, k *fakeKernel) *loopTest {
 		cfg.Policy.Managed = []AddressType{ExternalIP}
 	}
 	if cfg.Policy.Targets == nil {
-		cfg.Policy.Targets = []Target{{ExternalIP, target4}}
+		cfg.Policy.Targets = []Target{{Type: ExternalIP, IP: target4}}
 	}
 	cfg.Metrics = lt.metrics
 	l := NewLoop(cfg, lt.trigger, lt.sink)
@@ -439,7 +439,7 @@ func TestLoopReportsRouteTables(t *testing.T) {
 		rec := &tableRecorder{}
 		l := NewLoop(LoopConfig{
 			Kernel:   tablesKernel{healthyKernel()},
-			Policy:   Policy{Managed: []AddressType{ExternalIP}, Targets: []Target{{ExternalIP, target4}}},
+			Policy:   Policy{Managed: []AddressType{ExternalIP}, Targets: []Target{{Type: ExternalIP, IP: target4}}},
 			Debounce: ms(100), ResyncInterval: time.Minute, RouteTables: rec,
 		}, newFakeTrigger(), &recordingSink{start: time.Now()})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -579,7 +579,7 @@ func TestLoopRerunsNodeStagesWithoutKernelRead(t *testing.T) {
 		node := &fakeNode{seen: true}
 		lt := startLoop(t, LoopConfig{Debounce: ms(100), MaxDelay: time.Second, Node: node.get,
 			Policy: Policy{Managed: []AddressType{InternalIP, ExternalIP},
-				Targets: []Target{{InternalIP, target4}, {ExternalIP, target4}}, ReportLocal: true}}, k)
+				Targets: []Target{{Type: InternalIP, IP: target4}, {Type: ExternalIP, IP: target4}}, ReportLocal: true}}, k)
 		reads := func() int {
 			k.mu.Lock()
 			defer k.mu.Unlock()

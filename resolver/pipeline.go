@@ -13,7 +13,7 @@ func nodeStages(p Policy, node NodeInput, s State) State {
 
 // Once runs the pipeline once without a loop (--run-once): no hold-down, discovery when d is not nil.
 func Once(k Kernel, p Policy, d Discovery, node NodeInput) (State, error) {
-	s, _, err := ResolvePolicy(k, p.Excluding(node.PodCIDRs), State{Managed: p.Managed, Addresses: node.Addresses})
+	s, _, err := ResolvePolicy(k, p.Excluding(node.PodCIDRs).WithAPIServer(node.APIServer), State{Managed: p.Managed, Addresses: node.Addresses})
 	if err != nil {
 		return State{}, err
 	}

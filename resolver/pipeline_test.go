@@ -23,7 +23,7 @@ func TestOnceExplainsEveryStage(t *testing.T) {
 	k := &fakeKernel{routes: map[netip.Addr]netip.Addr{target4: src4, ip("2001:db8::1"): v6},
 		addrs: []LocalAddr{local(src4.String()), local(v6.String())}}
 	p := Policy{Managed: []AddressType{InternalIP, ExternalIP},
-		Targets: []Target{{InternalIP, target4}, {ExternalIP, target4}, {ExternalIP, ip("2001:db8::1")}}}
+		Targets: []Target{{Type: InternalIP, IP: target4}, {Type: ExternalIP, IP: target4}, {Type: ExternalIP, IP: ip("2001:db8::1")}}}
 	d := &fakeDiscovery{mapped: map[Family]netip.Addr{IPv4: ip("203.0.113.10")}}
 	s, err := Once(k, p, d, NodeInput{})
 	if err != nil {

@@ -108,32 +108,10 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 	for _, t := range p.Managed {
 		tp := p.Types[t]
 		for _, f := range []Family{IPv4, IPv6} {
+			tgt, hasTarget, route, fallbacks := p.routeCandidate(tp, t, f, sources, addrs, rec, &skips)
 			var cands []candidate
-			tgt, hasTarget := first(p.Targets, func(x Target) bool { return x.Type == t && FamilyOf(x.IP) == f })
-			if hasTarget {
-				src, ok := sources[tgt]
-				switch {
-				case !ok || !src.IsValid():
-					skips = append(skips, Skip{Target: tgt, Reason: "no route"})
-					rec.reject(tgt, netip.Addr{}, "", errNoRoute)
-				default:
-					la, found := find(addrs, src)
-					if !found {
-						skips = append(skips, Skip{Target: tgt, Source: src, Reason: errNotLocal.Error()})
-						rec.reject(tgt, src, "", errNotLocal)
-						break
-					}
-					if st, ok := stableOf(addrs, la); ok {
-						rec.reject(tgt, src, la.Link, fmt.Errorf("%w: stands for %s, the stable address of its prefix", errTemporary, st.IP))
-						la = st
-					}
-					if prio, err := p.accept(tp, la, addrs); err != nil {
-						skips = append(skips, Skip{Target: tgt, Source: la.IP, Reason: err.Error()})
-						rec.reject(tgt, la.IP, la.Link, err)
-					} else {
-						cands = append(cands, candidate{la: la, route: true, prio: prio})
-					}
-				}
+			if route != nil {
+				cands = append(cands, *route)
 			}
 			if tp.enumerates() {
 				for _, la := range addrs {
@@ -157,14 +135,14 @@ func selectAddresses(p Policy, sources map[Target]netip.Addr, addrs []LocalAddr,
 			}
 			switch {
 			case tp.Sticky:
-				cands = p.adopt(tp, cands, prev, t, f, addrs, "")
+				cands = p.adopt(tp, cands, prev, t, f, addrs, "", fallbacks)
 			case f == IPv6 && len(cands) > 0 && cands[0].route:
 				// Among one link's usable global IPv6 addresses the kernel's source choice is no
 				// decision: it prefers the newest (RFC 6724 ties), so a router's make-before-break
 				// renumbering would move the address at the announcement and again at the old
 				// prefix's deprecation. The previous address on the route source's link stays
 				// while usable; another link (a failover) still moves it.
-				cands = p.adopt(tp, cands, prev, t, f, addrs, cands[0].la.Link)
+				cands = p.adopt(tp, cands, prev, t, f, addrs, cands[0].la.Link, fallbacks)
 			}
 			c, ok := pick(cands, prev, t, f)
 			if ok {
@@ -199,10 +177,12 @@ func stableOf(addrs []LocalAddr, tmp LocalAddr) (LocalAddr, bool) {
 }
 
 // adopt adds the previous address of t and f to cands when the policy accepts it (TypePolicy.Sticky)
-// and, when link is not empty, it is on that link.
-func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr, link string) []candidate {
+// and, when link is not empty, it is on that link. A previous address that is a fallback's route
+// source (fallbacks: of the targets after the winning one) is not adopted: an InternalIP of 8.8.8.8's
+// route, taken while the API server's addresses were unknown, gives way to the API server's route.
+func (p Policy) adopt(tp TypePolicy, cands []candidate, prev State, t AddressType, f Family, addrs []LocalAddr, link string, fallbacks []netip.Addr) []candidate {
 	old, ok := prev.Get(t, f)
-	if !ok || slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == old.IP }) {
+	if !ok || slices.ContainsFunc(cands, func(c candidate) bool { return c.la.IP == old.IP }) || slices.Contains(fallbacks, old.IP) {
 		return cands
 	}
 	la, found := find(addrs, old.IP)

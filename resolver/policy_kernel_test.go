@@ -52,7 +52,7 @@ func TestKernelVIPsNeverSelected(t *testing.T) {
 	netnstest.Veth(t, "kv")
 	netnstest.IP(t, "addr", "add", "192.0.2.10/24", "dev", "kv")
 	netnstest.IP(t, "route", "add", "default", "via", "192.0.2.1")
-	t4 := Target{InternalIP, kTarget4}
+	t4 := Target{Type: InternalIP, IP: kTarget4}
 	p := Policy{Targets: []Target{t4}, Types: defaultTypePolicy("kv")}
 
 	netnstest.IP(t, "addr", "add", "192.0.2.100/24", "dev", "kv")                    // keepalived
@@ -109,7 +109,7 @@ func TestKernelIPv6TemporaryAndDeprecatedSkipped(t *testing.T) {
 			t.Fatalf("the kernel made no temporary address: %+v", addrs)
 		}
 	}
-	t6 := Target{InternalIP, kTarget6}
+	t6 := Target{Type: InternalIP, IP: kTarget6}
 	p := Policy{Targets: []Target{t6}, Types: defaultTypePolicy("k6")}
 	st, skips := policyKernel(t, p, State{})
 	wantIPs(t, st, skips, "2001:db8:6::10")
@@ -146,7 +146,7 @@ func TestKernelCNIInterfacesIgnored(t *testing.T) {
 	wantSkip(t, skips, "10.244.0.1", "interface excluded")
 	wantSkip(t, skips, "10.244.1.1", "interface excluded")
 
-	p := Policy{Targets: []Target{{InternalIP, kTarget4}}, Types: map[AddressType]TypePolicy{
+	p := Policy{Targets: []Target{{Type: InternalIP, IP: kTarget4}}, Types: map[AddressType]TypePolicy{
 		InternalIP: {ExcludeInterfaces: MustInterfaceRegexps(defaultExcludeInterfaces...)}}}
 	st, skips = policyKernel(t, p, State{})
 	wantIPs(t, st, skips)

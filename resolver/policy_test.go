@@ -37,7 +37,7 @@ func cidrs(t *testing.T, s string) []CIDRRule {
 }
 
 func TestSelect(t *testing.T) {
-	t4, t6 := Target{InternalIP, ip("198.51.100.1")}, Target{InternalIP, ip("2001:db8:ffff::1")}
+	t4, t6 := Target{Type: InternalIP, IP: ip("198.51.100.1")}, Target{Type: InternalIP, IP: ip("2001:db8:ffff::1")}
 	internalOnly := []AddressType{InternalIP}
 	eth0 := on("eth0", "192.0.2.10/24")
 	eth1 := on("eth1", "10.0.0.10/24")
@@ -377,7 +377,7 @@ func TestSelect(t *testing.T) {
 
 // Per type: InternalIP from the private NIC by interface, ExternalIP from the default route.
 func TestSelectTwoTypes(t *testing.T) {
-	tExt := Target{ExternalIP, ip("198.51.100.1")}
+	tExt := Target{Type: ExternalIP, IP: ip("198.51.100.1")}
 	p := Policy{
 		Managed: []AddressType{InternalIP, ExternalIP},
 		Targets: []Target{tExt},

@@ -53,12 +53,12 @@ func busyHost(n int, targets []Target) tableKernel {
 
 func BenchmarkResolve(b *testing.B) {
 	ext := []Target{
-		{ExternalIP, netip.MustParseAddr("8.8.8.8")},
-		{ExternalIP, netip.MustParseAddr("2001:4860:4860::8888")},
+		{Type: ExternalIP, IP: netip.MustParseAddr("8.8.8.8")},
+		{Type: ExternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
 	}
 	both := append([]Target{
-		{InternalIP, netip.MustParseAddr("10.0.0.1")},
-		{InternalIP, netip.MustParseAddr("fd00::1")},
+		{Type: InternalIP, IP: netip.MustParseAddr("10.0.0.1")},
+		{Type: InternalIP, IP: netip.MustParseAddr("fd00::1")},
 	}, ext...)
 	for _, bc := range []struct {
 		name    string

@@ -122,44 +122,44 @@ func TestResolve(t *testing.T) {
 			name:    "IPv4",
 			routes:  map[netip.Addr]netip.Addr{t4: src4},
 			addrs:   []LocalAddr{local("192.0.2.10")},
-			targets: []Target{{ExternalIP, t4}},
+			targets: []Target{{Type: ExternalIP, IP: t4}},
 			want:    []Address{{ExternalIP, src4, "eth0", 0}},
 		},
 		{
 			name:    "dual stack, sorted IPv4 first",
 			routes:  map[netip.Addr]netip.Addr{t4: src4, t6: src6},
 			addrs:   []LocalAddr{local("2001:db8::10"), local("192.0.2.10")},
-			targets: []Target{{ExternalIP, t6}, {ExternalIP, t4}},
+			targets: []Target{{Type: ExternalIP, IP: t6}, {Type: ExternalIP, IP: t4}},
 			want:    []Address{{ExternalIP, src4, "eth0", 0}, {ExternalIP, src6, "eth0", 0}},
 		},
 		{
 			name:    "two types from one source",
 			routes:  map[netip.Addr]netip.Addr{t4: src4, ip("10.0.0.1"): src4},
 			addrs:   []LocalAddr{local("192.0.2.10")},
-			targets: []Target{{ExternalIP, t4}, {InternalIP, ip("10.0.0.1")}},
+			targets: []Target{{Type: ExternalIP, IP: t4}, {Type: InternalIP, IP: ip("10.0.0.1")}},
 			want:    []Address{{InternalIP, src4, "eth0", 0}, {ExternalIP, src4, "eth0", 0}},
 		},
 		{
 			name:      "no route: nothing, no error",
 			routes:    map[netip.Addr]netip.Addr{},
 			addrs:     []LocalAddr{local("192.0.2.10")},
-			targets:   []Target{{ExternalIP, t4}},
-			wantSkips: []Skip{{Target: Target{ExternalIP, t4}, Reason: "no route"}},
+			targets:   []Target{{Type: ExternalIP, IP: t4}},
+			wantSkips: []Skip{{Target: Target{Type: ExternalIP, IP: t4}, Reason: "no route"}},
 		},
 		{
 			name:      "source not local",
 			routes:    map[netip.Addr]netip.Addr{t4: src4},
 			addrs:     []LocalAddr{local("192.0.2.11")},
-			targets:   []Target{{ExternalIP, t4}},
-			wantSkips: []Skip{{Target: Target{ExternalIP, t4}, Source: src4, Reason: "source is not assigned to a local interface"}},
+			targets:   []Target{{Type: ExternalIP, IP: t4}},
+			wantSkips: []Skip{{Target: Target{Type: ExternalIP, IP: t4}, Source: src4, Reason: "source is not assigned to a local interface"}},
 		},
 		{
 			name:    "tentative source skipped, other family kept",
 			routes:  map[netip.Addr]netip.Addr{t4: src4, t6: src6},
 			addrs:   []LocalAddr{local("192.0.2.10"), tentative},
-			targets: []Target{{ExternalIP, t4}, {ExternalIP, t6}},
+			targets: []Target{{Type: ExternalIP, IP: t4}, {Type: ExternalIP, IP: t6}},
 			want:    []Address{{ExternalIP, src4, "eth0", 0}},
-			wantSkips: []Skip{{Target: Target{ExternalIP, t6}, Source: src6,
+			wantSkips: []Skip{{Target: Target{Type: ExternalIP, IP: t6}, Source: src6,
 				Reason: "tentative (duplicate address detection running)"}},
 		},
 	}
@@ -188,7 +188,7 @@ func TestResolve(t *testing.T) {
 
 func TestResolveErrors(t *testing.T) {
 	boom := errors.New("netlink: boom")
-	targets := []Target{{ExternalIP, ip("198.51.100.1")}}
+	targets := []Target{{Type: ExternalIP, IP: ip("198.51.100.1")}}
 	routes := map[netip.Addr]netip.Addr{ip("198.51.100.1"): ip("192.0.2.10")}
 
 	k := &fakeKernel{routes: routes, routeErr: boom}

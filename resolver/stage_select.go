@@ -24,6 +24,9 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 	sources := make(map[Target]netip.Addr, len(p.Targets))
 	need := p.ReportLocal
 	for _, t := range p.Targets {
+		if t.placeholder() {
+			continue
+		}
 		src, err := k.RouteSource(t.IP)
 		if err != nil {
 			return State{}, nil, fmt.Errorf("route to %s: %w", t.IP, err)
@@ -57,6 +60,66 @@ func ResolvePolicy(k Kernel, p Policy, prev State) (State, []Skip, error) {
 		}
 	}
 	return st.Normalize(), skips, nil
+}
+
+// routeCandidate tries t's targets of family f in order and returns the first one whose route
+// source the policy accepts, as a candidate (nil: none), and the route sources of the targets after
+// it (adopt). hasTarget reports whether t has a target of family f at all.
+func (p Policy) routeCandidate(tp TypePolicy, t AddressType, f Family, sources map[Target]netip.Addr, addrs []LocalAddr,
+	rec *recorder, skips *[]Skip) (won Target, hasTarget bool, route *candidate, fallbacks []netip.Addr) {
+	for _, tgt := range p.Targets {
+		if tgt.Type != t || FamilyOf(tgt.IP) != f {
+			continue
+		}
+		hasTarget = true
+		if route != nil {
+			if src, ok := sources[tgt]; ok && src.IsValid() {
+				fallbacks = append(fallbacks, src)
+			}
+			continue
+		}
+		if c, ok := p.targetCandidate(tp, tgt, sources, addrs, rec, skips); ok {
+			won, route = tgt, &c
+		}
+	}
+	if route == nil {
+		// The explanation names the first target when none gave an address.
+		won, _ = first(p.Targets, func(x Target) bool { return x.Type == t && FamilyOf(x.IP) == f })
+	}
+	return won, hasTarget, route, fallbacks
+}
+
+// targetCandidate is tgt's route source as a candidate, if the policy accepts it; else it records why not.
+func (p Policy) targetCandidate(tp TypePolicy, tgt Target, sources map[Target]netip.Addr, addrs []LocalAddr,
+	rec *recorder, skips *[]Skip) (candidate, bool) {
+	if tgt.placeholder() {
+		*skips = append(*skips, Skip{Target: tgt, Reason: apiServerUnknown})
+		rec.reject(tgt, netip.Addr{}, "", errAPIServerUnknown)
+		return candidate{}, false
+	}
+	src, ok := sources[tgt]
+	if !ok || !src.IsValid() {
+		*skips = append(*skips, Skip{Target: tgt, Reason: "no route"})
+		rec.reject(tgt, netip.Addr{}, "", errNoRoute)
+		return candidate{}, false
+	}
+	la, found := find(addrs, src)
+	if !found {
+		*skips = append(*skips, Skip{Target: tgt, Source: src, Reason: errNotLocal.Error()})
+		rec.reject(tgt, src, "", errNotLocal)
+		return candidate{}, false
+	}
+	if st, ok := stableOf(addrs, la); ok {
+		rec.reject(tgt, src, la.Link, fmt.Errorf("%w: stands for %s, the stable address of its prefix", errTemporary, st.IP))
+		la = st
+	}
+	prio, err := p.accept(tp, la, addrs)
+	if err != nil {
+		*skips = append(*skips, Skip{Target: tgt, Source: la.IP, Reason: err.Error()})
+		rec.reject(tgt, la.IP, la.Link, err)
+		return candidate{}, false
+	}
+	return candidate{la: la, route: true, prio: prio}, true
 }
 
 // The kernel's address flags and route scope (linux/if_addr.h, rtnetlink.h), spelled here so the

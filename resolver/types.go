@@ -47,6 +47,9 @@ func FamilyOf(ip netip.Addr) Family {
 type Target struct {
 	Type AddressType
 	IP   netip.Addr
+	// APIServer marks the apiserver target (stage_apiserver.go): IP is one of the API server's
+	// addresses, or the unspecified address of its family while none of that family is known.
+	APIServer bool
 }
 
 // Address is one desired Node address.
@@ -135,24 +138,45 @@ func first[T any](list []T, match func(T) bool) (T, bool) {
 // String lists the addresses as "[Type=IP ...]", normalized.
 func (s State) String() string { return fmt.Sprint(s.Normalize().Addresses) }
 
-// ParseTargets parses a comma-separated target list for one address type: at most one IP per family.
+// APIServerTarget is the target name that stands for the API server's own addresses
+// (stage_apiserver.go).
+const APIServerTarget = "apiserver"
+
+// ParseTargets parses a comma-separated, ordered target list for one address type: at most one IP
+// per family, and the name apiserver at most once. Per family, the first target with a usable route
+// source gives the address; the later ones are fallbacks.
 func ParseTargets(t AddressType, s string) ([]Target, error) {
 	seen := map[Family]string{}
-	return parseList(s, func(f string) (Target, error) {
+	var out []Target
+	_, err := parseList(s, func(f string) (struct{}, error) {
 		f = strings.TrimSpace(f)
+		if strings.EqualFold(f, APIServerTarget) {
+			if _, dup := seen[0]; dup {
+				return struct{}{}, fmt.Errorf("%s is listed twice", APIServerTarget)
+			}
+			seen[0] = f
+			out = append(out, Target{Type: t, IP: netip.IPv4Unspecified(), APIServer: true},
+				Target{Type: t, IP: netip.IPv6Unspecified(), APIServer: true})
+			return struct{}{}, nil
+		}
 		ip, err := netip.ParseAddr(f)
 		if err != nil || ip.Zone() != "" {
-			return Target{}, fmt.Errorf("%q is not an IP address", f)
+			return struct{}{}, fmt.Errorf("%q is neither an IP address nor %s", f, APIServerTarget)
 		}
 		ip = ip.Unmap()
 		if ip.IsUnspecified() || ip.IsLoopback() || ip.IsMulticast() || ip.IsLinkLocalUnicast() {
-			return Target{}, fmt.Errorf("%s cannot be a target: it must be a routable unicast address", ip)
+			return struct{}{}, fmt.Errorf("%s cannot be a target: it must be a routable unicast address", ip)
 		}
 		fam := FamilyOf(ip)
 		if prev, ok := seen[fam]; ok {
-			return Target{}, fmt.Errorf("two %s targets (%s and %s): at most one per family", fam, prev, ip)
+			return struct{}{}, fmt.Errorf("two %s targets (%s and %s): at most one per family", fam, prev, ip)
 		}
 		seen[fam] = f
-		return Target{Type: t, IP: ip}, nil
+		out = append(out, Target{Type: t, IP: ip})
+		return struct{}{}, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

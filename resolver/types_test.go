@@ -18,19 +18,25 @@ func TestParseTargets(t *testing.T) {
 	}{
 		{name: "empty string disables the type", in: "", want: nil},
 		{name: "only separators and spaces", in: " , ,", want: nil},
-		{name: "IPv4", in: "192.0.2.1", want: []Target{{ExternalIP, v4}}},
-		{name: "IPv6", in: "2001:db8::1", want: []Target{{ExternalIP, v6}}},
-		{name: "dual stack", in: "192.0.2.1,2001:db8::1", want: []Target{{ExternalIP, v4}, {ExternalIP, v6}}},
-		{name: "dual stack, IPv6 first, spaces", in: "  2001:db8::1 ,\t192.0.2.1 ", want: []Target{{ExternalIP, v6}, {ExternalIP, v4}}},
-		{name: "IPv4-mapped IPv6 is IPv4", in: "::ffff:192.0.2.1", want: []Target{{ExternalIP, v4}}},
-		{name: "IPv4-mapped IPv6 next to IPv6", in: "::ffff:192.0.2.1,2001:db8::1", want: []Target{{ExternalIP, v4}, {ExternalIP, v6}}},
+		{name: "IPv4", in: "192.0.2.1", want: []Target{{Type: ExternalIP, IP: v4}}},
+		{name: "IPv6", in: "2001:db8::1", want: []Target{{Type: ExternalIP, IP: v6}}},
+		{name: "dual stack", in: "192.0.2.1,2001:db8::1", want: []Target{{Type: ExternalIP, IP: v4}, {Type: ExternalIP, IP: v6}}},
+		{name: "dual stack, IPv6 first, spaces", in: "  2001:db8::1 ,\t192.0.2.1 ", want: []Target{{Type: ExternalIP, IP: v6}, {Type: ExternalIP, IP: v4}}},
+		{name: "IPv4-mapped IPv6 is IPv4", in: "::ffff:192.0.2.1", want: []Target{{Type: ExternalIP, IP: v4}}},
+		{name: "IPv4-mapped IPv6 next to IPv6", in: "::ffff:192.0.2.1,2001:db8::1", want: []Target{{Type: ExternalIP, IP: v4}, {Type: ExternalIP, IP: v6}}},
 		{name: "two IPv4", in: "192.0.2.1,198.51.100.1", wantErr: "two IPv4 targets"},
 		{name: "two IPv6", in: "2001:db8::1,2001:db8::2", wantErr: "two IPv6 targets"},
 		{name: "IPv4 and IPv4-mapped IPv6", in: "192.0.2.1,::ffff:198.51.100.1", wantErr: "two IPv4 targets"},
-		{name: "garbage", in: "not-an-ip", wantErr: "is not an IP address"},
-		{name: "garbage after a valid one", in: "192.0.2.1,x", wantErr: "is not an IP address"},
-		{name: "CIDR", in: "192.0.2.0/24", wantErr: "is not an IP address"},
-		{name: "zone", in: "2001:db8::1%eth0", wantErr: "is not an IP address"},
+		{name: "garbage", in: "not-an-ip", wantErr: "is neither an IP address nor apiserver"},
+		{name: "garbage after a valid one", in: "192.0.2.1,x", wantErr: "is neither an IP address nor apiserver"},
+		{name: "CIDR", in: "192.0.2.0/24", wantErr: "is neither an IP address nor apiserver"},
+		{name: "zone", in: "2001:db8::1%eth0", wantErr: "is neither an IP address nor apiserver"},
+		{name: "apiserver, with a fallback per family", in: "apiserver,192.0.2.1,2001:db8::1", want: []Target{
+			{Type: ExternalIP, IP: netip.IPv4Unspecified(), APIServer: true}, {Type: ExternalIP, IP: netip.IPv6Unspecified(), APIServer: true},
+			{Type: ExternalIP, IP: v4}, {Type: ExternalIP, IP: v6}}},
+		{name: "apiserver in any case, after an IP", in: "192.0.2.1, APIServer", want: []Target{{Type: ExternalIP, IP: v4},
+			{Type: ExternalIP, IP: netip.IPv4Unspecified(), APIServer: true}, {Type: ExternalIP, IP: netip.IPv6Unspecified(), APIServer: true}}},
+		{name: "apiserver twice", in: "apiserver,192.0.2.1,apiserver", wantErr: "apiserver is listed twice"},
 		{name: "IPv4 loopback", in: "127.0.0.1", wantErr: "cannot be a target"},
 		{name: "IPv6 loopback", in: "::1", wantErr: "cannot be a target"},
 		{name: "IPv4 multicast", in: "224.0.0.1", wantErr: "cannot be a target"},
@@ -68,7 +74,7 @@ func TestParseTargetsKeepsType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Target{{InternalIP, netip.MustParseAddr("10.0.0.1")}}
+	want := []Target{{Type: InternalIP, IP: netip.MustParseAddr("10.0.0.1")}}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}

@@ -45,6 +45,8 @@ type Config struct {
 	Discovery *discovery.Config
 	// Registry, if set, gets the node gauges (gauges.go), read from the publisher when scraped.
 	Registry prometheus.Registerer
+	// APIServer, if set, supplies the apiserver target's addresses (apiserver.go).
+	APIServer *APIServerConfig
 }
 
 // Agent is one assembled agent.
@@ -58,15 +60,23 @@ type Agent struct {
 	watcher  *watcher.Watcher          // nil without Config.Watcher
 	discover *discovery.Discoverer     // nil without Config.Discovery
 	loop     *resolver.Loop
-	api      *apiState    // the Node informer's list/watch failures; nil in a dry run
-	explain  *explainLog  // logs each change's explanation; nil in a dry run
-	dad      *dadWarnings // warns about addresses whose DAD failed; nil in a dry run
+	api      *apiState      // the Node informer's list/watch failures; nil in a dry run
+	explain  *explainLog    // logs each change's explanation; nil in a dry run
+	dad      *dadWarnings   // warns about addresses whose DAD failed; nil in a dry run
+	apiAddrs *apiServerView // the apiserver target's addresses; nil without Config.APIServer
 }
 
 // New assembles an agent, its Node informer's handler included. Nothing runs until Run or RunOnce.
 func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.cfg.Publisher.Managed = cfg.Loop.Policy.Managed
+	if cfg.APIServer != nil {
+		log := cfg.Publisher.Logger
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		a.apiAddrs = newAPIServerView(*cfg.APIServer, log)
+	}
 	var sink resolver.Sink
 	if nodes := cfg.Nodes; nodes != nil {
 		a.api = &apiState{log: a.cfg.Publisher.Logger, now: time.Now}
@@ -86,6 +96,12 @@ func New(cfg Config) (*Agent, error) {
 		a.printer = &printer{w: cfg.DryRun, annotations: cfg.Publisher.Annotations,
 			explain: cfg.Explain, json: cfg.ExplainJSON}
 		sink = a.printer
+		if a.apiAddrs != nil {
+			a.cfg.Loop.Node = func() (resolver.NodeInput, bool) {
+				addrs, _ := a.apiAddrs.addresses()
+				return resolver.NodeInput{APIServer: addrs}, true
+			}
+		}
 	}
 	trigger := cfg.Trigger
 	if cfg.Watcher != nil {
@@ -99,6 +115,11 @@ func New(cfg Config) (*Agent, error) {
 		a.cfg.Loop.Discovery = a.discover
 	}
 	a.loop = resolver.NewLoop(a.cfg.Loop, trigger, sink)
+	if a.apiAddrs != nil {
+		if err := a.apiAddrs.start(a.loop.NodeChanged); err != nil {
+			return nil, fmt.Errorf("add endpointslice event handler: %w", err)
+		}
+	}
 	if cfg.Registry != nil {
 		if err := cfg.Registry.Register(newNodeGauges(a.NodeState())); err != nil {
 			return nil, fmt.Errorf("register node gauges: %w", err)
@@ -124,7 +145,8 @@ func (a *Agent) nodeEvents() cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// resolverInput is what the resolver takes from the Node (LoopConfig.Node), false while there is none.
+// resolverInput is what the resolver takes from the cluster (LoopConfig.Node): false while there is
+// no Node, or while the API server's addresses are not settled (apiserver.go).
 func (a *Agent) resolverInput() (resolver.NodeInput, bool) {
 	n := a.node.Node()
 	if n == nil {
@@ -133,6 +155,12 @@ func (a *Agent) resolverInput() (resolver.NodeInput, bool) {
 	in := resolverInputOf(n, a.cfg.Loop.Policy.Managed)
 	if a.cfg.AllowPodCIDRs {
 		in.PodCIDRs = nil
+	}
+	if a.apiAddrs != nil {
+		var ok bool
+		if in.APIServer, ok = a.apiAddrs.addresses(); !ok {
+			return resolver.NodeInput{}, false
+		}
 	}
 	return in, true
 }
@@ -153,6 +181,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.discover != nil {
 		wg.Go(func() { a.discover.Run(ctx) })
+	}
+	if a.apiAddrs != nil {
+		wg.Go(func() { a.apiAddrs.run(ctx) })
 	}
 	wg.Go(func() { a.loop.Run(ctx) })
 	if a.pub == nil {

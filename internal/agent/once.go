@@ -18,7 +18,11 @@ import (
 // until ctx ends; authorization and resolution errors are returned at once. A dry run prints it.
 func (a *Agent) RunOnce(ctx context.Context) (resolver.State, error) {
 	if a.pub == nil {
-		st, err := a.resolve(ctx, resolver.NodeInput{})
+		var in resolver.NodeInput
+		if a.apiAddrs != nil {
+			in.APIServer = a.apiAddrs.listOnce(ctx)
+		}
+		st, err := a.resolve(ctx, in)
 		if err == nil {
 			a.printer.Publish(st, time.Time{})
 		}
@@ -64,7 +68,13 @@ func (a *Agent) once(ctx context.Context) (resolver.State, error) {
 	if err := a.informer.GetStore().Replace([]any{n}, n.ResourceVersion); err != nil {
 		return resolver.State{}, fmt.Errorf("store node %q: %w", name, err)
 	}
-	in, _ := a.resolverInput()
+	in := resolverInputOf(n, a.cfg.Loop.Policy.Managed)
+	if a.cfg.AllowPodCIDRs {
+		in.PodCIDRs = nil
+	}
+	if a.apiAddrs != nil {
+		in.APIServer = a.apiAddrs.listOnce(ctx)
+	}
 	st, err := a.resolve(ctx, in)
 	if err != nil {
 		return resolver.State{}, resolveError{err}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,18 +27,22 @@ import (
 // A clientset would link and register every API group; this is the REST client the generated
 // typed clients use, over a scheme that knows only what the agent sends and receives.
 
-// Scheme holds core/v1 Node, Event and Pod (and their lists) and the meta/v1 types.
+// Scheme holds core/v1 Node, Event and Pod (and their lists), discovery.k8s.io/v1 EndpointSlice
+// (the kubernetes Service's, for the apiserver target) and the meta/v1 types.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	s.AddKnownTypes(corev1.SchemeGroupVersion,
 		&corev1.Node{}, &corev1.NodeList{}, &corev1.Event{}, &corev1.EventList{}, &corev1.Pod{}, &corev1.PodList{})
 	metav1.AddToGroupVersion(s, corev1.SchemeGroupVersion)
+	s.AddKnownTypes(discoveryv1.SchemeGroupVersion, &discoveryv1.EndpointSlice{}, &discoveryv1.EndpointSliceList{})
+	metav1.AddToGroupVersion(s, discoveryv1.SchemeGroupVersion)
 	return s
 }
 
 // Client is a REST client for core/v1, implementing the agent's NodeClient (internal/agent).
 type Client struct {
 	rest   rest.Interface
+	slices rest.Interface // discovery.k8s.io/v1
 	params runtime.ParameterCodec
 }
 
@@ -66,7 +71,32 @@ func NewClientForConfigAndClient(cfg *rest.Config, scheme *runtime.Scheme, hc *h
 	if err != nil {
 		return nil, err
 	}
-	return &Client{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
+	sc, err := NewGroupClient(cfg, scheme, hc, discoveryv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{rest: rc, slices: sc, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+// EndpointSlices are the EndpointSlices of one namespace, read as the generated typed client does
+// (the agent's EndpointSliceClient: the kubernetes Service's, for the apiserver target).
+type EndpointSlices struct {
+	k         *Client
+	namespace string
+}
+
+// EndpointSlices returns the EndpointSlice reader of namespace.
+func (k *Client) EndpointSlices(namespace string) EndpointSlices { return EndpointSlices{k, namespace} }
+
+func (e EndpointSlices) List(ctx context.Context, opts metav1.ListOptions) (*discoveryv1.EndpointSliceList, error) {
+	return Do[discoveryv1.EndpointSliceList](ctx, e.k.slices.Get().UseProtobufAsDefault().Namespace(e.namespace).
+		Resource("endpointslices").VersionedParams(&opts, e.k.params).Timeout(Timeout(opts)))
+}
+
+func (e EndpointSlices) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return e.k.slices.Get().UseProtobufAsDefault().Namespace(e.namespace).Resource("endpointslices").
+		VersionedParams(&opts, e.k.params).Timeout(Timeout(opts)).Watch(ctx)
 }
 
 // The Node methods are those of the generated typed client, which prefers protobuf for core types.

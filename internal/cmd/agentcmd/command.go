@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/agent"
@@ -70,12 +71,14 @@ func (a *command) run(ctx context.Context) error {
 	o := a.opts
 	var client *kube.Client
 	var reviewer metrics.Reviewer
+	var rc *rest.Config // the apiserver target's kubeconfig server (apiserver.go)
 	scheme := kube.Scheme()
 	if !o.dryRun {
 		cfg, err := cli.RestConfig(o.Kubeconfig, "nodeaddr", a.env.Version)
 		if err != nil {
 			return err
 		}
+		rc = cfg
 		if client, err = kube.NewClient(cfg, scheme); err != nil {
 			return err
 		}
@@ -86,6 +89,10 @@ func (a *command) run(ctx context.Context) error {
 	}
 	m := metrics.New(a.env.Version, a.env.Revision)
 	cfg := a.config(m.Registry)
+	var err error
+	if cfg.APIServer, err = a.apiServerConfig(rc, client); err != nil {
+		return err
+	}
 	a.warnCIDRMisses(cfg.Loop.Kernel)
 	if client != nil {
 		m.RegisterClientMetrics() // rest_client_*: before the first request

@@ -38,10 +38,10 @@ func (o *selectionOptions) effectiveAttrs(t resolver.AddressType, f resolver.Fam
 			"unmanaged", "--"+flagPrefix(t)+"-target=none: nodeaddr leaves this type's Node entries alone")
 	}
 	tp := o.typePolicy[t]
-	var targets []netip.Addr
+	var targets []string
 	for _, tg := range *o.targetsOf(t) {
 		if resolver.FamilyOf(tg.IP) == f {
-			targets = append(targets, tg.IP)
+			targets = append(targets, tg.Label())
 		}
 	}
 	var cidrs []resolver.CIDRRule
@@ -62,7 +62,7 @@ func (o *selectionOptions) effectiveAttrs(t resolver.AddressType, f resolver.Fam
 		unmanaged = resolver.NoTarget
 	}
 	a = append(a, "source", source)
-	for _, kv := range [][2]string{{"targets", join(targets)}, {"interfaces", joinRegexps(tp.Interfaces)},
+	for _, kv := range [][2]string{{"targets", strings.Join(targets, ",")}, {"interfaces", joinRegexps(tp.Interfaces)},
 		{"exclude_interfaces", joinRegexps(tp.ExcludeInterfaces)}, {"cidrs", join(cidrs)},
 		{"unmanaged", unmanaged}} {
 		if kv[1] != "" {

@@ -17,8 +17,8 @@ func TestEffectiveConfig(t *testing.T) {
 		want []string // one line per type and family, as "key=value ..." without the message
 	}{
 		{"defaults", nil, []string{
-			"type=InternalIP family=IPv4 source=route targets=8.8.8.8 exclude_interfaces=" + defaultExcl,
-			"type=InternalIP family=IPv6 source=route targets=2001:4860:4860::8888 exclude_interfaces=" + defaultExcl,
+			"type=InternalIP family=IPv4 source=route targets=apiserver,8.8.8.8 exclude_interfaces=" + defaultExcl,
+			"type=InternalIP family=IPv6 source=route targets=apiserver,2001:4860:4860::8888 exclude_interfaces=" + defaultExcl,
 			"type=ExternalIP family=IPv4 source=route targets=8.8.8.8 exclude_interfaces=" + defaultExcl,
 			"type=ExternalIP family=IPv6 source=route targets=2001:4860:4860::8888 exclude_interfaces=" + defaultExcl,
 		}},

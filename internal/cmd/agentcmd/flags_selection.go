@@ -15,7 +15,21 @@ import (
 
 // defaultTargets are the targets when a target flag is absent or empty: the route toward the
 // Internet of each family (no packet is sent; the kernel is only asked which source it would use).
-const defaultTargets = "8.8.8.8,2001:4860:4860::8888"
+// InternalIP first tries the route toward the API server's own addresses (resolver's apiserver
+// target), which reaches the cluster where the default route does not (docs/configuration.md,
+// "Default targets by host shape").
+const (
+	defaultTargets         = "8.8.8.8,2001:4860:4860::8888"
+	defaultInternalTargets = resolver.APIServerTarget + "," + defaultTargets
+)
+
+// defaultTargetsOf is type t's default target list.
+func defaultTargetsOf(t resolver.AddressType) string {
+	if t == resolver.InternalIP {
+		return defaultInternalTargets
+	}
+	return defaultTargets
+}
 
 // noTargets is the target flag value that leaves a type unmanaged.
 const noTargets = "none"
@@ -54,7 +68,7 @@ func (o *selectionOptions) addFlags(fs *pflag.FlagSet) {
 		if t == resolver.InternalIP {
 			unless = " (unless --internal-ip-interfaces or an accepting --internal-ip-cidrs is set)"
 		}
-		fs.StringVar(&tf.target, pre+"-target", "", "comma-separated targets, at most one per family, whose route source becomes "+string(t)+"; empty or absent: "+defaultTargets+unless+"; none: "+string(t)+" not managed")
+		fs.StringVar(&tf.target, pre+"-target", "", "ordered comma-separated targets: IPs, at most one per family, and apiserver (the API server's own addresses); per family the first whose route source is usable becomes "+string(t)+"; empty or absent: "+defaultTargetsOf(t)+unless+"; none: "+string(t)+" not managed")
 		fs.StringVar(&tf.interfaces, pre+"-interfaces", "", "comma-separated regular expressions (anchored) of interfaces whose addresses are "+string(t)+" candidates besides the route source")
 		fs.StringVar(&tf.exclude, pre+"-exclude-interfaces", "", "comma-separated regular expressions (anchored) of interfaces never used for "+string(t)+", added to the default exclusions")
 		fs.StringVar(&tf.cidrs, pre+"-cidrs", "", "ordered comma-separated CIDRs for "+string(t)+": the first matching one gives the priority, !CIDR rejects; alone, they select from every interface; a warning at start when they accept no address of the host in a family")
@@ -170,7 +184,7 @@ func (o *selectionOptions) parseTargets(t resolver.AddressType, value, interface
 		if t == resolver.InternalIP && o.enumerates(t) {
 			return nil, nil
 		}
-		v = defaultTargets
+		v = defaultTargetsOf(t)
 	}
 	ts, err := resolver.ParseTargets(t, v)
 	if err != nil {

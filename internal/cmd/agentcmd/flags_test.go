@@ -45,7 +45,9 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantInternal := []resolver.Target{
+	wantInternal := []resolver.Target{ // the apiserver target first (one placeholder per family), then the old default
+		{Type: resolver.InternalIP, IP: netip.IPv4Unspecified(), APIServer: true},
+		{Type: resolver.InternalIP, IP: netip.IPv6Unspecified(), APIServer: true},
 		{Type: resolver.InternalIP, IP: netip.MustParseAddr("8.8.8.8")},
 		{Type: resolver.InternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
 	}
@@ -140,8 +142,8 @@ func TestParseFlags(t *testing.T) {
 			}, "InternalIP and ExternalIP, three targets"},
 		{"empty targets mean the defaults", []string{"--node-name=a", "--internal-ip-target=", "--external-ip-target= , "}, env(),
 			func(o *options) bool {
-				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) && len(o.targets()) == 4
-			}, "both types, four default targets"},
+				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP, resolver.ExternalIP}) && len(o.targets()) == 6
+			}, "both types, six default targets (apiserver per family and the two fallbacks for InternalIP)"},
 		{"none, any case and spacing", []string{"--node-name=a", "--internal-ip-target= None "}, env(),
 			func(o *options) bool {
 				return slices.Equal(o.managed(), []resolver.AddressType{resolver.ExternalIP}) && len(o.targets()) == 2
@@ -151,7 +153,7 @@ func TestParseFlags(t *testing.T) {
 				return slices.Equal(o.managed(), []resolver.AddressType{resolver.InternalIP}) && len(o.targets()) == 0
 			}, "InternalIP managed from interfaces in 10.0.0.0/8, no default target"},
 		{"! CIDRs keep the default InternalIP targets", []string{"--node-name=a", "--internal-ip-cidrs=!10.0.0.0/8"}, env(),
-			func(o *options) bool { return len(o.internalTargets) == 2 }, "two default InternalIP targets"},
+			func(o *options) bool { return len(o.internalTargets) == 4 }, "the four default InternalIP targets"},
 		{"ExternalIP interfaces keep the default ExternalIP targets", []string{"--node-name=a", "--external-ip-interfaces=eth1"}, env(),
 			func(o *options) bool { return len(o.externalTargets) == 2 }, "two default ExternalIP targets"},
 		{"--external-ip-equal-internal=keep", []string{"--node-name=a", "--external-ip-equal-internal=keep"}, env(),
@@ -242,10 +244,10 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"bad boolean", []string{"--dry-run=maybe"}, nil, nil, `--dry-run: invalid value "maybe": not true or false, e.g. --dry-run=true`},
 		{"missing value", []string{"--node-name"}, nil, nil, "--node-name needs a value"},
 		{"positional argument", []string{"--node-name=a", "extra"}, nil, nil, `unexpected argument "extra": nodeaddr takes only flags`},
-		{"bad internal target", []string{"--internal-ip-target=10.0.0.300"}, nil, nil, `--internal-ip-target: "10.0.0.300" is not an IP address`},
-		{"bad external target", []string{"--external-ip-target=dns.google"}, nil, nil, `--external-ip-target: "dns.google" is not an IP address`},
+		{"bad internal target", []string{"--internal-ip-target=10.0.0.300"}, nil, nil, `--internal-ip-target: "10.0.0.300" is neither an IP address nor apiserver`},
+		{"bad external target", []string{"--external-ip-target=dns.google"}, nil, nil, `--external-ip-target: "dns.google" is neither an IP address nor apiserver`},
 		{"loopback target", []string{"--internal-ip-target=127.0.0.1"}, nil, nil, "--internal-ip-target: 127.0.0.1 cannot be a target: it must be a routable unicast address"},
-		{"zoned target", []string{"--external-ip-target=fe80::1%eth0"}, nil, nil, `--external-ip-target: "fe80::1%eth0" is not an IP address`},
+		{"zoned target", []string{"--external-ip-target=fe80::1%eth0"}, nil, nil, `--external-ip-target: "fe80::1%eth0" is neither an IP address nor apiserver`},
 		{"two IPv4 internal targets", []string{"--internal-ip-target=10.0.0.1,10.0.0.2"}, nil, nil,
 			"--internal-ip-target: two IPv4 targets (10.0.0.1 and 10.0.0.2): at most one per family"},
 		{"two IPv6 external targets", []string{"--external-ip-target=2001:db8::1,2001:db8::2"}, nil, nil,
@@ -257,7 +259,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"none with accepting CIDRs", []string{"--node-name=a", "--external-ip-target=none", "--external-ip-cidrs=203.0.113.0/24"}, nil, nil,
 			"--external-ip-target=none leaves ExternalIP unmanaged, but --external-ip-cidrs selects addresses for it: drop one of them"},
 		{"none among targets", []string{"--node-name=a", "--external-ip-target=none,8.8.8.8"}, nil, nil,
-			`--external-ip-target: "none" is not an IP address`},
+			`--external-ip-target: "none" is neither an IP address nor apiserver`},
 		{"bad --external-ip-equal-internal", []string{"--node-name=a", "--external-ip-equal-internal=yes"}, nil, nil,
 			`--external-ip-equal-internal: "yes" is not drop or keep`},
 		{"negative --debounce", []string{"--debounce=-1s"}, nil, nil, "--debounce: -1s is negative"},

@@ -28,8 +28,8 @@ func TestConfigFromFlags(t *testing.T) {
 			t.Errorf("%v: AllowPodCIDRs = %v, want %v", tc.args, cfg.AllowPodCIDRs, tc.allowPodCIDRs)
 		}
 		p := cfg.Loop.Policy
-		if len(p.Managed) != 2 || p.Managed[0] != resolver.InternalIP || p.Managed[1] != resolver.ExternalIP || len(p.Targets) != 4 {
-			t.Errorf("%v: policy manages %v with targets %v, want both types and the four default targets", tc.args, p.Managed, p.Targets)
+		if len(p.Managed) != 2 || p.Managed[0] != resolver.InternalIP || p.Managed[1] != resolver.ExternalIP || len(p.Targets) != 6 {
+			t.Errorf("%v: policy manages %v with targets %v, want both types and the six default targets", tc.args, p.Managed, p.Targets)
 		}
 	}
 }
