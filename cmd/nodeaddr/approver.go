@@ -27,18 +27,52 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/leader"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
 // approverOptions are the approver's flags.
 type approverOptions struct {
+	clusterOptions
+	policy       csrapproval.Policy
+	serviceCIDRs []netip.Prefix
+}
+
+// clusterOptions are the flags of a leader-elected cluster-side command (the approver, the
+// conflict detector): the connection, the leader Lease, the listener and the logs.
+type clusterOptions struct {
 	kubeconfig, namespace, leaseName, bindAddr string
 	leaderElect, version                       bool
-	policy                                     csrapproval.Policy
-	serviceCIDRs                               []netip.Prefix
 	logLevel                                   slog.Level
-	logFormat                                  string
+	logFormat, level                           string
+}
+
+// define adds the flags to fs, with the command's own Lease and listener defaults.
+func (o *clusterOptions) define(fs *pflag.FlagSet, getenv func(string) string, lease, bind string) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); in-cluster configuration when empty")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "decide only while holding the leader Lease (run several replicas, one decides)")
+	fs.StringVar(&o.namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: env POD_NAMESPACE, else the pod's namespace, else kube-system)")
+	fs.StringVar(&o.leaseName, "leader-election-id", lease, "name of the leader Lease")
+	fs.StringVar(&o.bindAddr, "bind-address", bind, "address of /healthz, /readyz and /metrics (plain HTTP; \"0\" disables)")
+	fs.StringVar(&o.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+}
+
+// complete checks the parsed flags and fills the Lease's namespace.
+func (o *clusterOptions) complete(getenv func(string) string) error {
+	if err := o.logLevel.UnmarshalText([]byte(o.level)); err != nil {
+		return usagef("--log-level: %q is not one of debug, info, warn, error", o.level)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return usagef("--log-format: %q is not text or json", o.logFormat)
+	}
+	if o.namespace == "" {
+		b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace") // none out of a pod
+		o.namespace = cmp.Or(getenv("POD_NAMESPACE"), strings.TrimSpace(string(b)), "kube-system")
+	}
+	return nil
 }
 
 // parseApproverFlags parses the approver's args; -h prints usage to out and returns pflag.ErrHelp.
@@ -46,16 +80,8 @@ func parseApproverFlags(args []string, getenv func(string) string, out io.Writer
 	o := &approverOptions{}
 	fs := pflag.NewFlagSet("nodeaddr approver", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var level string
-	fs.StringVar(&o.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "kubeconfig file (env KUBECONFIG); in-cluster configuration when empty")
-	fs.BoolVar(&o.leaderElect, "leader-elect", true, "decide only while holding the leader Lease (run several replicas, one decides)")
-	fs.StringVar(&o.namespace, "leader-election-namespace", "", "namespace of the leader Lease (default: env POD_NAMESPACE, else the pod's namespace, else kube-system)")
-	fs.StringVar(&o.leaseName, "leader-election-id", "nodeaddr-approver", "name of the leader Lease")
+	o.define(fs, getenv, "nodeaddr-approver", ":9813")
 	policy := rules.PolicyFlags(fs)
-	fs.StringVar(&o.bindAddr, "bind-address", ":9813", "address of /healthz, /readyz and /metrics (plain HTTP; \"0\" disables)")
-	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	help := fs.BoolP("help", "h", false, "show this help")
 	if err := fs.Parse(args); err != nil {
 		return nil, usagef("%v", err)
@@ -71,17 +97,7 @@ func parseApproverFlags(args []string, getenv func(string) string, out io.Writer
 	if o.policy, o.serviceCIDRs, err = policy(); err != nil {
 		return nil, usagef("%v", err)
 	}
-	if err := o.logLevel.UnmarshalText([]byte(level)); err != nil {
-		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", level)
-	}
-	if o.logFormat != "text" && o.logFormat != "json" {
-		return nil, usagef("--log-format: %q is not text or json", o.logFormat)
-	}
-	if o.namespace == "" {
-		b, _ := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace") // none out of a pod
-		o.namespace = cmp.Or(getenv("POD_NAMESPACE"), strings.TrimSpace(string(b)), "kube-system")
-	}
-	return o, nil
+	return o, o.complete(getenv)
 }
 
 // runApprover is `nodeaddr approver`: exit code 0 ok, 1 runtime failure, 2 usage.
@@ -118,11 +134,57 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	}
 	reg := metrics.NewRegistry(prometheus.Labels{"version": version, "revision": revision, "component": "approver"})
 	m := csrapproval.NewMetrics(reg)
+	return o.runElected(ctx, log, elected{name: "approver", registry: reg, leader: m.Leader, lease: api.Lease(o.namespace, o.leaseName),
+		start: func(ctx, parent context.Context) (electedController, func(), error) {
+			// At install the API server may not answer yet (the `kubernetes` Service's ClusterIP
+			// before kube-proxy programs it): wait for it, serving /healthz, not ready.
+			src, err := api.WaitSource(ctx, log)
+			if err != nil {
+				return nil, nil, err
+			}
+			b := record.NewBroadcaster(record.WithContext(parent), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
+			b.StartRecordingToSink(api.EventSink())
+			ctrl, err := csrapproval.NewController(csrapproval.Config{
+				Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
+				Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.ApproverEventComponent}),
+			})
+			if err != nil {
+				b.Shutdown()
+				return nil, nil, err
+			}
+			log.Info("nodeaddr approver starting", "version", version, "revision", revision, "leader_elect", o.leaderElect,
+				"lease", o.namespace+"/"+o.leaseName, "service_cidr_objects", src.ServiceCIDRs != nil, "service_cidrs", fmt.Sprint(o.serviceCIDRs),
+				"allowed_dns_suffixes", fmt.Sprint(o.policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.policy.IPPrefixes),
+				"bind_address", o.bindAddr)
+			return ctrl, b.Shutdown, nil
+		}})
+}
+
+// electedController is what runElected runs while it leads.
+type electedController interface {
+	Run(ctx context.Context) error
+	Ready() error
+}
+
+// elected is a cluster-side command for runElected.
+type elected struct {
+	name     string // the command, in log messages
+	registry *prometheus.Registry
+	leader   prometheus.Gauge // 1 while leading
+	lease    leader.LeaseClient
+	// start builds the controller (ctx ends with the run, parent with the process); the function it
+	// returns is called when the run ends.
+	start func(ctx, parent context.Context) (electedController, func(), error)
+}
+
+// runElected serves /healthz, /readyz and /metrics on --bind-address, starts e's controller and
+// runs it while holding the leader Lease (always with --leader-elect=false).
+func (o *clusterOptions) runElected(ctx context.Context, log *slog.Logger, e elected) error {
 	parent := ctx // the process's: SIGTERM ends it
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		started atomic.Pointer[csrapproval.Controller] // once the API server has answered
+		started atomic.Pointer[electedController] // once the API server has answered
 		leading atomic.Bool
 	)
 	ready := func() error {
@@ -133,7 +195,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		case !leading.Load():
 			return nil // a standby is ready: it decides nothing until it leads
 		}
-		return ctrl.Ready()
+		return (*ctrl).Ready()
 	}
 	if metrics.Enabled(o.bindAddr) {
 		ln, err := net.Listen("tcp", o.bindAddr)
@@ -144,46 +206,31 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 		mux := http.NewServeMux()
 		mux.Handle("/healthz", metrics.Probe(nil))
 		mux.Handle("/readyz", metrics.Probe(ready))
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(e.registry, promhttp.HandlerOpts{}))
 		srv := metrics.NewHTTPServer(mux)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("approver listener failed", "err", err)
+				log.Error(e.name+" listener failed", "err", err)
 				cancel()
 			}
 		}()
 		defer srv.Close()
 	}
-	// At install the API server may not answer yet (the `kubernetes` Service's ClusterIP before
-	// kube-proxy programs it): wait for it, serving /healthz, not ready.
-	src, err := api.WaitSource(ctx, log)
+	ctrl, stop, err := e.start(ctx, parent)
 	if err != nil && parent.Err() != nil {
-		log.Info("nodeaddr approver stopped while waiting for the API server", "err", err)
+		log.Info("nodeaddr "+e.name+" stopped while waiting for the API server", "err", err)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	b := record.NewBroadcaster(record.WithContext(parent), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
-	b.StartRecordingToSink(api.EventSink())
-	defer b.Shutdown()
-	ctrl, err := csrapproval.NewController(csrapproval.Config{
-		Source: src, Metrics: m, Logger: log, Policy: o.policy, ServiceCIDRs: o.serviceCIDRs,
-		Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.ApproverEventComponent}),
-	})
-	if err != nil {
-		return err
-	}
-	started.Store(ctrl)
-	log.Info("nodeaddr approver starting", "version", version, "revision", revision, "leader_elect", o.leaderElect,
-		"lease", o.namespace+"/"+o.leaseName, "service_cidr_objects", src.ServiceCIDRs != nil, "service_cidrs", fmt.Sprint(o.serviceCIDRs),
-		"allowed_dns_suffixes", fmt.Sprint(o.policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.policy.IPPrefixes),
-		"bind_address", o.bindAddr)
+	defer stop()
+	started.Store(&ctrl)
 	var runErr error
 	lead := func(ctx context.Context) {
 		leading.Store(true)
-		m.Leader.Set(1)
-		defer m.Leader.Set(0)
+		e.leader.Set(1)
+		defer e.leader.Set(0)
 		if runErr = ctrl.Run(ctx); runErr != nil {
 			cancel()
 		}
@@ -196,8 +243,8 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e := &csrapproval.Elector{Client: api.Lease(o.namespace, o.leaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
-	if err := e.Run(ctx, lead); err != nil {
+	el := &leader.Elector{Client: e.lease, Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
+	if err := el.Run(ctx, lead); err != nil {
 		return err // a replica that lost the Lease exits; its Deployment starts it afresh
 	}
 	return runErr
