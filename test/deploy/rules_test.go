@@ -174,9 +174,10 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// criticalAlerts are the alerts of a lost outcome: no agent runs, or a Node has no InternalIP.
+// criticalAlerts are the alerts of a lost outcome: no agent runs, a Node has no InternalIP, or two
+// Nodes list one address (the API server cannot tell which kubelet it reaches).
 // Every other alert is a warning.
-var criticalAlerts = map[string]bool{"NodeaddrAbsent": true, "NodeaddrNodeWithoutInternalIP": true}
+var criticalAlerts = map[string]bool{"NodeaddrAbsent": true, "NodeaddrNodeWithoutInternalIP": true, "NodeaddrNodeAddressConflict": true}
 
 // groupingRE matches an aggregation's `by (...)` and a vector match's `on (...)`.
 var groupingRE = regexp.MustCompile(`\b(by|on)\s*\(([^)]*)\)`)
