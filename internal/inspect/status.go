@@ -4,6 +4,7 @@
 package inspect
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -51,7 +52,9 @@ type NodeStatus struct {
 	Uninitialized bool         `json:"uninitialized"` // the cloud provider's uninitialized taint
 	Agent         *AgentPod    `json:"agent"`
 	LastWarning   *Warning     `json:"lastWarning"`
-	Attention     []string     `json:"attention"` // Attention* reasons
+	// Conflict is the conflict detector's message while the Node lists another Node's address.
+	Conflict  string   `json:"conflict,omitempty"`
+	Attention []string `json:"attention"` // Attention* reasons
 }
 
 var nodeKind = corev1.SchemeGroupVersion.WithKind("Node")
@@ -126,6 +129,9 @@ func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event) NodeS
 	}
 	if s.Uninitialized && len(s.InternalIPs)+len(s.ExternalIPs) == 0 {
 		s.Attention = append(s.Attention, AttentionTaintedWithoutAddresss)
+	}
+	if s.Conflict = conflictOf(node); s.Conflict != "" {
+		s.Attention = append(s.Attention, AttentionAddressConflict)
 	}
 	return s
 }
@@ -312,6 +318,7 @@ var statusColumns = []statusColumn{
 		return fmt.Sprintf("%s (%s ago, x%d): %s", s.LastWarning.Reason, Age(now.Sub(s.LastWarning.Time.Time)),
 			s.LastWarning.Count, s.LastWarning.Message)
 	}},
+	{"CONFLICT", 0, func(s NodeStatus, _ time.Time, _ bool) string { return cmp.Or(s.Conflict, none) }},
 }
 
 const none = "-"
