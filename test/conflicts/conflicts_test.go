@@ -142,6 +142,7 @@ func TestConflictDetectedMovedAndCleared(t *testing.T) {
 		a, n := w.detector.Metric("nodeaddr_conflicts_addresses"), w.detector.Metric("nodeaddr_conflicts_nodes")
 		return a == 1 && n == 2, fmt.Sprintf("addresses %v nodes %v", a, n)
 	})
+	checkConflictsGolden(t, w.detector)
 
 	// c and d swap addresses, one after the other, inside the window: a move.
 	w.renumber(t, "c", "192.0.2.3", "192.0.2.4")

@@ -73,6 +73,12 @@ func baseRuleMetrics(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The conflict detector's families (test/conflicts scrapes them), as the approver's.
+	conflicts, err := os.ReadFile(filepath.Join("testdata", "metrics-conflicts.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	approval = append(approval, conflicts...)
 	agent, err := os.ReadFile(goldenMetrics)
 	if err != nil {
 		t.Fatal(err)
