@@ -267,3 +267,29 @@ func TestDetectorAndAgentRights(t *testing.T) {
 		t.Errorf("Node a changed: labels %v taints %v condition %v", n.Labels, n.Spec.Taints, condition(n))
 	}
 }
+
+// A NotReady Node (its kubelet gone) still lists the address DHCP gave a new node: both are marked,
+// the new Node with the reason that names the stale one; deleting the stale Node clears it.
+func TestStaleNode(t *testing.T) {
+	w := newWorld(t)
+	w.node(t, "old", "192.0.2.50")
+	n := w.cp.Node(t, "old")
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+		Message: "Kubelet stopped posting node status.", LastHeartbeatTime: now, LastTransitionTime: now}}
+	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String())
+	w.node(t, "new", "192.0.2.50")
+	w.waitCondition(t, "new", corev1.ConditionTrue, "AddressListedByNotReadyNode", "192.0.2.50 is also listed by Node old (NotReady)")
+	w.waitCondition(t, "old", corev1.ConditionTrue, reasonAnother, "192.0.2.50 is also listed by Node new")
+	if err := w.cp.Admin.CoreV1().Nodes().Delete(context.Background(), "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCondition(t, "new", corev1.ConditionFalse, reasonNone, "")
+	// Nothing but the condition changed on the new Node.
+	if a := w.cp.Node(t, "new").Status.Addresses; len(a) != 2 || a[0].Address != "192.0.2.50" {
+		t.Errorf("the new Node's addresses changed: %v", a)
+	}
+}
