@@ -18,7 +18,7 @@ GO_BUILD = CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VE
 # Where kube-apiserver and etcd are cached between runs (ignored by git).
 export NODEADDR_CACHE_DIR ?= $(CURDIR)/test/.cache
 
-.PHONY: all help build image version generate test deps unit e2e e2e-bins matrix-bins test-node lint lint-workflows run bench bench-5000 bench-5000-flowschema bench-5000-outage bench-debounce soak fuzz clean release release-tools
+.PHONY: all help build image version generate test deps unit e2e e2e-bins matrix-bins test-node test-cluster lint lint-workflows run bench bench-5000 bench-5000-flowschema bench-5000-outage bench-debounce soak fuzz clean release release-tools
 
 all: build
 
@@ -140,6 +140,12 @@ test-node: e2e-bins
 	cd test && go run ./cmd/buildbins -older-node
 	cd test && go test -count=1 -p 1 -timeout 20m -v ./node/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/test-node.log \
 	  | grep -E '^(--- |    --- |ok |FAIL|PASS$$|real node scenarios|  (PASS|FAIL|SKIP) )'
+
+## test-cluster: only the two-node cluster (two real nodes in network namespaces on one LAN whose
+## DHCP server renumbers node B, flannel between them); ends with the renumbering table
+test-cluster: e2e-bins
+	cd test && go test -count=1 -p 1 -timeout 30m -v ./cluster/ 2>&1 | tee $(NODEADDR_CACHE_DIR)/test-cluster.log \
+	  | grep -E '^(--- |    --- |ok |FAIL|PASS$$|\| |.*renumbering of node B)'
 
 ## e2e-bins: build (once) kube-apiserver, etcd and the real node's components, with progress
 e2e-bins:

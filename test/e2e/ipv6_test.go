@@ -478,7 +478,7 @@ func (m *addrMonitor) wait(s string) {
 }
 
 // A dual-stack node on one link: its IPv4 address from a DHCP server (dnsmasq, dhclient with
-// dhcpScript), its IPv6 address by SLAAC from a router (radvd). The DHCP lease changes while the
+// harness.DHCPClientScript), its IPv6 address by SLAAC from a router (radvd). The DHCP lease changes while the
 // router renumbers (make-before-break), either inside the renumbering (between the new prefix's
 // announcement and the old one's deprecation) or at the same moment as the deprecation. Every list
 // the Node shows keeps the primary family first (IPv4 on a Node that had none, IPv6 on a Node whose
@@ -521,7 +521,7 @@ func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
 			e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
 			d := &dhcp{e: e, dir: harness.AgentDir(t), mac: nodeMAC, dnsmasq: dnsmasq, dhclient: dhclient}
 			d.script = filepath.Join(d.dir, "dhclient-script")
-			if err := os.WriteFile(d.script, []byte(dhcpScript), 0o755); err != nil {
+			if err := os.WriteFile(d.script, []byte(harness.DHCPClientScript), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			d.srv = d.serve(old4)

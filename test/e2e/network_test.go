@@ -60,22 +60,6 @@ func background(t *testing.T, name string, cmd *exec.Cmd) *daemon {
 	return d
 }
 
-// dhcpScript is the client's hook: like Debian's dhclient-script it flushes the old lease's
-// address before adding the new one (break-before-make), and it never touches /etc/resolv.conf.
-const dhcpScript = `#!/bin/sh
-case "$reason" in
-PREINIT) ip link set dev "$interface" up ;;
-BOUND|RENEW|REBIND|REBOOT)
-  if [ "$old_ip_address" != "$new_ip_address" ] || [ "$reason" = BOUND ] || [ "$reason" = REBOOT ]; then
-    ip -4 addr flush dev "$interface"
-    ip addr add "$new_ip_address/$new_subnet_mask" dev "$interface"
-  fi
-  for r in $new_routers; do ip route replace default via "$r" dev "$interface"; break; done ;;
-EXPIRE|FAIL|RELEASE|STOP) ip -4 addr flush dev "$interface" ;;
-esac
-exit 0
-`
-
 // A real DHCP client renumbered by a real DHCP server: the Node ends with the new address, and the
 // agent never wrote an empty or intermediate list.
 func TestDHCPRenumbering(t *testing.T) {
@@ -93,7 +77,7 @@ func TestDHCPRenumbering(t *testing.T) {
 }
 
 // dhcp is the DHCP scenario's world: dnsmasq in the router namespace serving one reservation for
-// eth0's MAC, dhclient with dhcpScript on eth0.
+// eth0's MAC, dhclient with harness.DHCPClientScript on eth0.
 type dhcp struct {
 	e                 *env
 	dir, script, mac  string
@@ -110,7 +94,7 @@ func (e *env) startDHCP(dnsmasq, dhclient string) *dhcp {
 	e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
 	d := &dhcp{e: e, dir: harness.AgentDir(e.t), mac: linkMAC(e.t, e.ns, "eth0"), dnsmasq: dnsmasq, dhclient: dhclient}
 	d.script = filepath.Join(d.dir, "dhclient-script")
-	if err := os.WriteFile(d.script, []byte(dhcpScript), 0o755); err != nil {
+	if err := os.WriteFile(d.script, []byte(harness.DHCPClientScript), 0o755); err != nil {
 		e.t.Fatal(err)
 	}
 	d.srv = d.serve("192.0.2.50")

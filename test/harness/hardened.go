@@ -41,6 +41,13 @@ type ClusterOptions struct {
 	// ServeKubernetesService its IPv4 endpoint), the node's CNI gives every pod an address from
 	// PodCIDR6 too (routing ServiceCIDR6 through PodGateway6), and kube-proxy knows both pod ranges.
 	DualStack bool
+	// Nodes names more Nodes that may join besides the cluster's Name (StartNode with
+	// NodeOptions.Name): each gets its own kubelet token, as system:node:NAME in system:nodes.
+	Nodes []string
+	// ClusterCIDR, if set, makes kube-controller-manager allocate each Node a /24 pod CIDR from it
+	// (its node-ipam controller, as kubeadm sets it up for flannel), and is kube-proxy's
+	// --cluster-cidr. Empty: no pod CIDRs; every node's pods come from 10.244.0.0/24 (cniConfig).
+	ClusterCIDR string
 }
 
 // The IPv6 networks of a DualStack cluster (unique local addresses, inside the node's namespace).

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,7 +34,7 @@ func (n *RealNode) StartKubeProxy() *KubeProxy {
 	nft := Tool(t, "nft", "nftables")
 	kc := writeKubeconfig(t, filepath.Join(n.Dir, "kube-proxy.kubeconfig"),
 		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeProxyToken, n.C.CP.CAFile)
-	clusterCIDR := "10.244.0.0/24"
+	clusterCIDR := cmp.Or(n.C.Options.ClusterCIDR, "10.244.0.0/24")
 	if n.C.Options.DualStack {
 		clusterCIDR += "," + PodCIDR6
 	}

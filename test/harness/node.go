@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -36,6 +37,12 @@ type RealNode struct {
 
 // NodeOptions shape the kubelet.
 type NodeOptions struct {
+	// Name is the Node's name: the cluster's Name if empty, else one of ClusterOptions.Nodes.
+	Name string
+	// PodNetwork "flannel" starts the node with no CNI configuration: flannel writes its subnet
+	// file once it runs on the node, and WriteFlannelCNI writes what flannel's CNI plugin would
+	// (the node stays NotReady until then). Empty: cniConfig's bridge, written at start.
+	PodNetwork string
 	// KubeletArgs are extra kubelet flags (e.g. --node-ip).
 	KubeletArgs []string
 	// NoCloudProvider starts the kubelet without --cloud-provider=external.
@@ -66,7 +73,11 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: c.Name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath}
+	name := cmp.Or(o.Name, c.Name)
+	if c.KubeletTokens[name] == "" {
+		t.Fatalf("Node %s has no kubelet token: name it in ClusterOptions.Nodes", name)
+	}
+	n := &RealNode{T: t, C: c, NS: ns, Dir: dir, Name: name, id: filepath.Base(dir), registryConfigPath: o.RegistryConfigPath}
 	n.Socket = filepath.Join(dir, "c.sock")
 	t.Cleanup(n.teardown)
 	n.RecordNetns(ns.Name)
@@ -76,7 +87,7 @@ func (c *NodeCluster) StartNode(ns *Netns, o NodeOptions) *RealNode {
 	if c.egress != nil {
 		c.egress.setNode(ns)
 	}
-	n.startContainerd()
+	n.startContainerd(o.PodNetwork == "")
 	pause := filepath.Join(dir, "pause.tar")
 	if err := WriteImage(pause, PauseImage, c.Bins.Pause, "/pause", PauseUser, []string{"/pause"}); err != nil {
 		t.Fatal(err)
@@ -123,15 +134,15 @@ func (n *RealNode) nsenter(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func (n *RealNode) startContainerd() {
+func (n *RealNode) startContainerd(withCNI bool) {
 	t := n.T
 	t.Helper()
 	cfg := filepath.Join(n.Dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(n.containerdConfig()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(n.Dir, "net.d", "10-node.conflist"), []byte(n.cniConfig()), 0o644); err != nil {
-		t.Fatal(err)
+	if withCNI {
+		n.writeCNI(n.cniConfig())
 	}
 	p, err := startLogged(n.nsenter(n.C.Bins.Containerd, "--config", cfg), filepath.Join(n.Dir, "containerd.log"))
 	if err != nil {
@@ -205,6 +216,14 @@ func (n *RealNode) registryConfig() string {
 	return fmt.Sprintf("  [plugins.'io.containerd.cri.v1.images'.registry]\n    config_path = %q\n", n.registryConfigPath)
 }
 
+// writeCNI writes the node's CNI configuration; containerd watches the directory, so a node
+// started without one becomes Ready once it is written.
+func (n *RealNode) writeCNI(conflist string) {
+	if err := os.WriteFile(filepath.Join(n.Dir, "net.d", "10-node.conflist"), []byte(conflist), 0o644); err != nil {
+		n.T.Fatal(err)
+	}
+}
+
 func (n *RealNode) runcRoot() string { return filepath.Join(n.Dir, "runc") }
 
 // cniNetwork names this node's pod network; libcni keeps its cache under /var/lib/cni/results
@@ -246,9 +265,11 @@ func (n *RealNode) startKubelet(o NodeOptions) {
 	}
 	makeCgroups(n.id)
 	kc := writeKubeconfig(t, filepath.Join(n.Dir, "kubelet.kubeconfig"),
-		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeletToken, n.C.CP.CAFile)
+		fmt.Sprintf("https://127.0.0.1:%d", n.C.CP.Port), n.C.KubeletTokens[n.Name], n.C.CP.CAFile)
+	// --cert-dir is not under --root-dir by default (/var/lib/kubelet/pki): two nodes on one
+	// machine would share, and swap, their serving certificates.
 	args := []string{"--config=" + cfg, "--kubeconfig=" + kc, "--root-dir=" + root,
-		"--hostname-override=" + n.Name, "--v=2"}
+		"--cert-dir=" + filepath.Join(n.Dir, "pki"), "--hostname-override=" + n.Name, "--v=2"}
 	if !o.NoCloudProvider {
 		args = append(args, "--cloud-provider=external")
 	}

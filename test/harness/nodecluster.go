@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +32,12 @@ type NodeCluster struct {
 	// Version is the release of every Kubernetes component: kube-apiserver, kube-controller-manager,
 	// kube-scheduler and the kubelet (KubernetesVersion, or an older one of NodeVersions).
 	Version string
-	// Name is the Node's name; KubeletToken authenticates its kubelet, KubeProxyToken kube-proxy
-	// (system:kube-proxy, bound to system:node-proxier by the default RBAC).
+	// Name is the (first) Node's name; KubeletToken authenticates its kubelet, KubeProxyToken
+	// kube-proxy (system:kube-proxy, bound to system:node-proxier by the default RBAC).
 	Name, KubeletToken, KubeProxyToken string
-	Options                            ClusterOptions
+	// KubeletTokens is every Node's kubelet token by name: Name's and Options.Nodes'.
+	KubeletTokens map[string]string
+	Options       ClusterOptions
 	// SignerFile is the CA kube-controller-manager signs CSRs with.
 	SignerFile string
 
@@ -91,12 +94,15 @@ func StartNodeClusterWith(t testing.TB, name, version string, o ClusterOptions) 
 	}
 	c := &NodeCluster{T: t, CP: cp, Bins: nb, Version: version, Name: name, Options: o}
 	tokens := map[string]string{}
-	for user, group := range map[string]string{
-		"system:node:" + name:            "system:nodes",
+	users := map[string]string{
 		"system:kube-controller-manager": "",
 		"system:kube-scheduler":          "",
 		"system:kube-proxy":              "",
-	} {
+	}
+	for _, n := range append([]string{name}, o.Nodes...) {
+		users["system:node:"+n] = "system:nodes"
+	}
+	for user, group := range users {
 		var groups []string
 		if group != "" {
 			groups = append(groups, group)
@@ -106,6 +112,10 @@ func StartNodeClusterWith(t testing.TB, name, version string, o ClusterOptions) 
 		}
 	}
 	c.KubeletToken = tokens["system:node:"+name]
+	c.KubeletTokens = map[string]string{}
+	for _, n := range append([]string{name}, o.Nodes...) {
+		c.KubeletTokens[n] = tokens["system:node:"+n]
+	}
 	c.KubeProxyToken = tokens["system:kube-proxy"]
 	signer, signerKey, err := writeSigningCA(cp.Dir)
 	if err != nil {
@@ -130,14 +140,19 @@ func StartNodeClusterWith(t testing.TB, name, version string, o ClusterOptions) 
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", cp.Port)
 	kcmConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "kcm.kubeconfig"), server, tokens["system:kube-controller-manager"], cp.CAFile)
-	c.kcm = c.start("kube-controller-manager", exec.Command(nb.ControllerManager,
-		"--kubeconfig="+kcmConfig, "--secure-port=0", "--leader-elect=false",
+	controllers, ipam := NodeControllers, []string(nil)
+	if o.ClusterCIDR != "" {
+		controllers = append(slices.Clone(controllers), "node-ipam-controller")
+		ipam = []string{"--allocate-node-cidrs=true", "--cluster-cidr=" + o.ClusterCIDR, "--node-cidr-mask-size=24"}
+	}
+	c.kcm = c.start("kube-controller-manager", exec.Command(nb.ControllerManager, append([]string{
+		"--kubeconfig=" + kcmConfig, "--secure-port=0", "--leader-elect=false",
 		"--use-service-account-credentials=true",
-		"--controllers="+strings.Join(NodeControllers, ","),
-		"--root-ca-file="+cp.CAFile,
-		"--service-account-private-key-file="+filepath.Join(cp.Dir, "sa.key"),
-		"--cluster-signing-cert-file="+signer, "--cluster-signing-key-file="+signerKey,
-		"--node-monitor-grace-period=40s", "--v=1"))
+		"--controllers=" + strings.Join(controllers, ","),
+		"--root-ca-file=" + cp.CAFile,
+		"--service-account-private-key-file=" + filepath.Join(cp.Dir, "sa.key"),
+		"--cluster-signing-cert-file=" + signer, "--cluster-signing-key-file=" + signerKey,
+		"--node-monitor-grace-period=40s", "--v=1"}, ipam...)...))
 	schedConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "scheduler.kubeconfig"), server, tokens["system:kube-scheduler"], cp.CAFile)
 	c.scheduler = c.start("kube-scheduler", exec.Command(nb.Scheduler,
 		"--kubeconfig="+schedConfig, "--secure-port=0", "--leader-elect=false", "--v=1"))

@@ -29,16 +29,53 @@ func (n *RealNode) ServeKubernetesService() string {
 	t.Helper()
 	port := n.C.CP.Port
 	n.NS.RelayAt(net.JoinHostPort(PodGateway, strconv.Itoa(port)), fmt.Sprintf("127.0.0.1:%d", port))
+	n.C.publishAPIServer(PodGateway)
+	return PodGateway
+}
+
+// publishAPIServer creates the kubernetes Service's EndpointSlice with the one address addr.
+func (c *NodeCluster) publishAPIServer(addr string) {
+	t := c.T
+	t.Helper()
 	ready := true
-	name, proto, p := "https", corev1.ProtocolTCP, int32(port)
-	_, err := n.C.CP.Admin.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(context.Background(), &discoveryv1.EndpointSlice{
+	name, proto, p := "https", corev1.ProtocolTCP, int32(c.CP.Port)
+	_, err := c.CP.Admin.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(context.Background(), &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{PodGateway}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: &name, Protocol: &proto, Port: &p}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("the kubernetes Service's EndpointSlice: %v", err)
 	}
-	return PodGateway
+}
+
+// LocalAPIServer is the kubernetes Service's endpoint in a cluster of several nodes: an address on
+// every node's loopback where a relay to the API server listens, as a node-local load balancer in
+// front of the API servers does (k3s's and RKE2's agents run one). Each node's pods reach it
+// through their own node, so no path crosses the LAN or depends on an address a renumbering moves.
+const LocalAPIServer = "198.51.100.1"
+
+// ServeAPIServerLocally adds LocalAPIServer to the node's loopback with the relay behind it; once
+// every node serves it, PublishLocalAPIServer makes it the kubernetes Service's endpoint.
+func (n *RealNode) ServeAPIServerLocally() {
+	n.T.Helper()
+	n.NS.IP("addr", "add", LocalAPIServer+"/32", "dev", "lo")
+	port := n.C.CP.Port
+	n.NS.RelayAt(net.JoinHostPort(LocalAPIServer, strconv.Itoa(port)), fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// PublishLocalAPIServer writes the kubernetes Service's EndpointSlice with LocalAPIServer.
+func (c *NodeCluster) PublishLocalAPIServer() {
+	c.T.Helper()
+	c.publishAPIServer(LocalAPIServer)
+}
+
+// ReachKubeletsFrom makes the API server dial kubelets (logs, exec, port-forward) from inside ns,
+// a namespace on the nodes' LAN, instead of the last node's own (a hardened cluster only).
+func (c *NodeCluster) ReachKubeletsFrom(ns *Netns) {
+	if c.egress == nil {
+		c.T.Fatal("ReachKubeletsFrom needs a hardened cluster (the egress proxy)")
+	}
+	c.egress.setNode(ns)
 }

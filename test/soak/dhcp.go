@@ -19,23 +19,6 @@ import (
 // address and the routes from the kernel like every other.
 var dhcpUplink = uplink{dev: "eth2", prefix: "100.64.0.", gw: "100.64.0.1", metric: 300}
 
-// dhcpScript is dhclient's hook: like Debian's dhclient-script it flushes the old lease's address
-// before adding the new one (break-before-make); it adds the default route of metric 300 and never
-// touches /etc/resolv.conf.
-const dhcpScript = `#!/bin/sh
-case "$reason" in
-PREINIT) ip link set dev "$interface" up ;;
-BOUND|RENEW|REBIND|REBOOT)
-  if [ "$old_ip_address" != "$new_ip_address" ] || [ "$reason" = BOUND ] || [ "$reason" = REBOOT ]; then
-    ip -4 addr flush dev "$interface"
-    ip addr add "$new_ip_address/$new_subnet_mask" dev "$interface"
-  fi
-  for r in $new_routers; do ip route replace default via "$r" dev "$interface" metric 300; break; done ;;
-EXPIRE|FAIL|RELEASE|STOP) ip -4 addr flush dev "$interface" ;;
-esac
-exit 0
-`
-
 // dhcp runs the server and the client of the DHCP uplink.
 type dhcp struct {
 	s                  *soak
@@ -57,7 +40,7 @@ func (s *soak) startDHCP() {
 		t.Fatalf("%s's MAC: %v", u.dev, err)
 	}
 	d.mac = strings.TrimSpace(string(out))
-	if err := os.WriteFile(filepath.Join(d.dir, "dhclient-script"), []byte(dhcpScript), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, "dhclient-script"), []byte(harness.DHCPClientScript), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.server.kill(); d.client.kill() })
@@ -83,9 +66,11 @@ func (d *dhcp) serve(ip string) {
 }
 
 func (d *dhcp) startClient() {
-	d.client = background("dhclient", d.s.w.ns.Exec(d.dhclient, "-d", "-4", "-sf",
+	cmd := d.s.w.ns.Exec(d.dhclient, "-d", "-4", "-sf",
 		filepath.Join(d.dir, "dhclient-script"), "-lf", filepath.Join(d.dir, "dhclient.leases"),
-		"-pf", filepath.Join(d.dir, "dhclient.pid"), dhcpUplink.dev))
+		"-pf", filepath.Join(d.dir, "dhclient.pid"), dhcpUplink.dev)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("DHCP_METRIC=%d", dhcpUplink.metric))
+	d.client = background("dhclient", cmd)
 }
 
 // waitLease waits until the reserved address is on the uplink.

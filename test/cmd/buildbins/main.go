@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	node := flag.Bool("node", true, "also build the real node's components (test/node)")
+	node := flag.Bool("node", true, "also build the real node's components (test/node) and flanneld (test/cluster)")
 	matrix := flag.Bool("matrix", false, "build the older kube-apiservers and policy type checkers of harness.MatrixVersions and the older releases' node components of harness.NodeVersions (instead of the newest node's components)")
 	olderNode := flag.Bool("older-node", false, "build only the older releases' kube-apiserver and node components of harness.NodeVersions (instead of the newest node's components)")
 	release := flag.Bool("release", false, "first build what the release rehearsal (test/release/rehearsal) needs: cosign, cyclonedx-gomod, the registry and helm")
@@ -62,8 +62,10 @@ func main() {
 	case *node:
 		nb, err := harness.BuildNode(os.Stderr)
 		check(err)
-		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s, %s, %s, %s\n",
-			nb.Kubelet, nb.ControllerManager, nb.Scheduler, nb.Containerd, nb.Runc, nb.CNIDir, nb.Pause)
+		fl, err := harness.BuildFlannel(os.Stderr)
+		check(err)
+		fmt.Fprintf(os.Stderr, "buildbins: ready: %s, %s, %s, %s, %s, %s, %s, %s\n",
+			nb.Kubelet, nb.ControllerManager, nb.Scheduler, nb.Containerd, nb.Runc, nb.CNIDir, nb.Pause, fl)
 	}
 }
 

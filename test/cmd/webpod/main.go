@@ -1,10 +1,12 @@
 // Command webpod is the real node's ordinary pod (test/node): `webpod serve` logs a line every
 // second and answers HTTP on :8080 with its hostname; `webpod echo WORDS...` prints WORDS and exits,
-// for kubectl exec. Built static and imported into containerd (nothing can be pulled in the suite).
+// for kubectl exec; `webpod get URL` prints URL's body (one try, 5 s), for pod-to-pod checks;
+// `webpod env NAME` prints the environment variable NAME (downward-API values). Built static and imported into containerd (nothing can be pulled in the suite).
 package main
 
 import (
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -15,6 +17,22 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "echo" {
 		fmt.Println(strings.Join(os.Args[2:], " "))
+		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "env" {
+		fmt.Println(os.Getenv(os.Args[2]))
+		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "get" {
+		c := &http.Client{Timeout: 5 * time.Second}
+		resp, err := c.Get(os.Args[2])
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if _, err := io.Copy(os.Stdout, resp.Body); err != nil {
+			log.Fatal(err)
+		}
 		return
 	}
 	host, _ := os.Hostname()
