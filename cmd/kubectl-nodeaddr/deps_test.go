@@ -17,7 +17,7 @@ func TestPortableImports(t *testing.T) {
 	}
 	const module = "github.com/nodeaddr/nodeaddr/"
 	allowed := []string{module + "cmd/kubectl-nodeaddr", module + "internal/csrapproval/rules", module + "internal/inspect", module + "internal/vocab",
-		module + "resolver/explanation"}
+		module + "internal/nodeindex", module + "resolver/explanation"}
 	var own []string
 	for _, p := range strings.Fields(string(out)) {
 		if strings.HasPrefix(p, module) {

@@ -55,7 +55,7 @@ func TestOutputFormats(t *testing.T) {
 		{[]string{"status", "--no-headers", "-o", "custom-columns=NODE:.node,READY:.agent.ready"}, "node-a  true\nnode-b  true\nnode-c  <none>\n", 0},
 		{[]string{"status", "-o", "custom-columns-file=" + file("columns", "NODE   ATTENTION\n.node  .attention[*]\n")},
 			"NODE    ATTENTION\nnode-a  <none>\nnode-b  <none>\nnode-c  no-agent\n", 0},
-		{[]string{"status", "-o", "wide", "--no-headers", "node-b"}, "  node-b  10.0.0.3  <none>  -  -  no  kube-system/nodeaddr-b  yes  0  0.2.0  -\n", 0},
+		{[]string{"status", "-o", "wide", "--no-headers", "node-b"}, "  node-b  10.0.0.3  <none>  -  -  no  kube-system/nodeaddr-b  yes  0  0.2.0  -  -\n", 0},
 
 		{[]string{"stale", "--kubelet-certs=false", "-o", "name"}, "pod/nodeaddr-a\n", 1},
 		// stale's example: the fix commands.

@@ -284,8 +284,16 @@ func TestDocsFlagsTable(t *testing.T) {
 	if len(approver) < 5 {
 		t.Fatalf("only %d flags read from nodeaddr approver --help:\n%s", len(approver), usage.String())
 	}
-	for _, e := range checkFlagTable(docSection(page, "The approver: `nodeaddr approver`"), approver) {
-		t.Errorf("docs/configuration.md, \"The approver\": %s", e)
+	cluster := docRead(t, "docs/cluster.md")
+	for _, e := range checkFlagTable(docSection(cluster, "The approver: `nodeaddr approver`"), approver) {
+		t.Errorf("docs/cluster.md, \"The approver\": %s", e)
+	}
+	usage.Reset()
+	if code := run(t.Context(), []string{"conflicts", "--help"}, func(string) string { return "" }, &usage, io.Discard); code != 0 {
+		t.Fatalf("nodeaddr conflicts --help: exit %d", code)
+	}
+	for _, e := range checkFlagTable(docSection(cluster, "The conflict detector: `nodeaddr conflicts`"), docFlagsOfUsage(usage.String())) {
+		t.Errorf("docs/cluster.md, \"The conflict detector\": %s", e)
 	}
 }
 

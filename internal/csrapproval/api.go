@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/leader"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
@@ -45,6 +46,12 @@ func (a *API) Scheme() *runtime.Scheme { return a.scheme }
 
 // EventSink is where the approver's event recorder writes.
 func (a *API) EventSink() kube.EventSink { return a.events.EventSink() }
+
+// Lease is the client of the leader Lease namespace/name (internal/leader), writing as
+// vocab.ApproverFieldManager.
+func (a *API) Lease(namespace, name string) leader.LeaseClient {
+	return leader.NewLeaseClient(a.coord, namespace, name, vocab.ApproverFieldManager)
+}
 
 // NewAPI builds the clients on cfg over hc (nil: one of its own).
 func NewAPI(cfg *rest.Config, hc *http.Client) (*API, error) {

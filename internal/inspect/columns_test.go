@@ -25,19 +25,24 @@ var rows = []NodeStatus{
 	{Node: "node-b", InternalIPs: []string{}, ExternalIPs: []string{}, Writers: []Writer{}, Uninitialized: true,
 		LastWarning: &Warning{Reason: "ProvidedNodeIPNotFound", Message: "10.9.9.9 is not on the host", Time: *at(-2 * time.Hour), Count: 4},
 		Attention:   []string{AttentionNoAgent, AttentionTaintedWithoutAddresss}},
+	{Node: "vm-2", InternalIPs: []string{"10.0.2.15"}, ExternalIPs: []string{}, Writers: []Writer{{"nodeaddr", WriterNodeaddr}},
+		LastWrite: at(-5 * time.Minute), Agent: &AgentPod{"kube-system", "nodeaddr-y", true, 0, "0.1.0"},
+		Conflict: "10.0.2.15 is also listed by Node vm-1", Attention: []string{AttentionAddressConflict}},
 }
 
 func TestStatusTable(t *testing.T) {
 	want := `   NODE    INTERNAL-IP  EXTERNAL-IP  WRITERS   WRITTEN  TAINT  AGENT   WARNING
    node-a  10.0.0.1+1   <none>       nodeaddr  5m       no     0.1.0   -
 !  node-b  <none>       <none>       -         -        yes    <none>  ProvidedNodeIPNotFo…
+!  vm-2    10.0.2.15    <none>       nodeaddr  5m       no     0.1.0   -
 `
 	if got := render(StatusTable(rows, t0, false)); got != want {
 		t.Errorf("default table:\n%s\nwant:\n%s", got, want)
 	}
-	wantWide := `   NODE    INTERNAL-IP       EXTERNAL-IP  WRITERS   WRITTEN               TAINT  AGENT                   READY  RESTARTS  VERSION  WARNING
-   node-a  10.0.0.1,fd00::1  <none>       nodeaddr  2026-12-04T04:55:00Z  no     kube-system/nodeaddr-x  yes    0         0.1.0    -
-!  node-b  <none>            <none>       -         -                     yes    <none>                  -      -         -        ProvidedNodeIPNotFound (2h ago, x4): 10.9.9.9 is not on the host
+	wantWide := `   NODE    INTERNAL-IP       EXTERNAL-IP  WRITERS   WRITTEN               TAINT  AGENT                   READY  RESTARTS  VERSION  WARNING                                                           CONFLICT
+   node-a  10.0.0.1,fd00::1  <none>       nodeaddr  2026-12-04T04:55:00Z  no     kube-system/nodeaddr-x  yes    0         0.1.0    -                                                                 -
+!  node-b  <none>            <none>       -         -                     yes    <none>                  -      -         -        ProvidedNodeIPNotFound (2h ago, x4): 10.9.9.9 is not on the host  -
+!  vm-2    10.0.2.15         <none>       nodeaddr  2026-12-04T04:55:00Z  no     kube-system/nodeaddr-y  yes    0         0.1.0    -                                                                 10.0.2.15 is also listed by Node vm-1
 `
 	if got := render(StatusTable(rows, t0, true)); got != wantWide {
 		t.Errorf("wide table:\n%s\nwant:\n%s", got, wantWide)

@@ -47,7 +47,9 @@ type NodeStatus struct {
 	Uninitialized bool         `json:"uninitialized"` // the cloud provider's uninitialized taint
 	Agent         *AgentPod    `json:"agent"`
 	LastWarning   *Warning     `json:"lastWarning"`
-	Attention     []string     `json:"attention"` // Attention* reasons
+	// Conflict is the conflict detector's message while the Node lists another Node's address.
+	Conflict  string   `json:"conflict,omitempty"`
+	Attention []string `json:"attention"` // Attention* reasons
 }
 
 var nodeKind = corev1.SchemeGroupVersion.WithKind("Node")
@@ -122,6 +124,9 @@ func Status(node *corev1.Node, agents []corev1.Pod, events []corev1.Event) NodeS
 	}
 	if s.Uninitialized && len(s.InternalIPs)+len(s.ExternalIPs) == 0 {
 		s.Attention = append(s.Attention, AttentionTaintedWithoutAddresss)
+	}
+	if s.Conflict = conflictOf(node); s.Conflict != "" {
+		s.Attention = append(s.Attention, AttentionAddressConflict)
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -67,6 +68,7 @@ var statusColumns = []statusColumn{
 		return fmt.Sprintf("%s (%s ago, x%d): %s", s.LastWarning.Reason, Age(now.Sub(s.LastWarning.Time.Time)),
 			s.LastWarning.Count, s.LastWarning.Message)
 	}},
+	{"CONFLICT", 0, func(s NodeStatus, _ time.Time, _ bool) string { return cmp.Or(s.Conflict, none) }},
 }
 
 const none = "-"

@@ -14,6 +14,26 @@ const (
 	ApproverEventComponent = "nodeaddr-approver"
 	// ApprovalReason is the reason of the Approved condition the approver adds to a CSR.
 	ApprovalReason = "NodeaddrApproved"
+	// ConflictsFieldManager names the conflict detector's writes (its Node condition, its Lease).
+	ConflictsFieldManager = "nodeaddr-conflicts"
+	// ConflictsEventComponent is the source component of the conflict detector's Events.
+	ConflictsEventComponent = "nodeaddr-conflicts"
+)
+
+// The conflict detector's Node condition (`nodeaddr conflicts`, internal/conflicts): the only
+// condition it writes, and the only change of a Node its admission policy lets it make
+// (deploy/components/address-conflicts/policy.yaml names the same strings).
+const (
+	// ConditionAddressConflict is True while another Node lists one of this Node's addresses.
+	ConditionAddressConflict = "NodeAddressConflict"
+	// ConflictReasonAnotherNode: an address is also listed by another Node (a Ready one, or one
+	// without a Ready condition), or this Node is NotReady and a Ready Node lists its address.
+	ConflictReasonAnotherNode = "AddressListedByAnotherNode"
+	// ConflictReasonNotReadyNode: every other Node that lists one of this Node's addresses is
+	// NotReady (a stale Node: its agent gone, e.g. a DHCP lease handed to a new node).
+	ConflictReasonNotReadyNode = "AddressListedByNotReadyNode"
+	// ConflictReasonNone: the condition is False; no other Node lists an address of this Node.
+	ConflictReasonNone = "NoAddressConflict"
 )
 
 // The reasons of every Event nodeaddr records, stable CamelCase constants: alerts and runbooks
@@ -42,6 +62,11 @@ const (
 	ReasonCSRApproved = "KubeletServingCSRApproved"
 	// ReasonCSRPending (Warning, by the approver): a kubelet-serving CSR breaks a rule.
 	ReasonCSRPending = "KubeletServingCSRPending"
+	// ReasonAddressConflict (Warning, by the conflict detector): another Node lists an address of
+	// this Node; the message names it.
+	ReasonAddressConflict = "NodeAddressConflict"
+	// ReasonAddressConflictResolved (by the conflict detector): no other Node lists its addresses.
+	ReasonAddressConflictResolved = "NodeAddressConflictResolved"
 )
 
 // EventMessageLimit is the longest Event message nodeaddr writes (deploy/admission-policy.yaml).

@@ -293,17 +293,24 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onlyApprover := func(expr string) bool {
-		for _, m := range metricRE.FindAllString(expr, -1) {
-			if strings.Contains(string(approverMetrics), "# TYPE "+m+" ") && !strings.Contains(string(agentMetrics), "# TYPE "+m+" ") {
-				return true
-			}
-		}
-		return false
+	conflictsMetrics, err := os.ReadFile(filepath.Join("testdata", "metrics-conflicts.golden"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	only := func(golden []byte) func(expr string) bool {
+		return func(expr string) bool {
+			for _, m := range metricRE.FindAllString(expr, -1) {
+				if strings.Contains(string(golden), "# TYPE "+m+" ") && !strings.Contains(string(agentMetrics), "# TYPE "+m+" ") {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	onlyApprover, onlyConflicts := only(approverMetrics), only(conflictsMetrics)
 	check := func(what string, objs map[string]object, name string) {
 		t.Helper()
-		job, approverJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver")
+		job, approverJob, conflictsJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver"), scrapedJob(t, objs, name+"-conflicts")
 		pr, ok := objs["PrometheusRule/kube-system/"+name]
 		if !ok {
 			t.Fatalf("%s: no PrometheusRule %s", what, name)
@@ -323,6 +330,9 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 				if onlyApprover(r.Expr) {
 					want = approverJob
 					approverRules++
+				}
+				if onlyConflicts(r.Expr) {
+					want = conflictsJob
 				}
 				for _, m := range jobSelectorRE.FindAllStringSubmatch(r.Expr, -1) {
 					n++
@@ -344,6 +354,9 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 	}
 	if job := scrapedJob(t, renamed, "nodeaddr-na-approver"); job != "na-approver" {
 		t.Errorf("nameOverride=na: the approver's ServiceMonitor scrapes job %q, want na-approver", job)
+	}
+	if job := scrapedJob(t, renamed, "nodeaddr-na-conflicts"); job != "na-conflicts" {
+		t.Errorf("nameOverride=na: the conflict detector's ServiceMonitor scrapes job %q, want na-conflicts", job)
 	}
 	check("helm nameOverride=na", renamed, "nodeaddr-na")
 	check("helm fullnameOverride=addr", decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "fullnameOverride=addr")), "addr")

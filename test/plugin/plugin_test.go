@@ -430,11 +430,11 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status -o json: %s\nnodeaddr's status write in managedFields: %v", stdout, written)
 	}
 
-	// -o wide: every column in full (the agent pod's name, its readiness and restarts, the Warning's message).
+	// -o wide: every column in full (the agent pod's name, its readiness and restarts, the Warning's message, no conflict).
 	stdout, _, code = c.run(t, "status", "-o", "wide", "node-a", "node-c")
 	wideRows := fields(stdout)
-	if code != 0 || len(wideRows) != 3 || len(wideRows[1]) != 12 ||
-		strings.Join(wideRows[0], " ") != " NODE INTERNAL-IP EXTERNAL-IP WRITERS WRITTEN TAINT AGENT READY RESTARTS VERSION WARNING" ||
+	if code != 0 || len(wideRows) != 3 || len(wideRows[1]) != 13 || wideRows[1][12] != "-" ||
+		strings.Join(wideRows[0], " ") != " NODE INTERNAL-IP EXTERNAL-IP WRITERS WRITTEN TAINT AGENT READY RESTARTS VERSION WARNING CONFLICT" ||
 		!slices.Equal(wideRows[1][:5], []string{"", "node-a", "127.0.0.2", "<none>", "nodeaddr"}) ||
 		!slices.Equal(wideRows[1][6:11], []string{"no", "kube-system/nodeaddr-a", "yes", "2", "0.1.0"}) ||
 		!regexp.MustCompile(`^AddressesOverwritten \(\d+s ago, x1\): status.addresses reverted by kubelet$`).MatchString(wideRows[1][11]) ||

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodeaddr/nodeaddr/internal/nodeindex"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
@@ -44,23 +45,11 @@ type Cluster struct {
 	ServiceCIDRs   []*networkingv1.ServiceCIDR
 }
 
-// Node indexes.
-const (
-	indexIP   = "ip"   // Nodes by every IP in their status
-	indexName = "name" // Nodes by their name and DNS entries, lower case
-)
-
-// NodeIndexers are the indexes FactsFrom reads of Cluster.Nodes.
-func NodeIndexers() cache.Indexers { return cache.Indexers{indexIP: nodeIPs, indexName: nodeNames} }
+// NodeIndexers are the indexes FactsFrom reads of Cluster.Nodes (internal/nodeindex).
+func NodeIndexers() cache.Indexers { return nodeindex.Indexers() }
 
 // NodeIndex indexes listed Nodes as the approver's informer does.
-func NodeIndex(nodes []*corev1.Node) cache.Indexer {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, NodeIndexers())
-	for _, n := range nodes {
-		_ = idx.Add(n) // fails only when a Node has no name
-	}
-	return idx
-}
+func NodeIndex(nodes []*corev1.Node) cache.Indexer { return nodeindex.New(nodes) }
 
 // FactsFrom gathers what Decide needs about node from c, with the operator's policy p.
 func FactsFrom(node string, c Cluster, p Policy) Facts {
@@ -79,8 +68,8 @@ func FactsFrom(node string, c Cluster, p Policy) Facts {
 		}
 		return ""
 	}
-	f.OtherNodeWithIP = func(ip netip.Addr) string { return other(indexIP, ip.String()) }
-	f.OtherNodeWithName = func(name string) string { return other(indexName, name) }
+	f.OtherNodeWithIP = func(ip netip.Addr) string { return other(nodeindex.IP, ip.String()) }
+	f.OtherNodeWithName = func(name string) string { return other(nodeindex.Name, name) }
 	var apiServer []string
 	for _, s := range c.Services {
 		if s.Namespace == APIServerNamespace && s.Name == APIServerService {
@@ -107,37 +96,6 @@ func FactsFrom(node string, c Cluster, p Policy) Facts {
 		}
 	}
 	return f
-}
-
-// nodeIPs indexes a Node by every IP in its status, whatever its type.
-func nodeIPs(o any) ([]string, error) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return nil, nil
-	}
-	var out []string
-	for _, a := range n.Status.Addresses {
-		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out = append(out, ip.Unmap().String())
-		}
-	}
-	return out, nil
-}
-
-// nodeNames indexes a Node by its name and its Hostname, InternalDNS and ExternalDNS entries.
-func nodeNames(o any) ([]string, error) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return nil, nil
-	}
-	out := []string{strings.ToLower(n.Name)}
-	for _, a := range n.Status.Addresses {
-		switch a.Type {
-		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
-			out = append(out, strings.TrimSuffix(strings.ToLower(a.Address), "."))
-		}
-	}
-	return out, nil
 }
 
 // Published are the IPs of n that nodeaddr published: in its vocab.RecordAnnotation and among its

@@ -41,6 +41,16 @@ Service and the check-install agent selector do not match. */}}
 app.kubernetes.io/name: {{ printf "%s-approver" (include "nodeaddr.name" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The conflict detector's objects (its Service and ServiceMonitor): the full name with -conflicts. */}}
+{{- define "nodeaddr.conflictsName" -}}
+{{- printf "%s-conflicts" (include "nodeaddr.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The conflict detector's selector labels, a name of its own as the approver's. */}}
+{{- define "nodeaddr.conflictsSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-conflicts" (include "nodeaddr.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The standard labels of the approver's Deployment, pod template and Service. */}}
 {{- define "nodeaddr.approverLabels" -}}
 {{ include "nodeaddr.approverSelectorLabels" . }}

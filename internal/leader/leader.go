@@ -1,4 +1,9 @@
-package csrapproval
+// Package leader elects one leader among the replicas of a cluster-side component (the approver,
+// the conflict detector) on a coordination.k8s.io Lease. internal/cmd/clusterside runs the Elector;
+// each controller's API builds its LeaseClient with NewLeaseClient and its own field manager
+// (vocab.ApproverFieldManager, vocab.ConflictsFieldManager), so the Lease's managedFields name the
+// controller that wrote it.
+package leader
 
 import (
 	"cmp"
@@ -14,17 +19,17 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeaddr/nodeaddr/internal/kube"
-	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
-// Lease is the leader Lease's client.
-func (a *API) Lease(namespace, name string) LeaseClient {
-	return leaseClient{c: a.coord, ns: namespace, name: name}
+// NewLeaseClient is the client of the Lease namespace/name on c (a coordination.k8s.io/v1 client),
+// writing as fieldManager.
+func NewLeaseClient(c rest.Interface, namespace, name, fieldManager string) LeaseClient {
+	return leaseClient{c: c, ns: namespace, name: name, manager: fieldManager}
 }
 
 type leaseClient struct {
-	c        rest.Interface
-	ns, name string
+	c                 rest.Interface
+	ns, name, manager string
 }
 
 func (l leaseClient) Get(ctx context.Context) (*coordinationv1.Lease, error) {
@@ -35,12 +40,12 @@ func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coo
 	in = in.DeepCopy()
 	in.Name, in.Namespace = l.name, l.ns
 	return l.do(ctx, l.c.Post().
-		VersionedParams(&metav1.CreateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).Body(in))
+		VersionedParams(&metav1.CreateOptions{FieldManager: l.manager}, metav1.ParameterCodec).Body(in))
 }
 
 func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	return l.do(ctx, l.c.Put().Name(l.name).
-		VersionedParams(&metav1.UpdateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).Body(in))
+		VersionedParams(&metav1.UpdateOptions{FieldManager: l.manager}, metav1.ParameterCodec).Body(in))
 }
 
 func (l leaseClient) do(ctx context.Context, r *rest.Request) (*coordinationv1.Lease, error) {
@@ -49,7 +54,7 @@ func (l leaseClient) do(ctx context.Context, r *rest.Request) (*coordinationv1.L
 
 // Leader election on a coordination.k8s.io Lease, the protocol of client-go's leaderelection
 // (holderIdentity, renewTime + leaseDurationSeconds, optimistic concurrency on resourceVersion).
-// client-go's package is not used: it links the whole clientset (see API), 23.5 MB stripped alone,
+// client-go's package is not used: it links the whole clientset (see csrapproval.API), 23.5 MB stripped alone,
 // more than the agent that shares this binary (20.6 MB).
 
 // LeaseClient reads and writes one Lease.
@@ -189,4 +194,11 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// orDefault sets an unset (zero or negative) duration to d.
+func orDefault(p *time.Duration, d time.Duration) {
+	if *p <= 0 {
+		*p = d
+	}
 }

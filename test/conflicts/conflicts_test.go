@@ -1,0 +1,295 @@
+package conflicts
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+const (
+	condType      = "NodeAddressConflict"
+	reasonAnother = "AddressListedByAnotherNode"
+	reasonNone    = "NoAddressConflict"
+	eventConflict = "NodeAddressConflict"
+	eventResolved = "NodeAddressConflictResolved"
+	nodePolicy    = "nodeaddr-conflicts-node"
+	natIP         = "10.0.2.15" // VirtualBox's NAT address, on every VM
+	window        = 3 * time.Second
+)
+
+// world is a control plane with deploy/'s and the component's RBAC and policies, and the detector.
+type world struct {
+	cp       *harness.ControlPlane
+	detector *harness.Approver
+	token    kubernetes.Interface // the detector's ServiceAccount token
+}
+
+func newWorld(t *testing.T) *world {
+	cp := harness.StartControlPlane(t)
+	ctx := context.Background()
+	cp.ApplyRBAC(t)
+	if err := cp.ApplyPolicy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	component := filepath.Join(harness.RepoDir(), "deploy", "components", "address-conflicts")
+	for _, f := range []string{"rbac.yaml", "policy.yaml"} {
+		if err := cp.ApplyManifest(ctx, filepath.Join(component, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &world{cp: cp, token: tokenClient(t, cp, cp.ServiceAccountToken(t, "nodeaddr-conflicts"))}
+}
+
+func tokenClient(t *testing.T, cp *harness.ControlPlane, token string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: cp.Config.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// node creates a Node listing ips as InternalIP, as its kubelet would.
+func (w *world) node(t *testing.T, name string, ips ...string) {
+	t.Helper()
+	w.cp.CreateNode(t, harness.NodeSpec{Name: name, Addresses: addresses(name, ips...)})
+}
+
+func addresses(name string, ips ...string) []corev1.NodeAddress {
+	var out []corev1.NodeAddress
+	for _, ip := range ips {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
+}
+
+// renumber gives a Node new InternalIPs, as its kubelet or agent would.
+func (w *world) renumber(t *testing.T, name string, ips ...string) {
+	t.Helper()
+	n := w.cp.Node(t, name)
+	n.Status.Addresses = addresses(name, ips...)
+	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("renumber %s: %v", name, err)
+	}
+}
+
+func condition(n *corev1.Node) *corev1.NodeCondition {
+	for i, c := range n.Status.Conditions {
+		if c.Type == condType {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitCondition waits until node's condition has status and reason and a message containing msg.
+func (w *world) waitCondition(t *testing.T, node string, status corev1.ConditionStatus, reason, msg string) {
+	t.Helper()
+	w.cp.WaitNode(t, node, 30*time.Second, fmt.Sprintf("%s %s %s %q", condType, status, reason, msg), func(n *corev1.Node) bool {
+		c := condition(n)
+		return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg)
+	})
+}
+
+// detectorPatches counts the detector's completed patches of node's status.
+func (w *world) detectorPatches(t *testing.T, node string) int {
+	t.Helper()
+	evs, err := w.cp.Audit(harness.ConflictsUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Verb == "patch" && e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && e.ObjectRef.Name == node &&
+			e.Stage == "ResponseComplete" && e.ResponseStatus != nil && e.ResponseStatus.Code == 200 {
+			n++
+		}
+	}
+	return n
+}
+
+// Two Nodes given one InternalIP are both marked, each naming the other, with a Warning Event; a
+// swap of addresses inside the move window marks nobody; the conflict clears when one Node changes.
+func TestConflictDetectedMovedAndCleared(t *testing.T) {
+	w := newWorld(t)
+	w.node(t, "vm-1", natIP)
+	w.node(t, "vm-2", natIP)
+	w.node(t, "c", "192.0.2.3")
+	w.node(t, "d", "192.0.2.4")
+	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String())
+
+	w.waitCondition(t, "vm-1", corev1.ConditionTrue, reasonAnother, natIP+" is also listed by Node vm-2")
+	w.waitCondition(t, "vm-2", corev1.ConditionTrue, reasonAnother, natIP+" is also listed by Node vm-1")
+	for node, other := range map[string]string{"vm-1": "vm-2", "vm-2": "vm-1"} {
+		ev := w.cp.WaitEvents(t, node, eventConflict, 1, 10*time.Second)[0]
+		if ev.Type != corev1.EventTypeWarning || ev.Source.Component != "nodeaddr-conflicts" || !strings.Contains(ev.Message, "Node "+other) {
+			t.Errorf("Event about %s: %s %s from %q: %q", node, ev.Type, ev.Reason, ev.Source.Component, ev.Message)
+		}
+	}
+	harness.Eventually(t, 10*time.Second, 50*time.Millisecond, "gauges 1 address, 2 nodes", func() (bool, string) {
+		a, n := w.detector.Metric("nodeaddr_conflicts_addresses"), w.detector.Metric("nodeaddr_conflicts_nodes")
+		return a == 1 && n == 2, fmt.Sprintf("addresses %v nodes %v", a, n)
+	})
+	checkConflictsGolden(t, w.detector)
+
+	// c and d swap addresses, one after the other, inside the window: a move.
+	w.renumber(t, "c", "192.0.2.3", "192.0.2.4")
+	w.renumber(t, "d", "192.0.2.3")
+	w.renumber(t, "c", "192.0.2.4")
+	// A sentinel conflict begun after the swap is flagged after the swap's window has ended.
+	w.node(t, "e", "198.51.100.9")
+	w.node(t, "f", "198.51.100.9")
+	w.waitCondition(t, "f", corev1.ConditionTrue, reasonAnother, "198.51.100.9 is also listed by Node e")
+	for _, n := range []string{"c", "d"} {
+		if c := condition(w.cp.Node(t, n)); c != nil || w.detectorPatches(t, n) != 0 {
+			t.Errorf("Node %s after a swap inside the window: condition %v, %d patches by the detector", n, c, w.detectorPatches(t, n))
+		}
+	}
+
+	// vm-2 gets its own address: both clear, with a Normal Event each.
+	w.renumber(t, "vm-2", "10.0.2.16")
+	w.waitCondition(t, "vm-1", corev1.ConditionFalse, reasonNone, "")
+	w.waitCondition(t, "vm-2", corev1.ConditionFalse, reasonNone, "")
+	for _, n := range []string{"vm-1", "vm-2"} {
+		if ev := w.cp.WaitEvents(t, n, eventResolved, 1, 10*time.Second)[0]; ev.Type != corev1.EventTypeNormal {
+			t.Errorf("resolution Event about %s is %s", n, ev.Type)
+		}
+		if got := w.detectorPatches(t, n); got != 2 {
+			t.Errorf("detector patched %s %d times, want 2 (flag, clear)", n, got)
+		}
+	}
+	// At most one LIST of Nodes (the informer's first; none when it streams the initial list in
+	// its watch), no GET, however many changes.
+	evs, err := w.cp.AuditSince(harness.ConflictsUser, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]int{}
+	for _, e := range evs {
+		if e.ObjectRef == nil || e.ObjectRef.Resource != "nodes" || e.Verb == "patch" {
+			continue
+		}
+		if e.Verb == "watch" && e.Stage == "ResponseStarted" || e.Verb != "watch" && e.Stage == "ResponseComplete" {
+			reads[e.Verb]++
+		}
+	}
+	if reads["list"] > 1 || reads["get"] > 0 || reads["watch"] < 1 || len(reads) > 2 {
+		t.Errorf("the detector read Nodes %v, want at most one list, one watch and nothing else", reads)
+	}
+	t.Logf("the detector's reads of Nodes: %v", reads)
+}
+
+// denied asserts err is a 403 from the detector's node policy (policy) or from RBAC.
+func denied(t *testing.T, what string, err error, byPolicy bool) {
+	t.Helper()
+	switch {
+	case !apierrors.IsForbidden(err):
+		t.Errorf("%s: %v, want 403 Forbidden", what, err)
+	case byPolicy && !strings.Contains(err.Error(), nodePolicy):
+		t.Errorf("%s: %v, want the denial of %s", what, err, nodePolicy)
+	}
+}
+
+// The detector's token changes its condition and nothing else of a Node; an agent's token cannot
+// write the condition, on another Node or its own.
+func TestDetectorAndAgentRights(t *testing.T) {
+	w := newWorld(t)
+	w.node(t, "a", "192.0.2.1")
+	w.node(t, "b", "192.0.2.2")
+	ctx := context.Background()
+	// Only the not-ready taint that admission adds to a created Node.
+	if taints := w.cp.Node(t, "a").Spec.Taints; len(taints) != 1 || taints[0].Key != "node.kubernetes.io/not-ready" {
+		t.Fatalf("Node a's taints at creation: %v", taints)
+	}
+	status := func(cs kubernetes.Interface, node, patch string) error {
+		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		return err
+	}
+	own := `{"status":{"conditions":[{"type":"NodeAddressConflict","status":"False","reason":"NoAddressConflict","message":"x"}]}}`
+	// The policy takes a moment to be enforced: wait until a change of addresses (each time
+	// another: an unchanged Node passes) is denied.
+	w.node(t, "probe", "192.0.2.100")
+	probe := 100
+	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "policy "+nodePolicy+" enforced", func() (bool, string) {
+		probe++
+		err := status(w.token, "probe", fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.%d"}]}}`, probe))
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
+	if err := status(w.token, "a", own); err != nil {
+		t.Fatalf("the detector's own condition: %v", err)
+	}
+	for _, tc := range []struct {
+		what, patch string
+	}{
+		{"addresses", `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.2"}]}}`},
+		{"a label through status", `{"metadata":{"labels":{"x":"y"}}}`},
+		{"an annotation through status", `{"metadata":{"annotations":{"nodeaddr.io/addresses":"192.0.2.2"}}}`},
+		{"the Ready condition", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"x"}]}}`},
+		{"another condition", `{"status":{"conditions":[{"type":"NetworkUnavailable","status":"True","reason":"X","message":"x"}]}}`},
+		{"its condition with another reason", `{"status":{"conditions":[{"type":"NodeAddressConflict","status":"True","reason":"Other","message":"x"}]}}`},
+		{"its condition Unknown", `{"status":{"conditions":[{"type":"NodeAddressConflict","status":"Unknown","reason":"NoAddressConflict","message":"x"}]}}`},
+	} {
+		denied(t, "detector writes "+tc.what, status(w.token, "a", tc.patch), true)
+	}
+	// The Node itself (labels, taints): RBAC grants no write.
+	for what, patch := range map[string]string{
+		"a label":  `{"metadata":{"labels":{"x":"y"}}}`,
+		"a taint":  `{"spec":{"taints":[{"key":"x","effect":"NoSchedule"}]}}`,
+		"cordoned": `{"spec":{"unschedulable":true}}`,
+	} {
+		_, err := w.token.CoreV1().Nodes().Patch(ctx, "a", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		denied(t, "detector writes "+what+" on the Node", err, false)
+	}
+	if err := w.token.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("detector deletes a Node: %v", err)
+	}
+	// Agents: the base policy keeps each to its own Node's addresses and nodeaddr's annotations.
+	agent := tokenClient(t, w.cp, w.cp.AgentToken(t, "b"))
+	for _, node := range []string{"a", "b"} {
+		if err := status(agent, node, own); !apierrors.IsForbidden(err) {
+			t.Errorf("the agent of b writes the condition on %s: %v, want 403", node, err)
+		}
+	}
+	n := w.cp.Node(t, "a")
+	if n.Labels["x"] != "" || n.Annotations["nodeaddr.io/addresses"] != "" || len(n.Spec.Taints) != 1 || n.Spec.Unschedulable || condition(n) == nil || condition(n).Message != "x" {
+		t.Errorf("Node a changed: labels %v taints %v condition %v", n.Labels, n.Spec.Taints, condition(n))
+	}
+}
+
+// A NotReady Node (its kubelet gone) still lists the address DHCP gave a new node: both are marked,
+// the new Node with the reason that names the stale one; deleting the stale Node clears it.
+func TestStaleNode(t *testing.T) {
+	w := newWorld(t)
+	w.node(t, "old", "192.0.2.50")
+	n := w.cp.Node(t, "old")
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
+		Message: "Kubelet stopped posting node status.", LastHeartbeatTime: now, LastTransitionTime: now}}
+	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String())
+	w.node(t, "new", "192.0.2.50")
+	w.waitCondition(t, "new", corev1.ConditionTrue, "AddressListedByNotReadyNode", "192.0.2.50 is also listed by Node old (NotReady)")
+	w.waitCondition(t, "old", corev1.ConditionTrue, reasonAnother, "192.0.2.50 is also listed by Node new")
+	if err := w.cp.Admin.CoreV1().Nodes().Delete(context.Background(), "old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitCondition(t, "new", corev1.ConditionFalse, reasonNone, "")
+	// Nothing but the condition changed on the new Node.
+	if a := w.cp.Node(t, "new").Status.Addresses; len(a) != 2 || a[0].Address != "192.0.2.50" {
+		t.Errorf("the new Node's addresses changed: %v", a)
+	}
+}
