@@ -27,6 +27,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/leader"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
@@ -196,7 +197,7 @@ func (o *approverOptions) run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	e := &csrapproval.Elector{Client: api.Lease(o.namespace, o.leaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
+	e := &leader.Elector{Client: api.Lease(o.namespace, o.leaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: log}
 	if err := e.Run(ctx, lead); err != nil {
 		return err // a replica that lost the Lease exits; its Deployment starts it afresh
 	}
