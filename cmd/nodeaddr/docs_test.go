@@ -285,6 +285,17 @@ func TestDocsFlagsTable(t *testing.T) {
 	for _, e := range checkFlagTable(docSection(page, "The approver: `nodeaddr approver`"), approver) {
 		t.Errorf("docs/configuration.md, \"The approver\": %s", e)
 	}
+	usage.Reset()
+	if _, err := parseRemediatorFlags([]string{"--help"}, func(string) string { return "" }, &usage); !errors.Is(err, pflag.ErrHelp) {
+		t.Fatalf("nodeaddr remediator --help: %v", err)
+	}
+	remediator := docFlagsOfUsage(usage.String())
+	if len(remediator) < 8 {
+		t.Fatalf("only %d flags read from nodeaddr remediator --help:\n%s", len(remediator), usage.String())
+	}
+	for _, e := range checkFlagTable(docSection(page, "The remediator: `nodeaddr remediator`"), remediator) {
+		t.Errorf("docs/configuration.md, \"The remediator\": %s", e)
+	}
 }
 
 // ---- alerts ----

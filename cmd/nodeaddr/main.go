@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 0 && args[0] == "approver" {
 		return runApprover(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "remediator" {
+		return runRemediator(ctx, args[1:], getenv, stdout, stderr)
+	}
 	o, err := parseFlags(args, getenv, os.Hostname, stdout)
 	if errors.Is(err, pflag.ErrHelp) {
 		return 0
