@@ -22,13 +22,10 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/internal/remediation"
+	"github.com/nodeaddr/nodeaddr/internal/remediation/verdict"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
-
-// DefaultRemediationGrace is --grace's default: how long a Node's new addresses must hold before
-// its stale pods are evicted (docs/remediation.md says why this value).
-const DefaultRemediationGrace = time.Minute
 
 // remediatorOptions are the remediator's flags.
 type remediatorOptions struct {
@@ -43,7 +40,7 @@ func parseRemediatorFlags(args []string, getenv func(string) string, out io.Writ
 	fs := pflag.NewFlagSet("nodeaddr remediator", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.addClusterFlags(fs, getenv, "nodeaddr-remediator", ":9814")
-	fs.DurationVar(&o.grace, "grace", DefaultRemediationGrace, "how long a Node's new addresses must hold before its stale hostNetwork pods are evicted (a flap or a failover and back within it evicts nothing)")
+	fs.DurationVar(&o.grace, "grace", verdict.DefaultGrace, "how long a Node's new addresses must hold before its stale hostNetwork pods are evicted (a flap or a failover and back within it evicts nothing)")
 	fs.IntVar(&o.maxPerNode, "max-evictions-per-node", 1, "evictions in flight (evicted, the pod not gone yet) on one Node at most")
 	fs.IntVar(&o.maxInFlight, "max-evictions", 10, "evictions in flight in the cluster at most")
 	help := fs.BoolP("help", "h", false, "show this help")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeaddr/nodeaddr/internal/remediation/verdict"
 )
 
 func TestRemediatorFlags(t *testing.T) {
@@ -18,7 +20,7 @@ func TestRemediatorFlags(t *testing.T) {
 		o.leaseName != "nodeaddr-remediator" || o.bindAddr != ":9814" || !o.leaderElect {
 		t.Errorf("options = %+v", o)
 	}
-	if o, _ = parseRemediatorFlags(nil, env, &bytes.Buffer{}); o.grace != DefaultRemediationGrace || o.maxPerNode != 1 || o.maxInFlight != 10 {
+	if o, _ = parseRemediatorFlags(nil, env, &bytes.Buffer{}); o.grace != verdict.DefaultGrace || o.maxPerNode != 1 || o.maxInFlight != 10 {
 		t.Errorf("defaults = %+v", o)
 	}
 }

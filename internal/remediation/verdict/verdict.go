@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,9 @@ const (
 	Off          = "Off"          // stale: no remediator runs (kubectl nodeaddr stale only)
 )
 
+// DefaultGrace is `nodeaddr remediator --grace`'s default (docs/remediation.md says why).
+const DefaultGrace = time.Minute
+
 // Reasons lists the reasons of a stale pod, for metrics' labels.
 func Reasons() []string {
 	return []string{Evict, Grace, PDBBlocked, StaticPod, NoController, OptedOut, Terminating, Off}
@@ -43,8 +47,9 @@ type Input struct {
 	Node *corev1.Node
 	// Changed is when the Node's addresses last changed (zero: unknown, taken as now).
 	Changed time.Time
-	// RetryAt is when an eviction refused with 429 (a PodDisruptionBudget) may be tried again
-	// (zero: none was refused); Refusal is the API server's message.
+	// Refusal is why the last eviction was refused with 429 (a PodDisruptionBudget; "": none was),
+	// RetryAt when it may be tried again (zero: unknown, as for kubectl nodeaddr stale, which reads
+	// the budgets, not the remediator's memory).
 	RetryAt time.Time
 	Refusal string
 	Now     time.Time
@@ -95,7 +100,7 @@ func Decide(in Input) Verdict {
 	case in.Now.Before(changed.Add(in.Grace)):
 		v.Reason, v.At = Grace, changed.Add(in.Grace)
 		v.Message = fmt.Sprintf("the Node's addresses changed at %s; evicted once they held for %s", changed.UTC().Format(time.RFC3339), in.Grace)
-	case in.Now.Before(in.RetryAt):
+	case in.Refusal != "" && (in.RetryAt.IsZero() || in.Now.Before(in.RetryAt)):
 		v.Reason, v.At = PDBBlocked, in.RetryAt
 		v.Message = "eviction refused, retried with backoff: " + in.Refusal
 	default:
@@ -170,9 +175,13 @@ func (v Verdict) Describe(now time.Time) string {
 	switch v.Reason {
 	case Evict:
 		return "evicting now"
-	case Grace, PDBBlocked:
-		verb := map[string]string{Grace: "will be evicted at ", PDBBlocked: "eviction refused (PDB), retried at "}[v.Reason]
-		return verb + v.At.UTC().Format(time.RFC3339) + " (in " + v.At.Sub(now).Round(time.Second).String() + ")"
+	case PDBBlocked:
+		if v.At.IsZero() {
+			return "eviction refused, retried with backoff: " + strings.TrimPrefix(v.Message, "eviction refused, retried with backoff: ")
+		}
+		return "eviction refused (PDB), retried at " + v.At.UTC().Format(time.RFC3339) + " (in " + v.At.Sub(now).Round(time.Second).String() + ")"
+	case Grace:
+		return "will be evicted at " + v.At.UTC().Format(time.RFC3339) + " (in " + v.At.Sub(now).Round(time.Second).String() + ")"
 	}
 	return "not evicted (" + v.Reason + "): " + v.Message
 }

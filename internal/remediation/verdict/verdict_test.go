@@ -63,7 +63,16 @@ func TestDecide(t *testing.T) {
 			i.RetryAt, i.Refusal = t0.Add(5*time.Second), "Cannot evict pod as it would violate the pod's disruption budget."
 			return i
 		}(), PDBBlocked, t0.Add(5 * time.Second), []string{"10.0.0.1"}},
-		{"PDB refused, retry due", func() Input { i := in(pod("a", "10.0.0.1"), a, past); i.RetryAt = t0; return i }(), Evict, t0, []string{"10.0.0.1"}},
+		{"PDB refused, retry due", func() Input {
+			i := in(pod("a", "10.0.0.1"), a, past)
+			i.RetryAt, i.Refusal = t0, "refused"
+			return i
+		}(), Evict, t0, []string{"10.0.0.1"}},
+		{"a budget allows no disruption, retry time unknown (kubectl nodeaddr stale)", func() Input {
+			i := in(pod("a", "10.0.0.1"), a, past)
+			i.Refusal = "PodDisruptionBudget ns/b allows no disruption"
+			return i
+		}(), PDBBlocked, time.Time{}, []string{"10.0.0.1"}},
 		{"static pod", in(with(pod("a", "10.0.0.1"), func(p *corev1.Pod) {
 			p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"}
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "Node", Name: "a", Controller: new(true)}}
@@ -124,6 +133,8 @@ func TestDescribe(t *testing.T) {
 		{Verdict{Reason: Grace, At: t0.Add(30 * time.Second)}, "will be evicted at 2026-12-06T03:00:30Z (in 30s)"},
 		{Verdict{Reason: PDBBlocked, At: t0.Add(5 * time.Second)}, "eviction refused (PDB), retried at 2026-12-06T03:00:05Z (in 5s)"},
 		{Verdict{Reason: StaticPod, Message: "m"}, "not evicted (StaticPod): m"},
+		{Verdict{Reason: PDBBlocked, Message: "eviction refused, retried with backoff: PodDisruptionBudget ns/b allows no disruption"},
+			"eviction refused, retried with backoff: PodDisruptionBudget ns/b allows no disruption"},
 	} {
 		if got := tc.v.Describe(t0); got != tc.want {
 			t.Errorf("Describe(%s) = %q, want %q", tc.v.Reason, got, tc.want)
