@@ -28,7 +28,9 @@ func TestStaleRemediation(t *testing.T) {
 	pods := []corev1.Pod{
 		owned("ds", nil),
 		owned("guarded", nil),
-		owned("optout", func(p *corev1.Pod) { p.Annotations = map[string]string{vocab.RemediationAnnotation: vocab.RemediationDisabled} }),
+		owned("optout", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{vocab.RemediationAnnotation: vocab.RemediationDisabled}
+		}),
 	}
 	pdb := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
 		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}}}
@@ -41,9 +43,9 @@ func TestStaleRemediation(t *testing.T) {
 			"ds": {"not evicted (Off): no remediator runs (deploy/components/pod-remediation); delete the pod: kubectl -n ns delete pod ds", "kubectl -n ns delete pod ds"},
 		}},
 		{"a remediator, grace 1m", Remediation{Enabled: true, Grace: time.Minute, PDBs: []policyv1.PodDisruptionBudget{pdb}}, map[string][2]string{
-			"ds": {"will be evicted at 2026-12-06T03:00:40Z (in 40s)", "none: the remediator evicts it at 2026-12-06T03:00:40Z"},
+			"ds":      {"will be evicted at 2026-12-06T03:00:40Z (in 40s)", "none: the remediator evicts it at 2026-12-06T03:00:40Z"},
 			"guarded": {"will be evicted at 2026-12-06T03:00:40Z (in 40s)", "none: the remediator evicts it at 2026-12-06T03:00:40Z"},
-			"optout": {"not evicted (OptedOut): opted out (nodeaddr.io/remediation=disabled); delete it when it may restart: kubectl -n ns delete pod optout", "kubectl -n ns delete pod optout"},
+			"optout":  {"not evicted (OptedOut): opted out (nodeaddr.io/remediation=disabled); delete it when it may restart: kubectl -n ns delete pod optout", "kubectl -n ns delete pod optout"},
 		}},
 		{"a remediator, grace over", Remediation{Enabled: true, Grace: 10 * time.Second, PDBs: []policyv1.PodDisruptionBudget{pdb}}, map[string][2]string{
 			"ds":      {"evicting now", "none: the remediator evicts it now"},
