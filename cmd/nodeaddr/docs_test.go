@@ -293,8 +293,8 @@ func TestDocsFlagsTable(t *testing.T) {
 	if len(remediator) < 8 {
 		t.Fatalf("only %d flags read from nodeaddr remediator --help:\n%s", len(remediator), usage.String())
 	}
-	for _, e := range checkFlagTable(docSection(page, "The remediator: `nodeaddr remediator`"), remediator) {
-		t.Errorf("docs/configuration.md, \"The remediator\": %s", e)
+	for _, e := range checkFlagTable(docSection(docRead(t, "docs/remediation.md"), "Flags"), remediator) {
+		t.Errorf("docs/remediation.md, \"Flags\": %s", e)
 	}
 }
 
@@ -456,7 +456,8 @@ func checkMetrics(page string, golden []string, defined []string) []string {
 
 func TestDocsMetrics(t *testing.T) {
 	var golden []string
-	for _, f := range []string{"test/deploy/testdata/metrics.golden", "test/deploy/testdata/metrics-approval.golden"} {
+	for _, f := range []string{"test/deploy/testdata/metrics.golden", "test/deploy/testdata/metrics-approval.golden",
+		"test/deploy/testdata/metrics-remediation.golden"} {
 		for _, m := range docTypeRE.FindAllStringSubmatch(docRead(t, f), -1) {
 			golden = append(golden, m[1])
 		}

@@ -100,6 +100,7 @@ func TestRemediation(t *testing.T) {
 	if got := metric(t, r, "nodeaddr_remediation_evictions_total", `result="evicted"`); got != 3 {
 		t.Errorf("evictions_total{evicted} = %v, want 3", got)
 	}
+	checkRemediationGolden(t, r)
 	if strings.Contains(r.Logs(), "level=ERROR") {
 		t.Errorf("the remediator logged errors:\n%s", r.Logs())
 	}
