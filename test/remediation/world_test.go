@@ -82,8 +82,11 @@ func (w *world) finish(ctx context.Context, p *corev1.Pod) {
 	}
 	if err := w.cp.Admin.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: new(int64(0)), Preconditions: &metav1.Preconditions{UID: &p.UID}}); err == nil {
+		// The watch and setCompleting may both finish one pod: recorded once.
 		w.mu.Lock()
-		w.deleted = append(w.deleted, p.Name)
+		if !slices.Contains(w.deleted, p.Name) {
+			w.deleted = append(w.deleted, p.Name)
+		}
 		w.mu.Unlock()
 	}
 }
