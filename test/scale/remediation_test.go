@@ -131,11 +131,12 @@ func TestScaleRemediation(t *testing.T) {
 	if after.lists != 0 || afterPods.lists != 0 {
 		t.Errorf("LISTs after the informers' start: nodes %d, pods %d", after.lists, afterPods.lists)
 	}
-	report := fmt.Sprintf(`| Nodes (one hostNetwork pod each) | renumbered at once | grace | --max-evictions | evictions | at most terminating at once | renumbering written | all stale pods gone | remediator LISTs (start / after) | objects received (start / after) | remediator heap |
+	report := fmt.Sprintf(`| Nodes (one hostNetwork pod each) | renumbered at once | grace | --max-evictions | evictions | at most terminating at once | renumbering written | all stale pods gone | remediator LISTs, WATCHes (start / after) | objects received (start / after) | remediator heap |
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
-| %d | %d | %s | %d | %d | %d | %s | %s | %d / %d | %d / %d | %.1f MiB |
+| %d | %d | %s | %d | %d | %d | %s | %s | %d, %d / %d, %d | %d / %d | %.1f MiB |
 `, n, renumbered, remediationGrace, remediationMaxInFlight, evictions.Load(), k.maxTerminating.Load(), wrote.Round(time.Millisecond),
-		took.Round(time.Millisecond), synced.lists+syncedPods.lists, after.lists+afterPods.lists,
+		took.Round(time.Millisecond), synced.lists+syncedPods.lists, synced.watches+syncedPods.watches,
+		after.lists+afterPods.lists, after.watches+afterPods.watches,
 		synced.objects()+syncedPods.objects(), after.objects()+afterPods.objects(), heap)
 	t.Log("\n" + report)
 	if out := os.Getenv("NODEADDR_BENCH_OUT"); out != "" {
