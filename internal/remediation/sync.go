@@ -121,6 +121,9 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 	if !next.IsZero() {
 		c.queue.AddAfter(node, next.Sub(c.cfg.Now()))
 	}
+	c.mu.Lock()
+	c.setGauges()
+	c.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -146,7 +149,6 @@ func (c *Controller) decide(p *corev1.Pod, n *corev1.Node) verdict.Verdict {
 		delete(c.stale, p.UID)
 		delete(c.refused, p.UID)
 	}
-	c.setGauges()
 	return v
 }
 
