@@ -1,7 +1,9 @@
 // Command nodeaddr keeps its own Node's status.addresses in step with the kernel: netlink events
 // (watcher) trigger a debounced resolution (resolver) whose result is written to the Node with
 // conflict-safe, rate-limited patches (publisher). `nodeaddr approver` is the cluster side's
-// kubelet-serving CSR approver. Each command is a package of internal/cmd; main only chooses one.
+// kubelet-serving CSR approver, `nodeaddr remediator` its evictor of the hostNetwork pods a
+// renumbering left on an old address. Each command is a package of internal/cmd; main only chooses
+// one.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/cmd/agentcmd"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/approvercmd"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
+	"github.com/nodeaddr/nodeaddr/internal/cmd/remediatorcmd"
 )
 
 func main() {
@@ -27,6 +30,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	env := cli.Env{Getenv: getenv, Stdout: stdout, Stderr: stderr, Version: version, Revision: revision}
 	if len(args) > 0 && args[0] == "approver" { // a new command: a package, and its line here
 		return approvercmd.Main(ctx, env, args[1:])
+	}
+	if len(args) > 0 && args[0] == "remediator" {
+		return remediatorcmd.Main(ctx, env, args[1:])
 	}
 	return agentcmd.Main(ctx, env, args) // without a subcommand, nodeaddr is the agent
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/kube"
+	"github.com/nodeaddr/nodeaddr/internal/leader"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
@@ -159,4 +160,9 @@ func Transient(err error) bool {
 	_, dns := errors.AsType[*net.DNSError](err)
 	return dns || utilnet.IsTimeout(err) || utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsHTTP2ConnectionLost(err)
+}
+
+// Lease is the leader Lease's client.
+func (a *API) Lease(namespace, name string) leader.LeaseClient {
+	return leader.NewLeaseClient(a.coord, namespace, name, vocab.ApproverFieldManager)
 }

@@ -304,6 +304,7 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 	check := func(what string, objs map[string]object, name string) {
 		t.Helper()
 		job, approverJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver")
+		remediatorJob := scrapedJob(t, objs, name+"-remediator")
 		pr, ok := objs["PrometheusRule/kube-system/"+name]
 		if !ok {
 			t.Fatalf("%s: no PrometheusRule %s", what, name)
@@ -323,6 +324,9 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 				if onlyApprover(r.Expr) {
 					want = approverJob
 					approverRules++
+				}
+				if strings.Contains(r.Expr, "nodeaddr_remediation_") {
+					want = remediatorJob // the remediator's metrics (docs/metrics.md)
 				}
 				for _, m := range jobSelectorRE.FindAllStringSubmatch(r.Expr, -1) {
 					n++

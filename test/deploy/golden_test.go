@@ -75,7 +75,12 @@ func TestGoldenMetricsCoverRulesAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := string(b) + string(approval)
+	// The remediator's (test/remediation scrapes them).
+	remediation, err := os.ReadFile(filepath.Join("testdata", "metrics-remediation.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := string(b) + string(approval) + string(remediation)
 	exposed := func(name string) bool {
 		for _, suf := range []string{"", "_bucket", "_sum", "_count"} {
 			if base, ok := strings.CutSuffix(name, suf); ok && strings.Contains(golden, "# TYPE "+base+" ") {

@@ -33,11 +33,17 @@ type Approver struct {
 // ApproverToken returns a one-hour token of the ServiceAccount kube-system/nodeaddr-approver.
 func (cp *ControlPlane) ApproverToken(t testing.TB) string {
 	t.Helper()
+	return cp.ServiceAccountToken(t, "nodeaddr-approver")
+}
+
+// ServiceAccountToken returns a one-hour token of the ServiceAccount kube-system/name.
+func (cp *ControlPlane) ServiceAccountToken(t testing.TB, name string) string {
+	t.Helper()
 	exp := int64(3600)
-	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(context.Background(), "nodeaddr-approver",
+	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(context.Background(), name,
 		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("approver token: %v", err)
+		t.Fatalf("%s token: %v", name, err)
 	}
 	return tr.Status.Token
 }
@@ -48,36 +54,43 @@ func (cp *ControlPlane) ApproverToken(t testing.TB) string {
 // informers have synced). It is stopped when t ends.
 func StartApprover(t testing.TB, cp *ControlPlane, args ...string) *Approver {
 	t.Helper()
+	return StartClusterSide(t, cp, "approver", "nodeaddr-approver", args...)
+}
+
+// StartClusterSide runs `nodeaddr <command>` (a cluster-side command: approver, remediator) with a
+// token of kube-system/<serviceAccount>, as StartApprover does.
+func StartClusterSide(t testing.TB, cp *ControlPlane, command, serviceAccount string, args ...string) *Approver {
+	t.Helper()
 	bins := MustBuild(t)
 	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &Approver{Port: port, t: t}
-	kubeconfig := Kubeconfig(t, AgentDir(t), cp.Config.Host, cp.ApproverToken(t))
-	argv := append([]string{"approver", "--kubeconfig=" + kubeconfig, "--leader-elect=false",
+	kubeconfig := Kubeconfig(t, AgentDir(t), cp.Config.Host, cp.ServiceAccountToken(t, serviceAccount))
+	argv := append([]string{command, "--kubeconfig=" + kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--bind-address=127.0.0.1:%d", port)}, args...)
 	cmd := exec.Command(bins.Nodeaddr, argv...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	// Set in the child before its parent-death signal (unlike setpriv's, which clears it).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65532, Gid: 65532, Groups: []uint32{}}}
-	pw, done := pumpLogs(t, cmd, "approver", &a.mu, &a.logs)
+	pw, done := pumpLogs(t, cmd, command, &a.mu, &a.logs)
 	if a.p, err = startProc(cmd); err != nil {
-		t.Fatalf("start nodeaddr approver: %v", err)
+		t.Fatalf("start nodeaddr %s: %v", command, err)
 	}
 	go func() { <-a.p.done; pw.Close() }()
 	t.Cleanup(func() {
 		a.Stop()
 		<-done
 	})
-	if err := Poll(30*time.Second, 50*time.Millisecond, "nodeaddr approver ready", func() (bool, string) {
+	if err := Poll(30*time.Second, 50*time.Millisecond, "nodeaddr "+command+" ready", func() (bool, string) {
 		code, _, err := a.Get("/readyz")
 		if err == nil && code == http.StatusOK {
 			return true, ""
 		}
 		select {
 		case <-a.p.done:
-			t.Fatalf("nodeaddr approver exited before ready (%s):\n%s", a.p.cmd.ProcessState, a.Logs())
+			t.Fatalf("nodeaddr %s exited before ready (%s):\n%s", command, a.p.cmd.ProcessState, a.Logs())
 		default:
 		}
 		return false, fmt.Sprintf("GET /readyz: %d, %v", code, err)

@@ -1,7 +1,8 @@
-// Package clusterside runs a cluster-side controller (nodeaddr approver, and the controllers to
-// come): one leader-elected Deployment for the cluster, whose replicas serve /healthz, /readyz and
-// /metrics, wait for the API server, and run the controller only while they hold its Lease. A
-// command defines its own flags beside Options' and gives Run what it alone knows (Spec).
+// Package clusterside runs a cluster-side controller (nodeaddr approver, nodeaddr remediator): one
+// leader-elected Deployment for the cluster, whose replicas serve /healthz, /readyz and /metrics,
+// wait for the API server, and run the controller only while they hold its Lease
+// (internal/leader). A command defines its own flags beside Options' and gives Run what it alone
+// knows (Spec).
 package clusterside
 
 import (
@@ -21,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 
-	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
+	"github.com/nodeaddr/nodeaddr/internal/leader"
 	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
@@ -58,9 +59,9 @@ type Controller interface {
 type Spec struct {
 	Component string // e.g. approver: "nodeaddr approver" in its log lines
 	Logger    *slog.Logger
-	Registry  *prometheus.Registry // served on /metrics
-	Leader    prometheus.Gauge     // 1 while this replica leads
-	Lease     func(namespace, name string) csrapproval.LeaseClient
+	Registry  *prometheus.Registry                            // served on /metrics
+	Leader    prometheus.Gauge                                // 1 while this replica leads
+	Lease     func(namespace, name string) leader.LeaseClient // writing as the controller's field manager
 	// Start waits for the API server and builds the controller; its error ends Run.
 	Start func(ctx context.Context) (Controller, error)
 }
@@ -115,7 +116,7 @@ func (o *Options) Run(ctx context.Context, s Spec) error {
 	if err != nil {
 		return err
 	}
-	e := &csrapproval.Elector{Client: s.Lease(o.Namespace, o.LeaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: s.Logger}
+	e := &leader.Elector{Client: s.Lease(o.Namespace, o.LeaseName), Identity: fmt.Sprintf("%s_%d", host, time.Now().UnixNano()), Logger: s.Logger}
 	if err := e.Run(ctx, lead); err != nil {
 		return err // a replica that lost the Lease exits; its Deployment starts it afresh
 	}

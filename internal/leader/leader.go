@@ -1,4 +1,6 @@
-package csrapproval
+// Package leader elects one leader among the replicas of a cluster-side controller (the CSR
+// approver, the remediator) on a coordination.k8s.io Lease.
+package leader
 
 import (
 	"cmp"
@@ -14,17 +16,17 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/nodeaddr/nodeaddr/internal/kube"
-	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
 
-// Lease is the leader Lease's client.
-func (a *API) Lease(namespace, name string) LeaseClient {
-	return leaseClient{c: a.coord, ns: namespace, name: name}
+// NewLeaseClient is the client of the Lease ns/name on c (a coordination.k8s.io/v1 REST client),
+// writing as fieldManager.
+func NewLeaseClient(c rest.Interface, ns, name, fieldManager string) LeaseClient {
+	return leaseClient{c: c, ns: ns, name: name, manager: fieldManager}
 }
 
 type leaseClient struct {
-	c        rest.Interface
-	ns, name string
+	c                 rest.Interface
+	ns, name, manager string
 }
 
 func (l leaseClient) Get(ctx context.Context) (*coordinationv1.Lease, error) {
@@ -35,12 +37,12 @@ func (l leaseClient) Create(ctx context.Context, in *coordinationv1.Lease) (*coo
 	in = in.DeepCopy()
 	in.Name, in.Namespace = l.name, l.ns
 	return l.do(ctx, l.c.Post().
-		VersionedParams(&metav1.CreateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).Body(in))
+		VersionedParams(&metav1.CreateOptions{FieldManager: l.manager}, metav1.ParameterCodec).Body(in))
 }
 
 func (l leaseClient) Update(ctx context.Context, in *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	return l.do(ctx, l.c.Put().Name(l.name).
-		VersionedParams(&metav1.UpdateOptions{FieldManager: vocab.ApproverFieldManager}, metav1.ParameterCodec).Body(in))
+		VersionedParams(&metav1.UpdateOptions{FieldManager: l.manager}, metav1.ParameterCodec).Body(in))
 }
 
 func (l leaseClient) do(ctx context.Context, r *rest.Request) (*coordinationv1.Lease, error) {
@@ -76,9 +78,9 @@ var ErrLeaseLost = errors.New("leader lease lost")
 // lost or ctx ends. It returns when lead has returned: nil when ctx ended (the Lease is released),
 // ErrLeaseLost when renewal failed; the caller exits, as a lost leader must not decide.
 func (e *Elector) Run(ctx context.Context, lead func(context.Context)) error {
-	orDefault(&e.Duration, 15*time.Second)
-	orDefault(&e.Renew, 10*time.Second)
-	orDefault(&e.Retry, 2*time.Second)
+	e.Duration = cmp.Or(e.Duration, 15*time.Second)
+	e.Renew = cmp.Or(e.Renew, 10*time.Second)
+	e.Retry = cmp.Or(e.Retry, 2*time.Second)
 	e.Logger = cmp.Or(e.Logger, slog.New(slog.DiscardHandler))
 	for acquired := false; !acquired; {
 		var err error

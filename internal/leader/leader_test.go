@@ -1,4 +1,4 @@
-package csrapproval
+package leader
 
 import (
 	"context"
