@@ -138,11 +138,20 @@ func slim(o any) (any, error) {
 
 func (c *Controller) addHandlers() error {
 	nodeH := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { c.enqueueNode(o) },
+		AddFunc: func(o any) {
+			if n, ok := o.(*corev1.Node); ok {
+				c.observe(n)
+				c.queue.Add(n.Name)
+			}
+		},
 		UpdateFunc: func(old, o any) {
 			a, ok1 := old.(*corev1.Node)
 			b, ok2 := o.(*corev1.Node)
-			if ok1 && ok2 && !slices.Equal(ipSet(a), ipSet(b)) {
+			if !ok1 || !ok2 {
+				return
+			}
+			c.observe(b)
+			if !slices.Equal(ipSet(a), ipSet(b)) {
 				c.mu.Lock()
 				c.changed[b.Name] = c.cfg.Now()
 				c.mu.Unlock()
@@ -153,6 +162,7 @@ func (c *Controller) addHandlers() error {
 			if name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(o); err == nil {
 				c.mu.Lock()
 				delete(c.changed, name)
+				delete(c.history, name)
 				c.mu.Unlock()
 				c.queue.Add(name)
 			}
@@ -189,10 +199,12 @@ func (c *Controller) addHandlers() error {
 	return nil
 }
 
-func (c *Controller) enqueueNode(o any) {
-	if n, ok := o.(*corev1.Node); ok {
-		c.queue.Add(n.Name)
-	}
+// observe records n's InternalIP/ExternalIP set in its History (verdict.Renumbered), in memory:
+// what the informer sees from the controller's start.
+func (c *Controller) observe(n *corev1.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.history[n.Name] = c.history[n.Name].Observe(n, c.cfg.Now())
 }
 
 func (c *Controller) enqueuePod(o any) {

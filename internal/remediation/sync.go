@@ -20,12 +20,13 @@ import (
 
 // state is what the remediator remembers between decisions, under Controller.mu.
 type state struct {
-	changed  map[string]time.Time    // Node → when the informer saw its addresses change
-	refused  map[types.UID]refusal   // pod → its last refused eviction
-	inFlight map[types.UID]flight    // evicted pods not gone yet
-	reported map[types.UID]string    // pod → the reason last reported in an Event
-	stale    map[types.UID]staleInfo // every stale pod, for the gauges
-	waiting  map[string]struct{}     // Nodes whose evictions wait for a cluster-wide slot
+	changed  map[string]time.Time       // Node → when the informer saw its addresses change
+	history  map[string]verdict.History // Node → its InternalIP/ExternalIP sets the informer saw
+	refused  map[types.UID]refusal      // pod → its last refused eviction
+	inFlight map[types.UID]flight       // evicted pods not gone yet
+	reported map[types.UID]string       // pod → the reason last reported in an Event
+	stale    map[types.UID]staleInfo    // every stale pod, for the gauges
+	waiting  map[string]struct{}        // Nodes whose evictions wait for a cluster-wide slot
 }
 
 type refusal struct {
@@ -45,7 +46,7 @@ type staleInfo struct {
 }
 
 func newState() state {
-	return state{changed: map[string]time.Time{}, refused: map[types.UID]refusal{}, inFlight: map[types.UID]flight{},
+	return state{changed: map[string]time.Time{}, history: map[string]verdict.History{}, refused: map[types.UID]refusal{}, inFlight: map[types.UID]flight{},
 		reported: map[types.UID]string{}, stale: map[types.UID]staleInfo{}, waiting: map[string]struct{}{}}
 }
 
@@ -134,6 +135,9 @@ func (c *Controller) decide(p *corev1.Pod, n *corev1.Node) verdict.Verdict {
 	in := verdict.Input{Pod: p, Node: n, Now: c.cfg.Now(), Grace: c.cfg.Grace, Enabled: true}
 	if n != nil {
 		in.Changed = c.changedAt(n)
+		if h, ok := c.history[n.Name]; ok {
+			in.History = &h
+		}
 	}
 	if r, ok := c.refused[p.UID]; ok {
 		in.RetryAt, in.Refusal = r.retryAt, r.message
@@ -193,9 +197,9 @@ func (c *Controller) evict(ctx context.Context, p *corev1.Pod, v verdict.Verdict
 		delete(c.refused, p.UID)
 		c.mu.Unlock()
 		c.cfg.Metrics.evictions.WithLabelValues(ResultEvicted).Inc()
-		c.cfg.Logger.Info("stale hostNetwork pod evicted", "node", node, "pod", p.Namespace+"/"+p.Name, "address", strings.Join(v.Old, ","))
+		c.cfg.Logger.Info("stale hostNetwork pod evicted", "node", node, "pod", p.Namespace+"/"+p.Name, "address", strings.Join(v.Old, ","), "renumbered", v.Renumbered)
 		c.cfg.Recorder.Eventf(nodeRef(node), corev1.EventTypeNormal, vocab.ReasonStalePodEvicted, "%s", vocab.EventMessage(
-			fmt.Sprintf("Evicted pod %s/%s: its status.podIPs %v are no longer the Node's addresses", p.Namespace, p.Name, v.Old)))
+			fmt.Sprintf("Evicted pod %s/%s: %s", p.Namespace, p.Name, v.Cause)))
 		return nil
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		c.release(p.UID) // gone, or replaced (the UID precondition)

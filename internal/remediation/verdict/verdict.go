@@ -1,6 +1,7 @@
 // Package verdict decides, for one hostNetwork pod and its own Node, whether the pod is stale (its
-// status.podIPs are no longer among the Node's addresses) and whether the remediator evicts it,
-// when, or why not. It is the one decision `nodeaddr remediator` acts on and `kubectl nodeaddr
+// status.podIPs are no longer among the Node's addresses, or, as far as the remediator saw, it
+// started while the Node had an address it no longer has: renumbered.go) and whether the
+// remediator evicts it, when, or why not. It is the one decision `nodeaddr remediator` acts on and `kubectl nodeaddr
 // stale` prints. Pure: no I/O, the time is an input.
 package verdict
 
@@ -47,6 +48,9 @@ type Input struct {
 	Node *corev1.Node
 	// Changed is when the Node's addresses last changed (zero: unknown, taken as now).
 	Changed time.Time
+	// History is what the remediator saw of the Node's addresses (nil: nothing, as for kubectl
+	// nodeaddr stale; then only the podIP rule applies).
+	History *History
 	// Refusal is why the last eviction was refused with 429 (a PodDisruptionBudget; "": none was),
 	// RetryAt when it may be tried again (zero: unknown, as for kubectl nodeaddr stale, which reads
 	// the budgets, not the remediator's memory).
@@ -66,8 +70,13 @@ type Verdict struct {
 	// At is when the pod will be evicted (Evict: now; Grace: when the grace ends; PDBBlocked: the
 	// next attempt); zero for the other reasons.
 	At time.Time
-	// Old are the pod IPs its Node no longer has.
-	Old     []string
+	// Old are the pod IPs its Node no longer has, or, when Renumbered, the addresses the Node had
+	// when the pod's container started and no longer has.
+	Old []string
+	// Renumbered: stale by the second rule (its podIPs are the Node's, its container is older).
+	Renumbered bool
+	// Cause says why the pod is stale, for Events; Message what happens to it.
+	Cause   string
 	Message string
 }
 
@@ -76,11 +85,10 @@ func (v Verdict) Evicts() bool { return v.Reason == Evict }
 
 // Decide is the verdict on in.Pod.
 func Decide(in Input) Verdict {
-	old := StaleIPs(in.Pod, in.Node)
-	if len(old) == 0 {
-		return Verdict{Reason: NotStale}
+	v := staleness(in)
+	if !v.Stale {
+		return v
 	}
-	v := Verdict{Stale: true, Old: old}
 	p := in.Pod
 	changed := in.Changed
 	if changed.IsZero() {
@@ -108,6 +116,19 @@ func Decide(in Input) Verdict {
 		v.Message = fmt.Sprintf("evicted through the Eviction API (%s %s creates it again)", owner.Kind, owner.Name)
 	}
 	return v
+}
+
+// staleness is the first two fields of the verdict: the podIP rule, else the renumbering rule.
+func staleness(in Input) Verdict {
+	if old := StaleIPs(in.Pod, in.Node); len(old) > 0 {
+		return Verdict{Stale: true, Old: old, Cause: fmt.Sprintf("its status.podIPs %v are no longer the Node's addresses", old)}
+	}
+	if r, ok := Renumbered(in.Pod, in.Node, in.History); ok {
+		return Verdict{Stale: true, Old: r.Lost, Renumbered: true, Cause: fmt.Sprintf(
+			"its container %s started at %s, when the Node had %v, which it no longer has (its status.podIPs show the Node's current addresses)",
+			r.Container, r.Started.UTC().Format(time.RFC3339), r.Lost)}
+	}
+	return Verdict{Reason: NotStale}
 }
 
 // StaleIPs are the IPs of a running or pending hostNetwork pod that its own Node does not have.
