@@ -69,6 +69,7 @@ type Controller struct {
 	nodes, pods cache.SharedIndexInformer
 	ready       atomic.Bool
 	start       time.Time
+	onNode      cache.ResourceEventHandler // the Node informer's handler (tests call it)
 	mu          sync.Mutex
 	state
 }
@@ -168,6 +169,7 @@ func (c *Controller) addHandlers() error {
 			}
 		},
 	}
+	c.onNode = nodeH
 	podH := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.enqueuePod(o) },
 		UpdateFunc: func(_, o any) { c.enqueuePod(o) },

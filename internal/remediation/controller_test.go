@@ -232,3 +232,67 @@ func TestBounds(t *testing.T) {
 	r.sync(t, "a", "b")
 	wantList(t, "after the in-flight timeout", r.takeEvictions(), []string{"a2", "b2"})
 }
+
+// nodeSeen is the Node informer delivering name with ips (InternalIP) at the rig's time: added
+// when old is nil, else updated from old. It returns the Node for the next update.
+func (r *rig) nodeSeen(old *corev1.Node, name string, ips ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, ip := range ips {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	_ = r.c.nodes.GetIndexer().Update(n)
+	if old == nil {
+		r.c.onNode.OnAdd(n, false)
+	} else {
+		r.c.onNode.OnUpdate(old, n)
+	}
+	return n
+}
+
+func startedAt(t time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t)}}}}
+	}
+}
+
+// The renumbering rule on the informer's view: a pod whose podIPs the kubelet set to the new
+// address (flannel's) is evicted when it started before the renumbering the controller saw; the
+// first addresses published recreate nothing; a pod started after it stays; a controller that
+// started after the renumbering knows nothing of it and has only the podIP rule.
+func TestEvictsWhatStartedBeforeTheRenumbering(t *testing.T) {
+	r := newRig(t, 5, 10)
+	r.now = t0.Add(-10 * time.Minute)
+	n := r.nodeSeen(nil, "a") // a Node the agent has not published yet
+	r.pod("a", "agent", "10.0.0.1", startedAt(r.now))
+	r.pod("a", "flannel", "10.0.0.1", startedAt(r.now.Add(time.Minute)))
+	r.now = t0.Add(-5 * time.Minute)
+	n = r.nodeSeen(n, "a", "10.0.0.1") // the first addresses published
+	r.now = t0.Add(-time.Minute)
+	r.sync(t, "a")
+	wantList(t, "evictions after the first addresses published", r.takeEvictions(), nil)
+	r.now = t0
+	r.nodeSeen(n, "a", "10.0.0.2")                                       // renumbered
+	r.pod("a", "flannel", "10.0.0.2", startedAt(t0.Add(-9*time.Minute))) // the kubelet gave it the new address
+	r.pod("a", "fresh", "10.0.0.2", startedAt(t0.Add(10*time.Second)))   // started on the new address
+	r.pod("a", "agent", "10.0.0.1", startedAt(t0.Add(-10*time.Minute)))  // the podIP rule
+	r.now = t0.Add(30 * time.Second)
+	r.sync(t, "a")
+	wantList(t, "evictions within the grace", r.takeEvictions(), nil)
+	r.now = t0.Add(time.Minute)
+	r.sync(t, "a")
+	wantList(t, "evictions", r.takeEvictions(), []string{"agent", "flannel"})
+	wantList(t, "events", r.events(), []string{
+		"Normal StalePodEvicted Evicted pod ns/agent: its status.podIPs [10.0.0.1] are no longer the Node's addresses",
+		"Normal StalePodEvicted Evicted pod ns/flannel: its container c started at 2026-12-06T02:51:00Z, when the Node had [10.0.0.1], which it no longer has (its status.podIPs show the Node's current addresses)"})
+
+	// A controller started after the renumbering: flannel's podIPs look current, nothing known.
+	r2 := newRig(t, 5, 10)
+	r2.now = t0.Add(time.Hour)
+	r2.nodeSeen(nil, "a", "10.0.0.2")
+	r2.pod("a", "flannel", "10.0.0.2", startedAt(t0.Add(-9*time.Minute)))
+	r2.pod("a", "agent", "10.0.0.1", startedAt(t0.Add(-10*time.Minute)))
+	r2.now = t0.Add(2 * time.Hour)
+	r2.sync(t, "a")
+	wantList(t, "evictions of a controller that did not see the renumbering", r2.takeEvictions(), []string{"agent"})
+}

@@ -62,7 +62,9 @@ func (h History) Observe(n *corev1.Node, now time.Time) History {
 	return h
 }
 
-// At is the Node's set at t; false when unknown (before a truncated history, or no history).
+// At is the Node's set at t or, when it had none then, the first it had after (the addresses a pod
+// started before the agent's first publication took); false when unknown (before a truncated
+// history, or no history).
 func (h History) At(t time.Time) ([]netip.Addr, bool) {
 	if len(h.Epochs) == 0 || (h.Truncated && t.Before(h.Epochs[0].Since)) {
 		return nil, false
@@ -73,7 +75,9 @@ func (h History) At(t time.Time) ([]netip.Addr, bool) {
 		}
 		return -1 // e.Since ≤ t: the epoch in force at t is the last of these
 	})
-	return h.Epochs[max(i-1, 0)].Addrs, true
+	for i = max(i-1, 0); i < len(h.Epochs)-1 && len(h.Epochs[i].Addrs) == 0; i++ {
+	}
+	return h.Epochs[i].Addrs, true
 }
 
 // Renumbering is why Renumbered calls a pod stale.
