@@ -1,7 +1,7 @@
 // Package remediation evicts the hostNetwork pods that a renumbering left on their Node's old
-// address (`nodeaddr remediator`, one leader-elected Deployment for the cluster): the kubelet sets
-// a hostNetwork pod's status.podIPs once and never changes them (kubernetes#93897), so only a new
-// pod gets the new address. It evicts through the Eviction API, so PodDisruptionBudgets hold, once
+// address (`nodeaddr remediator`, one leader-elected Deployment for the cluster): a hostNetwork
+// pod's process keeps the address it started with and its status.podIPs rarely follow
+// (kubernetes#93897), so only a new pod gets the new address. It evicts through the Eviction API, so PodDisruptionBudgets hold, once
 // the Node's addresses have held for a grace period, bounded per Node and cluster-wide; the
 // decision is verdict.Decide, which `kubectl nodeaddr stale` prints too.
 package remediation

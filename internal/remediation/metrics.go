@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeaddr_remediation_stale_pods",
-			Help: "HostNetwork pods whose status.podIPs are not among their Node's addresses, by the remediator's verdict.",
+			Help: "Stale hostNetwork pods (a pod IP, or an address its Node had when a container started, is no longer the Node's), by the remediator's verdict.",
 		}, []string{"reason"}),
 		oldest: func() float64 { return 0 },
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
