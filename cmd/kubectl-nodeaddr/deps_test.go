@@ -16,7 +16,7 @@ func TestPortableImports(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	const module = "github.com/nodeaddr/nodeaddr/"
-	allowed := []string{module + "cmd/kubectl-nodeaddr", module + "internal/csrapproval/rules", module + "internal/inspect", module + "internal/vocab",
+	allowed := []string{module + "cmd/kubectl-nodeaddr", module + "internal/csrapproval/rules", module + "internal/inspect", module + "internal/remediation/verdict", module + "internal/vocab",
 		module + "internal/nodeindex", module + "resolver/explanation"}
 	var own []string
 	for _, p := range strings.Fields(string(out)) {

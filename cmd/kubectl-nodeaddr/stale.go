@@ -58,7 +58,9 @@ func newStale(o *options) *cobra.Command {
 longer has in status.addresses, one line each, ending with the command that fixes it:
 
  - hostNetwork pods whose status.podIPs is not one of their Node's addresses (a hostNetwork pod keeps
-   the address its Node had when it started);
+   the address its Node had when it started), each with the remediator's verdict (nodeaddr
+   remediator, deploy/components/pod-remediation): when it evicts the pod, or why not (static pod,
+   no controller, opted out, a PodDisruptionBudget, no remediator installed);
  - EndpointSlice endpoints that carry such a pod's old address;
  - the kubelet serving certificate each Node presents on its kubelet port (status.daemonEndpoints, at
    its InternalIP) when its IP SANs lack one of the Node's addresses. It is read with a TLS handshake
@@ -70,7 +72,7 @@ longer has in status.addresses, one line each, ending with the command that fixe
    advice when a fact cannot be read (get services, list servicecidrs).
 
 -o json, yaml, jsonpath, go-template and custom-columns print the list {"kind": "StaleList",
-"items": [...]} (each item: kind, namespace, name, node, where, address, state, fix); -o name prints
+"items": [...]} (each item: kind, namespace, name, node, where, address, state, fix, and remediation for a pod); -o name prints
 the objects listed (pod/NAME, endpointslice.discovery.k8s.io/NAME, node/NAME,
 certificatesigningrequest.certificates.k8s.io/NAME), each once.
 
@@ -164,6 +166,7 @@ func (s *staleOptions) evaluate(ctx context.Context, cs kubernetes.Interface, sn
 	if s.probe {
 		snap.Certs = s.certs.get(ctx, snap.Nodes, s.timeout)
 	}
+	remediationFacts(ctx, cs, &snap)
 	return inspect.Stale(snap)
 }
 

@@ -295,6 +295,17 @@ func TestDocsFlagsTable(t *testing.T) {
 	for _, e := range checkFlagTable(docSection(cluster, "The conflict detector: `nodeaddr conflicts`"), docFlagsOfUsage(usage.String())) {
 		t.Errorf("docs/cluster.md, \"The conflict detector\": %s", e)
 	}
+	usage.Reset()
+	if code := run(t.Context(), []string{"remediator", "--help"}, func(string) string { return "" }, &usage, io.Discard); code != 0 {
+		t.Fatalf("nodeaddr remediator --help: exit %d", code)
+	}
+	remediator := docFlagsOfUsage(usage.String())
+	if len(remediator) < 8 {
+		t.Fatalf("only %d flags read from nodeaddr remediator --help:\n%s", len(remediator), usage.String())
+	}
+	for _, e := range checkFlagTable(docSection(docRead(t, "docs/remediation.md"), "Flags"), remediator) {
+		t.Errorf("docs/remediation.md, \"Flags\": %s", e)
+	}
 }
 
 // ---- alerts ----
@@ -455,7 +466,8 @@ func checkMetrics(page string, golden []string, defined []string) []string {
 
 func TestDocsMetrics(t *testing.T) {
 	var golden []string
-	for _, f := range []string{"test/deploy/testdata/metrics.golden", "test/deploy/testdata/metrics-approval.golden"} {
+	for _, f := range []string{"test/deploy/testdata/metrics.golden", "test/deploy/testdata/metrics-approval.golden",
+		"test/deploy/testdata/metrics-remediation.golden"} {
 		for _, m := range docTypeRE.FindAllStringSubmatch(docRead(t, f), -1) {
 			golden = append(golden, m[1])
 		}

@@ -1,8 +1,9 @@
 // Command nodeaddr keeps its own Node's status.addresses in step with the kernel: netlink events
 // (watcher) trigger a debounced resolution (resolver) whose result is written to the Node with
 // conflict-safe, rate-limited patches (publisher). `nodeaddr approver` is the cluster side's
-// kubelet-serving CSR approver, `nodeaddr conflicts` its address conflict detector. Each command
-// is a package of internal/cmd; main only chooses one.
+// kubelet-serving CSR approver, `nodeaddr remediator` its evictor of the hostNetwork pods a
+// renumbering left on an old address, `nodeaddr conflicts` its address conflict detector. Each
+// command is a package of internal/cmd; main only chooses one.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/cmd/approvercmd"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/conflictscmd"
+	"github.com/nodeaddr/nodeaddr/internal/cmd/remediatorcmd"
 )
 
 func main() {
@@ -32,6 +34,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if len(args) > 0 && args[0] == "conflicts" {
 		return conflictscmd.Main(ctx, env, args[1:])
+	}
+	if len(args) > 0 && args[0] == "remediator" {
+		return remediatorcmd.Main(ctx, env, args[1:])
 	}
 	return agentcmd.Main(ctx, env, args) // without a subcommand, nodeaddr is the agent
 }

@@ -49,6 +49,9 @@ type Finding struct {
 	Address   string `json:"address"` // the old address it names ("-": none to name)
 	State     string `json:"state"`
 	Fix       string `json:"fix"` // the command (or, when none exists, the action) that fixes it
+	// Remediation is, for a stale pod, what the remediator does about it: when it evicts the pod,
+	// or why not (verdict.Describe).
+	Remediation string `json:"remediation,omitempty"`
 }
 
 // APIObject is the API object f names, for -o name.
@@ -74,12 +77,15 @@ type Snapshot struct {
 	// where none is installed).
 	Policy       rules.Policy
 	ServiceCIDRs []netip.Prefix
+	// Remediation is the remediator's installation, for the verdict on each stale pod.
+	Remediation Remediation
 }
 
 // Stale applies every rule to s, in a stable order: by Node, then kind, then object and address.
 func Stale(s Snapshot) []Finding {
 	addrs := nodeAddresses(s.Nodes)
 	pods := StalePods(s.Pods, addrs)
+	remediate(s, pods)
 	out := slices.Concat(pods, StaleEndpoints(s.Slices, pods), PendingCSRs(s, addrs), StaleCerts(s, addrs))
 	order := map[string]int{KindPod: 0, KindEndpointSlice: 1, KindServingCert: 2, KindCSR: 3}
 	slices.SortStableFunc(out, func(a, b Finding) int {

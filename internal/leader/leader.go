@@ -1,8 +1,8 @@
 // Package leader elects one leader among the replicas of a cluster-side component (the approver,
-// the conflict detector) on a coordination.k8s.io Lease. internal/cmd/clusterside runs the Elector;
-// each controller's API builds its LeaseClient with NewLeaseClient and its own field manager
-// (vocab.ApproverFieldManager, vocab.ConflictsFieldManager), so the Lease's managedFields name the
-// controller that wrote it.
+// the remediator, the conflict detector) on a coordination.k8s.io Lease. internal/cmd/clusterside
+// runs the Elector; each controller's API builds its LeaseClient with NewLeaseClient and its own
+// field manager (vocab.ApproverFieldManager, the remediator's, vocab.ConflictsFieldManager), so the
+// Lease's managedFields name the controller that wrote it.
 package leader
 
 import (
@@ -81,9 +81,9 @@ var ErrLeaseLost = errors.New("leader lease lost")
 // lost or ctx ends. It returns when lead has returned: nil when ctx ended (the Lease is released),
 // ErrLeaseLost when renewal failed; the caller exits, as a lost leader must not decide.
 func (e *Elector) Run(ctx context.Context, lead func(context.Context)) error {
-	orDefault(&e.Duration, 15*time.Second)
-	orDefault(&e.Renew, 10*time.Second)
-	orDefault(&e.Retry, 2*time.Second)
+	e.Duration = cmp.Or(e.Duration, 15*time.Second)
+	e.Renew = cmp.Or(e.Renew, 10*time.Second)
+	e.Retry = cmp.Or(e.Retry, 2*time.Second)
 	e.Logger = cmp.Or(e.Logger, slog.New(slog.DiscardHandler))
 	for acquired := false; !acquired; {
 		var err error

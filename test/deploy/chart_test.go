@@ -311,6 +311,7 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 	check := func(what string, objs map[string]object, name string) {
 		t.Helper()
 		job, approverJob, conflictsJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver"), scrapedJob(t, objs, name+"-conflicts")
+		remediatorJob := scrapedJob(t, objs, name+"-remediator")
 		pr, ok := objs["PrometheusRule/kube-system/"+name]
 		if !ok {
 			t.Fatalf("%s: no PrometheusRule %s", what, name)
@@ -333,6 +334,9 @@ func TestRulesSelectTheScrapedJob(t *testing.T) {
 				}
 				if onlyConflicts(r.Expr) {
 					want = conflictsJob
+				}
+				if strings.Contains(r.Expr, "nodeaddr_remediation_") {
+					want = remediatorJob // the remediator's metrics (docs/metrics.md)
 				}
 				for _, m := range jobSelectorRE.FindAllStringSubmatch(r.Expr, -1) {
 					n++

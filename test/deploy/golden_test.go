@@ -75,12 +75,17 @@ func TestGoldenMetricsCoverRulesAndDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The conflict detector's (`nodeaddr conflicts`; test/conflicts scrapes them).
+	// The conflict detector's (`nodeaddr conflicts`; test/conflicts scrapes them) and the
+	// remediator's (test/remediation scrapes them).
 	conflicts, err := os.ReadFile(filepath.Join("testdata", "metrics-conflicts.golden"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden := string(b) + string(approval) + string(conflicts)
+	remediation, err := os.ReadFile(filepath.Join("testdata", "metrics-remediation.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden := string(b) + string(approval) + string(conflicts) + string(remediation)
 	exposed := func(name string) bool {
 		for _, suf := range []string{"", "_bucket", "_sum", "_count"} {
 			if base, ok := strings.CutSuffix(name, suf); ok && strings.Contains(golden, "# TYPE "+base+" ") {

@@ -54,12 +54,13 @@ func (cp *ControlPlane) ServiceAccountToken(t testing.TB, name string) string {
 // informers have synced). It is stopped when t ends.
 func StartApprover(t testing.TB, cp *ControlPlane, args ...string) *Approver {
 	t.Helper()
-	return startElected(t, cp, "approver", cp.ApproverToken(t), args)
+	return StartClusterSide(t, cp, "approver", "nodeaddr-approver", args...)
 }
 
-// startElected runs `nodeaddr <command>`, a leader-elected cluster-side command, as StartApprover
-// describes, with token.
-func startElected(t testing.TB, cp *ControlPlane, command, token string, args []string) *Approver {
+// StartClusterSide runs `nodeaddr <command>` (a cluster-side command: approver, remediator,
+// conflicts) with a
+// token of kube-system/<serviceAccount>, as StartApprover does.
+func StartClusterSide(t testing.TB, cp *ControlPlane, command, serviceAccount string, args ...string) *Approver {
 	t.Helper()
 	bins := MustBuild(t)
 	port, err := FreePort()
@@ -67,7 +68,7 @@ func startElected(t testing.TB, cp *ControlPlane, command, token string, args []
 		t.Fatal(err)
 	}
 	a := &Approver{Port: port, t: t}
-	kubeconfig := Kubeconfig(t, AgentDir(t), cp.Config.Host, token)
+	kubeconfig := Kubeconfig(t, AgentDir(t), cp.Config.Host, cp.ServiceAccountToken(t, serviceAccount))
 	argv := append([]string{command, "--kubeconfig=" + kubeconfig, "--leader-elect=false",
 		fmt.Sprintf("--bind-address=127.0.0.1:%d", port)}, args...)
 	cmd := exec.Command(bins.Nodeaddr, argv...)

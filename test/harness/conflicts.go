@@ -10,5 +10,5 @@ const ConflictsUser = "system:serviceaccount:kube-system:nodeaddr-conflicts"
 // StartApprover runs the approver (same process handle: Logs, Metrics, Stop).
 func StartConflicts(t testing.TB, cp *ControlPlane, args ...string) *Approver {
 	t.Helper()
-	return startElected(t, cp, "conflicts", cp.ServiceAccountToken(t, "nodeaddr-conflicts"), args)
+	return StartClusterSide(t, cp, "conflicts", "nodeaddr-conflicts", args...)
 }

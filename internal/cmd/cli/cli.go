@@ -1,8 +1,8 @@
 // Package cli is what every nodeaddr command shares: the process it runs in (Env), usage errors
 // (exit 2), the flags every command takes (--kubeconfig, --log-level, --log-format, --version:
 // Common), the logger and the API server's configuration. Each command is a package of its own
-// (internal/cmd/agentcmd, internal/cmd/approvercmd) with its Options, their flags, Validate and Run;
-// cmd/nodeaddr only chooses one.
+// (internal/cmd/agentcmd, internal/cmd/approvercmd, internal/cmd/remediatorcmd) with its Options,
+// their flags, Validate and Run; cmd/nodeaddr only chooses one.
 package cli
 
 import (

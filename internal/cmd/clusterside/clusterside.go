@@ -1,7 +1,8 @@
-// Package clusterside runs a cluster-side controller (nodeaddr approver, nodeaddr conflicts):
-// one leader-elected Deployment for the cluster, whose replicas serve /healthz, /readyz and
-// /metrics, wait for the API server, and run the controller only while they hold its Lease. A
-// command defines its own flags beside Options' and gives Run what it alone knows (Spec).
+// Package clusterside runs a cluster-side controller (nodeaddr approver, nodeaddr remediator,
+// nodeaddr conflicts): one leader-elected Deployment for the cluster, whose replicas serve
+// /healthz, /readyz and /metrics, wait for the API server, and run the controller only while they
+// hold its Lease (internal/leader). A command defines its own flags beside Options' and gives Run
+// what it alone knows (Spec).
 package clusterside
 
 import (
@@ -61,7 +62,7 @@ type Spec struct {
 	Registry  *prometheus.Registry // served on /metrics
 	Leader    prometheus.Gauge     // 1 while this replica leads
 	// Lease is the client of the controller's leader Lease, writing as the controller's own field
-	// manager (csrapproval.API.Lease, conflicts.API.Lease).
+	// manager (csrapproval.API.Lease, remediation's, conflicts.API.Lease).
 	Lease func(namespace, name string) leader.LeaseClient
 	// Start waits for the API server and builds the controller; its error ends Run.
 	Start func(ctx context.Context) (Controller, error)

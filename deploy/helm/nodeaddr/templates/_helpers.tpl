@@ -60,6 +60,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The remediator's name, selector labels and standard labels, as the approver's. */}}
+{{- define "nodeaddr.remediatorName" -}}
+{{- printf "%s-remediator" (include "nodeaddr.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "nodeaddr.remediatorSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-remediator" (include "nodeaddr.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "nodeaddr.remediatorLabels" -}}
+{{ include "nodeaddr.remediatorSelectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* The standard labels (app.kubernetes.io/*), on every object and on the pod template. */}}
 {{- define "nodeaddr.labels" -}}
 {{ include "nodeaddr.selectorLabels" . }}

@@ -1,0 +1,129 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nodeaddr/nodeaddr/internal/vocab"
+	"github.com/nodeaddr/nodeaddr/test/harness"
+)
+
+// remediationGrace is the remediator's --grace in these scenarios: how long node B's new address
+// must hold before its stale pods are evicted. Shorter than the shipped default (docs/remediation.md
+// says why that one) so that five renumberings fit in the suite; healBound is how long every
+// consumer gets to follow once the grace has passed (an eviction, the new pod, its readiness).
+const (
+	remediationGrace = 10 * time.Second
+	healBound        = remediationGrace + 3*time.Minute
+	renumberings     = 5
+)
+
+// remediate turns remediation on (the pod-remediation component, beside the approver) after the
+// renumbering that left node B's hostNetwork pods on its old address: every consumer but the
+// frozen one follows without anyone acting, and Kubernetes' own e2e focus list passes. Then node B
+// is renumbered renumberings times, and each
+// time every consumer follows; the time from the new address to the last consumer following is
+// reported (p50, worst). Then a flap shorter than the grace (node B's address away and back)
+// evicts nothing.
+func (w *cluster) remediate(t *testing.T, wl workloads) {
+	now := ipB2
+	applied := time.Now()
+	w.kubectlAdmin("apply", "-k", w.overlay(true, remediationGrace))
+	if !t.Run("heals-what-the-renumbering-left", func(t *testing.T) {
+		all := w.allFollow(t, wl, now, nil, applied)
+		t.Logf("remediation on → every consumer following node B's %s: %s", now, all.Round(10*time.Millisecond))
+	}) {
+		return
+	}
+	// Kubernetes' own focus list on the renumbered cluster once remediation healed it: every spec.
+	if !t.Run("e2e-after-renumbering", func(t *testing.T) { w.e2e(t, true) }) {
+		return
+	}
+	var took []time.Duration
+	t.Run("renumberings", func(t *testing.T) {
+		for i := range renumberings {
+			next := fmt.Sprintf("%s%d", harness.LANPrefix, 32+10*(i%2))
+			exits, moved := w.renumber(t, next)
+			wl = w.refresh(t, wl)
+			took = append(took, w.allFollow(t, wl, next, exits, moved))
+			w.proxyAUntouched(t, exits)
+			now = next
+			if t.Failed() {
+				return
+			}
+		}
+		sorted := slices.Sorted(slices.Values(took))
+		t.Logf("%d renumberings of node B by DHCP with remediation on (grace %s): new address → every consumer following: p50 %s, worst %s (each: %v)",
+			len(took), remediationGrace, sorted[len(sorted)/2].Round(10*time.Millisecond), sorted[len(sorted)-1].Round(10*time.Millisecond), took)
+	})
+	t.Run("flap-within-grace-evicts-nothing", func(t *testing.T) { w.flap(t, now) })
+}
+
+// allFollow waits until every consumer of node B's address but the frozen one uses now (exits:
+// kube-proxy's exits before the renumbering, nil when there was none) and returns how long it took
+// from since; it fails t with the consumers that did not.
+func (w *cluster) allFollow(t *testing.T, wl workloads, now string, exits map[string]int, since time.Time) time.Duration {
+	t.Helper()
+	var checks []check
+	for _, c := range w.checks(wl, now, exits) {
+		if !c.frozen && (exits != nil || c.fresh) {
+			checks = append(checks, c)
+		}
+	}
+	after, errs := follow(checks, since, healBound)
+	var worst time.Duration
+	for i, c := range checks {
+		if errs[i] != nil {
+			t.Errorf("%s did not follow node B's %s with remediation on: %v", c.name, now, errs[i])
+		}
+		worst = max(worst, after[i])
+	}
+	return worst
+}
+
+// refresh re-reads the web pods (they are pod-network pods: never evicted, the same pods).
+func (w *cluster) refresh(t *testing.T, wl workloads) workloads {
+	t.Helper()
+	a, b := w.podOn("default", "app=web-a", nodeA), w.podOn("default", "app=web-b", nodeB)
+	if a == nil || b == nil || a.UID != wl.webA.UID || b.UID != wl.webB.UID {
+		t.Fatalf("the pod-network web pods changed: remediation recreates only hostNetwork pods")
+	}
+	return wl
+}
+
+// flap moves node B's address away and back within the grace: nothing is evicted (no
+// StalePodEvicted Event, node B's hostNetwork pods are the same pods) a grace and more later.
+func (w *cluster) flap(t *testing.T, now string) {
+	before := len(w.c.CP.Events(t, nodeB, vocab.ReasonStalePodEvicted))
+	pods := w.hostNetworkPods(t, nodeB)
+	w.renumber(t, harness.LANPrefix+"52")
+	time.Sleep(2 * time.Second) // the flap's length, a fixed interval shorter than the grace
+	w.renumber(t, now)
+	time.Sleep(remediationGrace + 10*time.Second) // longer than the grace: an eviction would have come
+	if n := len(w.c.CP.Events(t, nodeB, vocab.ReasonStalePodEvicted)) - before; n != 0 {
+		t.Errorf("%d StalePodEvicted Events on node B after a 2 s flap (grace %s)", n, remediationGrace)
+	}
+	if after := w.hostNetworkPods(t, nodeB); !slices.Equal(after, pods) {
+		t.Errorf("node B's hostNetwork pods changed after a 2 s flap: %v, then %v", pods, after)
+	}
+}
+
+// hostNetworkPods lists the UIDs of the running hostNetwork pods on node, sorted.
+func (w *cluster) hostNetworkPods(t *testing.T, node string) []string {
+	t.Helper()
+	var uids []string
+	for _, sel := range []struct{ ns, label string }{{"default", "app=hostweb"}, {"kube-flannel", "app=flannel"}, {"kube-system", "app.kubernetes.io/name=nodeaddr"}} {
+		p := w.podOn(sel.ns, sel.label, node)
+		if p == nil {
+			t.Fatalf("no running pod %s in %s on %s", sel.label, sel.ns, node)
+		}
+		if !p.Spec.HostNetwork {
+			t.Fatalf("pod %s/%s is not on the host network", p.Namespace, p.Name)
+		}
+		uids = append(uids, string(p.UID))
+	}
+	slices.Sort(uids)
+	return uids
+}
