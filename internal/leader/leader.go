@@ -195,10 +195,3 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
-
-// orDefault sets an unset (zero or negative) duration to d.
-func orDefault(p *time.Duration, d time.Duration) {
-	if *p <= 0 {
-		*p = d
-	}
-}
