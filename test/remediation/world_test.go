@@ -37,6 +37,7 @@ type world struct {
 }
 
 func newWorld(t *testing.T) *world {
+	harness.RequireE2E(t)
 	cp := harness.StartControlPlane(t)
 	ctx := t.Context()
 	cp.ApplyRBAC(t)
