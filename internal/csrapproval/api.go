@@ -167,4 +167,3 @@ func Transient(err error) bool {
 	return dns || utilnet.IsTimeout(err) || utilnet.IsProbableEOF(err) || utilnet.IsConnectionReset(err) ||
 		utilnet.IsConnectionRefused(err) || utilnet.IsHTTP2ConnectionLost(err)
 }
-

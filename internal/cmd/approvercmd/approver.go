@@ -5,7 +5,6 @@ package approvercmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,7 +31,6 @@ type Options struct {
 	Policy       csrapproval.Policy
 	ServiceCIDRs []netip.Prefix
 	policy       func() (csrapproval.Policy, []netip.Prefix, error) // rules.PolicyFlags' parser
-	help         bool
 }
 
 // AddFlags defines the approver's flags on fs.
@@ -40,7 +38,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.Common.AddFlags(fs, cli.ControllerWording(getenv))
 	o.Options.AddFlags(fs, "nodeaddr-approver", ":9813")
 	o.policy = rules.PolicyFlags(fs)
-	fs.BoolVarP(&o.help, "help", "h", false, "show this help")
 }
 
 // Validate parses what the flags hold and fills the defaults read from the environment.
@@ -60,42 +57,18 @@ func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error 
 	return nil
 }
 
+// about is the description --help prints.
+var about = "Approves kubelet-serving CSRs whose SANs are the node's own name and the addresses its nodeaddr agent published (run once per cluster: deploy/components/kubelet-serving-csr)."
+
 // parse parses args; --help prints usage to out and returns pflag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := pflag.NewFlagSet("nodeaddr approver", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.AddFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		return nil, cli.Usagef("%v", err)
-	}
-	if o.help {
-		fmt.Fprintf(out, "Usage: nodeaddr approver [flags]\n\nApproves kubelet-serving CSRs whose SANs are the node's own name and the addresses its nodeaddr agent published (run once per cluster: deploy/components/kubelet-serving-csr).\n\nFlags:\n%s", fs.FlagUsages())
-		return nil, pflag.ErrHelp
-	}
-	return o, o.Validate(fs, getenv)
+	return o, clusterside.Parse(o, "approver", about, args, getenv, out)
 }
 
 // Main is `nodeaddr approver`: exit code 0 ok, 1 runtime failure, 2 usage.
 func Main(ctx context.Context, env cli.Env, args []string) int {
-	o, err := parse(args, env.Getenv, env.Stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "nodeaddr approver: %v (see nodeaddr approver --help)\n", err)
-		return 2
-	}
-	if o.Version {
-		fmt.Fprintln(env.Stdout, env.VersionLine())
-		return 0
-	}
-	log := cli.NewLogger(o.LogLevel, o.LogFormat, 0, env.Stderr)
-	if err := o.Run(ctx, env, log); err != nil {
-		log.Error("nodeaddr approver failed", "err", err)
-		return 1
-	}
-	return 0
+	return clusterside.Main(ctx, env, args, "approver", about, &Options{})
 }
 
 // Run builds the API clients and runs the approver's controller through clusterside.

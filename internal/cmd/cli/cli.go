@@ -96,6 +96,10 @@ type Common struct {
 	wording    Wording
 }
 
+// Shared is c itself: the flags every command shares, for code that holds a command's Options
+// (which embed Common) behind an interface (clusterside.Command).
+func (c *Common) Shared() *Common { return c }
+
 // Wording is how a command's --help words the shared flags: the agent's and the cluster side's
 // have said it differently since their first release, and --help stays as it was.
 type Wording struct {

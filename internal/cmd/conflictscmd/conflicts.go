@@ -6,7 +6,6 @@ package conflictscmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,7 +29,6 @@ type Options struct {
 	cli.Common
 	clusterside.Options
 	Window time.Duration // --move-window
-	help   bool
 }
 
 // AddFlags defines the detector's flags on fs.
@@ -38,7 +36,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.Common.AddFlags(fs, cli.ControllerWording(getenv))
 	o.Options.AddFlags(fs, "nodeaddr-conflicts", ":9814")
 	fs.DurationVar(&o.Window, "move-window", conflicts.DefaultWindow, "an address listed by two Nodes for less than this is a move, not a conflict (0 flags at once)")
-	fs.BoolVarP(&o.help, "help", "h", false, "show this help")
 }
 
 // Validate checks what the flags hold and fills the defaults read from the environment.
@@ -57,43 +54,18 @@ func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error 
 	return nil
 }
 
+// about is the description --help prints.
+var about = fmt.Sprintf("Marks every Node that lists an address another Node lists with the condition %s, a Warning Event naming the other Node and a metric; clears it when the conflict ends (run once per cluster: deploy/components/address-conflicts).", vocab.ConditionAddressConflict)
+
 // parse parses args; --help prints usage to out and returns pflag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := pflag.NewFlagSet("nodeaddr conflicts", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.AddFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		return nil, cli.Usagef("%v", err)
-	}
-	if o.help {
-		fmt.Fprintf(out, "Usage: nodeaddr conflicts [flags]\n\nMarks every Node that lists an address another Node lists with the condition %s, a Warning Event naming the other Node and a metric; clears it when the conflict ends (run once per cluster: deploy/components/address-conflicts).\n\nFlags:\n%s",
-			vocab.ConditionAddressConflict, fs.FlagUsages())
-		return nil, pflag.ErrHelp
-	}
-	return o, o.Validate(fs, getenv)
+	return o, clusterside.Parse(o, "conflicts", about, args, getenv, out)
 }
 
 // Main is `nodeaddr conflicts`: exit code 0 ok, 1 runtime failure, 2 usage.
 func Main(ctx context.Context, env cli.Env, args []string) int {
-	o, err := parse(args, env.Getenv, env.Stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "nodeaddr conflicts: %v (see nodeaddr conflicts --help)\n", err)
-		return 2
-	}
-	if o.Version {
-		fmt.Fprintln(env.Stdout, env.VersionLine())
-		return 0
-	}
-	log := cli.NewLogger(o.LogLevel, o.LogFormat, 0, env.Stderr)
-	if err := o.Run(ctx, env, log); err != nil {
-		log.Error("nodeaddr conflicts failed", "err", err)
-		return 1
-	}
-	return 0
+	return clusterside.Main(ctx, env, args, "conflicts", about, &Options{})
 }
 
 // Run builds the API clients and runs the detector's controller through clusterside.

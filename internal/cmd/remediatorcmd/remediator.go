@@ -6,8 +6,6 @@ package remediatorcmd
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -32,7 +30,6 @@ type Options struct {
 	clusterside.Options
 	Grace                   time.Duration
 	MaxPerNode, MaxInFlight int
-	help                    bool
 }
 
 // AddFlags defines the remediator's flags on fs.
@@ -42,7 +39,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&o.Grace, "grace", verdict.DefaultGrace, "how long a Node's new addresses must hold before its stale hostNetwork pods are evicted (a flap or a failover and back within it evicts nothing)")
 	fs.IntVar(&o.MaxPerNode, "max-evictions-per-node", 1, "evictions in flight (evicted, the pod not gone yet) on one Node at most")
 	fs.IntVar(&o.MaxInFlight, "max-evictions", 10, "evictions in flight in the cluster at most")
-	fs.BoolVarP(&o.help, "help", "h", false, "show this help")
 }
 
 // Validate checks what the flags hold and fills the defaults read from the environment.
@@ -63,42 +59,18 @@ func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error 
 	return nil
 }
 
+// about is the description --help prints.
+var about = "Evicts, through the Eviction API, the hostNetwork pods whose status.podIPs are no longer among their Node's addresses, so that their controllers create them on the new address (run once per cluster: deploy/components/pod-remediation)."
+
 // parse parses args; --help prints usage to out and returns pflag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (*Options, error) {
 	o := &Options{}
-	fs := pflag.NewFlagSet("nodeaddr remediator", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.AddFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		return nil, cli.Usagef("%v", err)
-	}
-	if o.help {
-		fmt.Fprintf(out, "Usage: nodeaddr remediator [flags]\n\nEvicts, through the Eviction API, the hostNetwork pods whose status.podIPs are no longer among their Node's addresses, so that their controllers create them on the new address (run once per cluster: deploy/components/pod-remediation).\n\nFlags:\n%s", fs.FlagUsages())
-		return nil, pflag.ErrHelp
-	}
-	return o, o.Validate(fs, getenv)
+	return o, clusterside.Parse(o, "remediator", about, args, getenv, out)
 }
 
 // Main is `nodeaddr remediator`: exit code 0 ok, 1 runtime failure, 2 usage.
 func Main(ctx context.Context, env cli.Env, args []string) int {
-	o, err := parse(args, env.Getenv, env.Stdout)
-	if errors.Is(err, pflag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "nodeaddr remediator: %v (see nodeaddr remediator --help)\n", err)
-		return 2
-	}
-	if o.Version {
-		fmt.Fprintln(env.Stdout, env.VersionLine())
-		return 0
-	}
-	log := cli.NewLogger(o.LogLevel, o.LogFormat, 0, env.Stderr)
-	if err := o.Run(ctx, env, log); err != nil {
-		log.Error("nodeaddr remediator failed", "err", err)
-		return 1
-	}
-	return 0
+	return clusterside.Main(ctx, env, args, "remediator", about, &Options{})
 }
 
 // Run builds the API clients and runs the remediation controller through clusterside.

@@ -1,0 +1,61 @@
+package clusterside
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
+)
+
+// Command is a cluster-side command's Options (which embed cli.Common) as Main drives them.
+type Command interface {
+	AddFlags(fs *pflag.FlagSet, getenv func(string) string)
+	Validate(fs *pflag.FlagSet, getenv func(string) string) error
+	Run(ctx context.Context, env cli.Env, log *slog.Logger) error
+	Shared() *cli.Common
+}
+
+// Parse parses args into o, the Options of `nodeaddr name`; with --help it prints the usage (about,
+// then the flags) to out and returns pflag.ErrHelp.
+func Parse(o Command, name, about string, args []string, getenv func(string) string, out io.Writer) error {
+	fs := pflag.NewFlagSet("nodeaddr "+name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs, getenv)
+	help := fs.BoolP("help", "h", false, "show this help")
+	if err := fs.Parse(args); err != nil {
+		return cli.Usagef("%v", err)
+	}
+	if *help {
+		fmt.Fprintf(out, "Usage: nodeaddr %s [flags]\n\n%s\n\nFlags:\n%s", name, about, fs.FlagUsages())
+		return pflag.ErrHelp
+	}
+	return o.Validate(fs, getenv)
+}
+
+// Main is `nodeaddr name` with o's flags: exit code 0 ok, 1 runtime failure, 2 usage.
+func Main(ctx context.Context, env cli.Env, args []string, name, about string, o Command) int {
+	err := Parse(o, name, about, args, env.Getenv, env.Stdout)
+	if errors.Is(err, pflag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "nodeaddr %s: %v (see nodeaddr %s --help)\n", name, err, name)
+		return 2
+	}
+	c := o.Shared()
+	if c.Version {
+		fmt.Fprintln(env.Stdout, env.VersionLine())
+		return 0
+	}
+	log := cli.NewLogger(c.LogLevel, c.LogFormat, 0, env.Stderr)
+	if err := o.Run(ctx, env, log); err != nil {
+		log.Error("nodeaddr "+name+" failed", "err", err)
+		return 1
+	}
+	return 0
+}
