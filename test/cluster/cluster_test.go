@@ -143,20 +143,7 @@ var (
 func (w *cluster) images() []string {
 	t := w.t
 	t.Helper()
-	imageBinOnce.Do(func() {
-		if imageBinDir, imageBinErr = os.MkdirTemp("", "nodeaddr-image"); imageBinErr == nil {
-			imageBin = filepath.Join(imageBinDir, "nodeaddr")
-			imageBinErr = harness.BuildImageBinary(os.Stderr, agentTag, imageBin)
-		}
-	})
-	if imageBinErr != nil {
-		t.Fatal(imageBinErr)
-	}
-	dir := w.c.CP.Dir
-	agent := filepath.Join(dir, "nodeaddr-image.tar")
-	if err := harness.WriteImage(agent, w.baseImage()+":"+agentTag, imageBin, harness.ImageBinary, harness.ImageUser, harness.ImageEntrypoint); err != nil {
-		t.Fatal(err)
-	}
+	agent, dir := w.agentImage(), w.c.CP.Dir
 	web := filepath.Join(dir, "webpod.tar")
 	if err := harness.WriteImage(web, webImage, harness.MustBuildNode(t).Webpod, "/webpod", harness.ImageUser, []string{"/webpod", "serve"}); err != nil {
 		t.Fatal(err)
@@ -191,6 +178,23 @@ func (w *cluster) baseImage() string {
 // needs kube-proxy, which needs the Node's addresses first).
 func (w *cluster) overlay(remediation bool, grace time.Duration) string {
 	w.t.Helper()
+	components, extra := []string{"kubelet-serving-csr"}, ""
+	if remediation {
+		components = append(components, "pod-remediation")
+		extra = fmt.Sprintf(`  - target: {kind: Deployment, name: nodeaddr-remediator}
+    patch: |
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --grace=%s
+`, grace)
+	}
+	return w.overlayWith(components, nil, extra)
+}
+
+// overlayWith writes the overlay with the shipped components named, agentArgs appended to the
+// agent's arguments and extra patches (YAML list items under patches:).
+func (w *cluster) overlayWith(components, agentArgs []string, extra string) string {
+	w.t.Helper()
 	dir := filepath.Join(w.c.CP.Dir, "overlay")
 	os.MkdirAll(dir, 0o755)
 	rel := func(p string) string {
@@ -200,16 +204,19 @@ func (w *cluster) overlay(remediation bool, grace time.Duration) string {
 		}
 		return fmt.Sprintf("%q", r)
 	}
-	components, extra := rel("components/kubelet-serving-csr"), ""
-	if remediation {
-		components += ", " + rel("components/pod-remediation")
-		extra = fmt.Sprintf(`  - target: {kind: Deployment, name: nodeaddr-remediator}
+	var comps []string
+	for _, c := range components {
+		comps = append(comps, rel("components/"+c))
+	}
+	for _, a := range agentArgs {
+		extra += fmt.Sprintf(`  - target: {kind: DaemonSet, name: nodeaddr}
     patch: |
       - op: add
         path: /spec/template/spec/containers/0/args/-
-        value: --grace=%s
-`, grace)
+        value: %q
+`, a)
 	}
+	components = comps
 	writeFile(w.t, filepath.Join(dir, "kustomization.yaml"), fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [%s]
@@ -226,7 +233,7 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: "%d"}
-`, rel("."), components, w.baseImage(), agentTag, w.c.CP.Port)+extra)
+`, rel("."), strings.Join(components, ", "), w.baseImage(), agentTag, w.c.CP.Port)+extra)
 	return dir
 }
 

@@ -73,12 +73,15 @@ func baseRuleMetrics(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The conflict detector's families (test/conflicts scrapes them), as the approver's.
-	conflicts, err := os.ReadFile(filepath.Join("testdata", "metrics-conflicts.golden"))
-	if err != nil {
-		t.Fatal(err)
+	// The conflict detector's and the remediator's families (test/conflicts and test/remediation
+	// scrape them), as the approver's.
+	for _, f := range []string{"metrics-conflicts.golden", "metrics-remediation.golden"} {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		approval = append(approval, b...)
 	}
-	approval = append(approval, conflicts...)
 	agent, err := os.ReadFile(goldenMetrics)
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,9 @@ exit 0
 type LAN struct {
 	t      testing.TB
 	Router *Netns
+	// NoRouter leases no router option (set before the first Join): the LAN is a host-only
+	// network, and the nodes' default route is elsewhere.
+	NoRouter bool
 	dir    string
 	// dnsmasq and dhclient are the tools' paths.
 	dnsmasq, dhclient string
@@ -122,8 +125,13 @@ func (l *LAN) serve() {
 	os.Remove(leases)
 	args := []string{"--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=br0", "--bind-interfaces",
 		"--dhcp-authoritative", "--dhcp-range=" + LANPrefix + "0,static,255.255.255.0,infinite",
-		"--dhcp-option=option:router," + LANPrefix + "1", "--dhcp-leasefile=" + leases,
+		"--dhcp-leasefile=" + leases,
 		"--pid-file=" + filepath.Join(l.dir, "dnsmasq.pid"), "--log-dhcp"}
+	if l.NoRouter {
+		args = append(args, "--dhcp-option=option:router") // an empty option: no router at all
+	} else {
+		args = append(args, "--dhcp-option=option:router,"+LANPrefix+"1")
+	}
 	for _, h := range l.hosts {
 		args = append(args, "--dhcp-host="+h.mac+","+h.ip)
 	}
