@@ -82,9 +82,10 @@ current-context: c
 			if want := []corev1.NodeAddress{harness.Addr(corev1.NodeInternalIP, natAddress), harness.Addr(corev1.NodeHostName, name)}; !slices.Equal(n.Status.Addresses, want) {
 				t.Errorf("Node %s: addresses %s, want %s", name, harness.FormatAddrs(n.Status.Addresses), harness.FormatAddrs(want))
 			}
-			if ev := c.CP.Events(t, name, vocab.ReasonAddressConflict); len(ev) == 0 || !strings.Contains(ev[0].Message, other) {
-				t.Errorf("Node %s: Warning Events %s %v, want one naming %s", name, vocab.ReasonAddressConflict, ev, other)
-			}
+			harness.Eventually(t, time.Minute, 200*time.Millisecond, "a Warning Event about "+name+" naming "+other, func() (bool, string) {
+				ev := c.CP.Events(t, name, vocab.ReasonAddressConflict)
+				return len(ev) > 0 && ev[0].Type == corev1.EventTypeWarning && strings.Contains(ev[0].Message, other), fmt.Sprint(ev)
+			})
 		}
 		if n := len(w.approvedCSRs(t)); n != 0 {
 			t.Errorf("%d serving CSRs approved while both Nodes claim %s: want none", n, natAddress)

@@ -235,7 +235,7 @@ func (d *day) status(t *testing.T) {
 	if len(row) > 4 {
 		written, _ = time.Parse(time.RFC3339, row[4])
 	}
-	if code != 0 || len(row) != 11 || !slices.Contains(strings.Split(row[3], ","), vocab.FieldManager) ||
+	if code != 0 || len(row) != 12 || !slices.Contains(strings.Split(row[3], ","), vocab.FieldManager) ||
 		written.After(last) || last.Sub(written) >= 2*time.Second {
 		t.Errorf("status -o wide: exit %d, row %q; nodeaddr's last status write completed at %s", code, row, last.UTC().Format(time.RFC3339Nano))
 	}
