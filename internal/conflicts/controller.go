@@ -29,6 +29,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/nodeindex"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
+	"github.com/nodeaddr/nodeaddr/internal/workers"
 )
 
 // DefaultWindow is --move-window's default: an address on two Nodes for less than this is a move.
@@ -147,32 +148,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.ready.Store(true)
 	c.cfg.Logger.Info("address conflict detector running", "workers", c.cfg.Workers, "move_window", c.cfg.Window)
-	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	workers.Run(ctx, c.queue, c.cfg.Workers, c.Sync, c.cfg.Logger, "address conflict condition not written, retrying")
 	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	node, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(node)
-	if err := c.Sync(ctx, node); err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("address conflict condition not written, retrying", "node", node, "err", err)
-		c.queue.AddRateLimited(node)
-	} else {
-		c.queue.Forget(node)
-	}
-	return true
 }
 
 // Sync decides on node's condition and writes it when it changes.

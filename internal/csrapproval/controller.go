@@ -44,6 +44,7 @@ import (
 
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
+	"github.com/nodeaddr/nodeaddr/internal/workers"
 )
 
 // SignerFieldSelector narrows the CSR informer to kubelet-serving CSRs.
@@ -283,30 +284,6 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.ready.Store(true)
 	c.cfg.Logger.Info("csr approver running", "workers", c.cfg.Workers, "service_cidr_objects", c.cidrs != nil)
-	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	workers.Run(ctx, c.queue, c.cfg.Workers, c.Sync, c.cfg.Logger, "kubelet serving CSRs of a node not handled, retrying")
 	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	node, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(node)
-	if err := c.Sync(ctx, node); err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("kubelet serving CSRs of a node not handled, retrying", "node", node, "err", err)
-		c.queue.AddRateLimited(node)
-	} else {
-		c.queue.Forget(node)
-	}
-	return true
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
+	"github.com/nodeaddr/nodeaddr/internal/workers"
 )
 
 // Source is what the remediator reads and writes: ListerWatchers, which API.Source builds without a
@@ -248,32 +249,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.ready.Store(true)
 	c.cfg.Logger.Info("remediator running", "grace", c.cfg.Grace, "max_per_node", c.cfg.MaxPerNode, "max_in_flight", c.cfg.MaxInFlight)
-	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() {
-			for c.processNext(ctx) {
-			}
-		})
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	wg.Wait()
+	workers.Run(ctx, c.queue, c.cfg.Workers, c.Sync, c.cfg.Logger, "stale pods of a node not handled, retrying")
 	return nil
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	node, shutdown := c.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer c.queue.Done(node)
-	if err := c.Sync(ctx, node); err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("stale pods of a node not handled, retrying", "node", node, "err", err)
-		c.queue.AddRateLimited(node)
-	} else {
-		c.queue.Forget(node)
-	}
-	return true
 }
 
 // nodeRef is the Node the remediator's Events are about.
