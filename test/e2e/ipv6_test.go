@@ -521,7 +521,7 @@ func TestDualStackDHCPRenewalDuringRARenumbering(t *testing.T) {
 			e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
 			d := &dhcp{e: e, dir: harness.AgentDir(t), mac: nodeMAC, dnsmasq: dnsmasq, dhclient: dhclient}
 			d.script = filepath.Join(d.dir, "dhclient-script")
-			if err := os.WriteFile(d.script, []byte(harness.DHCPClientScript), 0o755); err != nil {
+			if err := os.WriteFile(d.script, []byte(harness.DHCPClientScript("")), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			d.srv = d.serve(old4)

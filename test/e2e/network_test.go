@@ -94,7 +94,7 @@ func (e *env) startDHCP(dnsmasq, dhclient string) *dhcp {
 	e.router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
 	d := &dhcp{e: e, dir: harness.AgentDir(e.t), mac: linkMAC(e.t, e.ns, "eth0"), dnsmasq: dnsmasq, dhclient: dhclient}
 	d.script = filepath.Join(d.dir, "dhclient-script")
-	if err := os.WriteFile(d.script, []byte(harness.DHCPClientScript), 0o755); err != nil {
+	if err := os.WriteFile(d.script, []byte(harness.DHCPClientScript("")), 0o755); err != nil {
 		e.t.Fatal(err)
 	}
 	d.srv = d.serve("192.0.2.50")

@@ -12,9 +12,14 @@ import (
 
 // DHCPClientScript is ISC dhclient's hook for a test's uplink: like Debian's dhclient-script it
 // flushes the old lease's address before adding the new one (break-before-make) and adds the
-// default route through the server's router option (with metric DHCP_METRIC from the client's
-// environment, if set); it never touches /etc/resolv.conf.
-const DHCPClientScript = `#!/bin/sh
+// default route through the server's router option, with metric if it is not empty; it never
+// touches /etc/resolv.conf. (dhclient runs its hook with an environment of its own: the metric is
+// written into the script, not passed in the environment.)
+func DHCPClientScript(metric string) string {
+	if metric != "" {
+		metric = " metric " + metric
+	}
+	return `#!/bin/sh
 case "$reason" in
 PREINIT) ip link set dev "$interface" up ;;
 BOUND|RENEW|REBIND|REBOOT)
@@ -22,11 +27,12 @@ BOUND|RENEW|REBIND|REBOOT)
     ip -4 addr flush dev "$interface"
     ip addr add "$new_ip_address/$new_subnet_mask" dev "$interface"
   fi
-  for r in $new_routers; do ip route replace default via "$r" dev "$interface" ${DHCP_METRIC:+metric "$DHCP_METRIC"}; break; done ;;
+  for r in $new_routers; do ip route replace default via "$r" dev "$interface"` + metric + `; break; done ;;
 EXPIRE|FAIL|RELEASE|STOP) ip -4 addr flush dev "$interface" ;;
 esac
 exit 0
 `
+}
 
 // LAN is one shared L2 segment: a bridge in a router namespace (the gateway, LANPrefix+"1"), each
 // joined namespace's eth0 a port of it, every address leased by DHCP (dnsmasq in the router's
@@ -64,7 +70,7 @@ func NewLAN(t testing.TB) *LAN {
 	l.Router.IP("link", "add", "br0", "type", "bridge")
 	l.Router.IP("link", "set", "br0", "up")
 	l.Router.IP("addr", "add", LANPrefix+"1/24", "dev", "br0")
-	if err := os.WriteFile(filepath.Join(l.dir, "dhclient-script"), []byte(DHCPClientScript), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(l.dir, "dhclient-script"), []byte(DHCPClientScript("")), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -40,7 +40,7 @@ func (s *soak) startDHCP() {
 		t.Fatalf("%s's MAC: %v", u.dev, err)
 	}
 	d.mac = strings.TrimSpace(string(out))
-	if err := os.WriteFile(filepath.Join(d.dir, "dhclient-script"), []byte(harness.DHCPClientScript), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(d.dir, "dhclient-script"), []byte(harness.DHCPClientScript(fmt.Sprint(dhcpUplink.metric))), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.server.kill(); d.client.kill() })
@@ -69,7 +69,6 @@ func (d *dhcp) startClient() {
 	cmd := d.s.w.ns.Exec(d.dhclient, "-d", "-4", "-sf",
 		filepath.Join(d.dir, "dhclient-script"), "-lf", filepath.Join(d.dir, "dhclient.leases"),
 		"-pf", filepath.Join(d.dir, "dhclient.pid"), dhcpUplink.dev)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("DHCP_METRIC=%d", dhcpUplink.metric))
 	d.client = background("dhclient", cmd)
 }
 
