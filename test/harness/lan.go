@@ -45,7 +45,7 @@ type LAN struct {
 	// NoRouter leases no router option (set before the first Join): the LAN is a host-only
 	// network, and the nodes' default route is elsewhere.
 	NoRouter bool
-	dir    string
+	dir      string
 	// dnsmasq and dhclient are the tools' paths.
 	dnsmasq, dhclient string
 	server            *proc
