@@ -46,7 +46,7 @@ func (w *cluster) remediate(t *testing.T, wl workloads) {
 		for i := range renumberings {
 			next := fmt.Sprintf("%s%d", harness.LANPrefix, 32+10*(i%2))
 			exits, moved := w.renumber(t, next)
-			wl = w.refresh(t, wl)
+			w.samePodNetworkPods(t, wl)
 			took = append(took, w.allFollow(t, wl, next, exits, moved))
 			w.proxyAUntouched(t, exits)
 			now = next
@@ -83,14 +83,14 @@ func (w *cluster) allFollow(t *testing.T, wl workloads, now string, exits map[st
 	return worst
 }
 
-// refresh re-reads the web pods (they are pod-network pods: never evicted, the same pods).
-func (w *cluster) refresh(t *testing.T, wl workloads) workloads {
+// samePodNetworkPods fails t unless the web pods are the ones wl holds: pod-network pods are never
+// evicted.
+func (w *cluster) samePodNetworkPods(t *testing.T, wl workloads) {
 	t.Helper()
 	a, b := w.podOn("default", "app=web-a", nodeA), w.podOn("default", "app=web-b", nodeB)
 	if a == nil || b == nil || a.UID != wl.webA.UID || b.UID != wl.webB.UID {
 		t.Fatalf("the pod-network web pods changed: remediation recreates only hostNetwork pods")
 	}
-	return wl
 }
 
 // flap moves node B's address away and back within the grace: nothing is evicted (no

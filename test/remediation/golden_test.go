@@ -1,9 +1,7 @@
 package remediation
 
 import (
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -18,30 +16,7 @@ var remediationGolden = filepath.Join("..", "deploy", "testdata", "metrics-remed
 
 func checkRemediationGolden(t *testing.T, r *harness.Approver) {
 	t.Helper()
-	code, body, err := r.Get("/metrics")
-	if err != nil || code != 200 {
-		t.Fatalf("scrape: %d %v", code, err)
-	}
-	var lines []string
-	for _, l := range strings.Split(body, "\n") {
-		f := strings.Fields(l)
-		if len(f) > 2 && (f[1] == "HELP" || f[1] == "TYPE") &&
-			(strings.HasPrefix(f[2], "nodeaddr_remediation_") || strings.HasPrefix(f[2], "nodeaddr_remediator_") || f[2] == "nodeaddr_build_info") {
-			lines = append(lines, l)
-		}
-	}
-	slices.Sort(lines)
-	got := strings.Join(lines, "\n") + "\n"
-	if os.Getenv("NODEADDR_GOLDEN_UPDATE") == "1" {
-		if err := os.WriteFile(remediationGolden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(remediationGolden)
-	if err != nil {
-		t.Fatalf("%v (NODEADDR_GOLDEN_UPDATE=1 go test ./remediation/ writes it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("the remediator's metric families differ from %s (NODEADDR_GOLDEN_UPDATE=1 rewrites it):\ngot:\n%swant:\n%s", remediationGolden, got, want)
-	}
+	harness.CheckMetricFamiliesGolden(t, r, remediationGolden, func(name string) bool {
+		return strings.HasPrefix(name, "nodeaddr_remediation_") || strings.HasPrefix(name, "nodeaddr_remediator_") || name == "nodeaddr_build_info"
+	})
 }

@@ -60,7 +60,7 @@ func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error 
 }
 
 // about is the description --help prints.
-var about = "Evicts, through the Eviction API, the hostNetwork pods whose status.podIPs are no longer among their Node's addresses, so that their controllers create them on the new address (run once per cluster: deploy/components/pod-remediation)."
+var about = "Evicts, through the Eviction API, the hostNetwork pods left on an address their Node no longer has (in status.podIPs, or started while the Node had it), so that their controllers create them on the new address (run once per cluster: deploy/components/pod-remediation)."
 
 // parse parses args; --help prints usage to out and returns pflag.ErrHelp.
 func parse(args []string, getenv func(string) string, out io.Writer) (*Options, error) {
