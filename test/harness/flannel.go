@@ -109,7 +109,7 @@ type Flannel struct {
 	RunDir string
 }
 
-// FlannelManifest is the YAML that deploys flannel for a cluster whose pods come from network
+// Manifest is the YAML that deploys flannel for a cluster whose pods come from network
 // (the kube-controller-manager's --cluster-cidr) and whose API server is at 127.0.0.1:port in
 // every node's namespace (the relay StartNode starts); args are appended to flanneld's.
 func (f *Flannel) Manifest(network string, port int, args ...string) string {
