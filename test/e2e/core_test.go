@@ -223,8 +223,10 @@ func TestRunOnceRestartAndBadKubeconfig(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "kubeconfig "+bad) {
 		t.Fatalf("bad kubeconfig: exit %d, output %q; want exit 1 naming the kubeconfig", code, out)
 	}
+	// A missing Node is retried until --timeout (the kubelet may not have registered it yet): 5 s, so
+	// that a first GET slowed by a loaded machine still gets its NotFound before the deadline.
 	code, out = harness.RunAgent(t, e.ns, harness.AgentOptions{Kubeconfig: e.kc,
-		Args: []string{"--node-name=missing-node", "--run-once", "--timeout=2s"}}, 30*time.Second)
+		Args: []string{"--node-name=missing-node", "--run-once", "--timeout=5s"}}, 30*time.Second)
 	if code != 1 || !strings.Contains(out, `node \"missing-node\" not found`) && !strings.Contains(out, `node "missing-node" not found`) {
 		t.Fatalf("missing node: exit %d, output %q; want exit 1 saying it is not found", code, out)
 	}

@@ -17,9 +17,11 @@ import (
 // sorted; Skipped holds the focused specs that skipped themselves at run time (e2eskipper: too
 // few nodes, a missing feature) with the reason.
 type E2EResult struct {
-	Passed   []string
-	Failed   map[string]string // name -> failure text (first lines)
-	Skipped  map[string]string // name -> skip message
+	Passed  []string
+	Failed  map[string]string // name -> failure text (first lines)
+	Skipped map[string]string // name -> skip message
+	// Took is each spec's own time from the report (setup nodes excluded), by name.
+	Took     map[string]time.Duration
 	Duration time.Duration
 	// Log is e2e.test's output; ReportDir holds junit_01.xml.
 	Log, ReportDir string
@@ -80,6 +82,9 @@ func RunE2E(t testing.TB, kubeconfig string, focus, skip []string) E2EResult {
 	if err := r.readJUnit(filepath.Join(r.ReportDir, "junit_01.xml"), focus, skip); err != nil {
 		t.Fatalf("e2e.test (%v) wrote no usable report: %v\nlast lines of %s:\n%s", runErr, err, r.Log, tailFile(r.Log, 40))
 	}
+	for _, name := range sortedKeys(r.Took) {
+		t.Logf("e2e: %6.1fs %s", r.Took[name].Seconds(), name)
+	}
 	if len(r.Failed) > 0 {
 		t.Logf("e2e: %s; last lines of %s:\n%s", r.Summary(), r.Log, tailFile(r.Log, 40))
 	}
@@ -88,8 +93,9 @@ func RunE2E(t testing.TB, kubeconfig string, focus, skip []string) E2EResult {
 
 // junitCase is the part of a ginkgo JUnit test case the result needs.
 type junitCase struct {
-	Name    string `xml:"name,attr"`
-	Status  string `xml:"status,attr"`
+	Name    string  `xml:"name,attr"`
+	Status  string  `xml:"status,attr"`
+	Time    float64 `xml:"time,attr"`
 	Skipped *struct {
 		Message string `xml:"message,attr"`
 	} `xml:"skipped"`
@@ -117,7 +123,7 @@ func (r *E2EResult) readJUnit(file string, focus, skip []string) error {
 	if err := xml.Unmarshal(b, &report); err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	r.Failed, r.Skipped = map[string]string{}, map[string]string{}
+	r.Failed, r.Skipped, r.Took = map[string]string{}, map[string]string{}, map[string]time.Duration{}
 	for _, s := range report.Suites {
 		for _, c := range s.Cases {
 			r.add(c, focus, skip)
@@ -129,6 +135,9 @@ func (r *E2EResult) readJUnit(file string, focus, skip []string) error {
 
 func (r *E2EResult) add(c junitCase, focus, skip []string) {
 	name, isSpec := strings.CutPrefix(c.Name, "[It] ")
+	if isSpec && c.Status != "skipped" && c.Status != "pending" {
+		r.Took[name] = time.Duration(c.Time * float64(time.Second))
+	}
 	switch {
 	case c.Status == "passed" && isSpec:
 		r.Passed = append(r.Passed, name)
@@ -163,4 +172,13 @@ func firstLines(s string, n int) string {
 		lines = append(lines[:n], "…")
 	}
 	return strings.Join(lines, "\n")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
