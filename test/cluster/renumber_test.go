@@ -70,7 +70,7 @@ func TestTwoNodes(t *testing.T) {
 	// The focus list on the renumbered cluster without remediation: what fails is recorded (the
 	// table in docs/renumbering.md), each failing spec retrying for about 200 s, so only `make
 	// test-cluster` runs it; make test runs the list again once remediation healed the cluster.
-	if os.Getenv("NODEADDR_CLUSTER_E2E_UNREMEDIATED") != "" {
+	if full() {
 		t.Run("e2e-after-renumbering-unremediated", func(t *testing.T) { w.e2e(t, false) })
 	}
 	t.Run("remediation", func(t *testing.T) { w.diagnose(t); w.remediate(t, wl) })

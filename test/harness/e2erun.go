@@ -3,12 +3,14 @@ package harness
 import (
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -45,50 +47,98 @@ func FocusRegexp(names []string) string {
 	return strings.Join(quoted, "|")
 }
 
+// E2EProcs is how many e2e.test processes share a focus list, as `ginkgo -p` shares a suite among
+// its processes: the specs mostly wait on pods and the network (a two-node run leaves the machine
+// about 75 % idle), so three processes take about a third of the wall time of one.
+const E2EProcs = 3
+
 // RunE2E runs the e2e suite (BuildE2E) against the cluster of kubeconfig with the specs whose
-// names contain one of focus and none of skip, one at a time, with kubectl from Build (the
-// framework execs it) and the suite's images moved to E2ERegistry (KUBE_TEST_REPO_LIST). The
-// output goes to a file under the test's directory (its last lines are logged if a spec failed);
-// the JUnit report is parsed into the result. A run that wrote no report fails t.
+// names contain one of focus and none of skip, with kubectl from Build (the framework execs it)
+// and the suite's images moved to E2ERegistry (KUBE_TEST_REPO_LIST). The focus list is dealt
+// round-robin to E2EProcs processes of the suite, each with its own output file under the test's
+// directory (its last lines are logged if a spec failed) and its own JUnit report, parsed and
+// merged into the result. A process that wrote no report fails t.
 func RunE2E(t testing.TB, kubeconfig string, focus, skip []string) E2EResult {
 	t.Helper()
 	suite := MustBuildE2E(t).Suite
 	kubectl := MustBuild(t).Kubectl
 	dir := t.TempDir()
-	r := E2EResult{Log: filepath.Join(dir, "e2e.log"), ReportDir: filepath.Join(dir, "report")}
 	repoList := filepath.Join(dir, "repo-list.yaml")
 	if err := os.WriteFile(repoList, []byte(E2ERepoList), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	groups := deal(focus, E2EProcs)
+	parts := make([]E2EResult, len(groups))
+	errs := make([]error, len(groups))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		parts[i] = E2EResult{Log: filepath.Join(dir, fmt.Sprintf("e2e-%d.log", i)), ReportDir: filepath.Join(dir, fmt.Sprintf("report-%d", i))}
+		args := e2eArgs(kubeconfig, kubectl, parts[i].ReportDir, g, skip)
+		t.Logf("e2e: %s %s (log: %s)", filepath.Base(suite), strings.Join(args, " "), parts[i].Log)
+		wg.Go(func() { errs[i] = parts[i].run(suite, args, repoList, g, skip) })
+	}
+	wg.Wait()
+	r := E2EResult{Failed: map[string]string{}, Skipped: map[string]string{}, Took: map[string]time.Duration{}, Duration: time.Since(start)}
+	for i, p := range parts {
+		if errs[i] != nil {
+			t.Fatalf("e2e.test %v\nlast lines of %s:\n%s", errs[i], p.Log, tailFile(p.Log, 40))
+		}
+		r.Passed = append(r.Passed, p.Passed...)
+		maps.Copy(r.Failed, p.Failed)
+		maps.Copy(r.Skipped, p.Skipped)
+		maps.Copy(r.Took, p.Took)
+		if len(p.Failed) > 0 {
+			t.Logf("e2e: %s; last lines of %s:\n%s", p.Summary(), p.Log, tailFile(p.Log, 40))
+		}
+	}
+	sort.Strings(r.Passed)
+	for _, name := range sortedKeys(r.Took) {
+		t.Logf("e2e: %6.1fs %s", r.Took[name].Seconds(), name)
+	}
+	return r
+}
+
+// e2eArgs is one e2e.test process's command line.
+func e2eArgs(kubeconfig, kubectl, reportDir string, focus, skip []string) []string {
 	args := []string{"--kubeconfig=" + kubeconfig, "--provider=skeleton", "--kubectl-path=" + kubectl,
-		"--report-dir=" + r.ReportDir, "--dump-logs-on-failure=false",
+		"--report-dir=" + reportDir, "--dump-logs-on-failure=false",
 		"--ginkgo.focus=" + FocusRegexp(focus), "--ginkgo.no-color", "--ginkgo.v", "--ginkgo.timeout=50m"}
 	if len(skip) > 0 {
 		args = append(args, "--ginkgo.skip="+FocusRegexp(skip))
 	}
+	return args
+}
+
+// run runs one e2e.test process into r.Log and reads its report into r; the error says why there
+// is no usable report (a failing spec is in r.Failed, not an error).
+func (r *E2EResult) run(suite string, args []string, repoList string, focus, skip []string) error {
 	log, err := os.Create(r.Log)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer log.Close()
 	cmd := exec.Command(suite, args...)
-	cmd.Dir = dir
+	cmd.Dir = filepath.Dir(r.Log)
 	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
 	cmd.Stdout, cmd.Stderr = log, log
-	t.Logf("e2e: %s %s (log: %s)", filepath.Base(suite), strings.Join(args, " "), r.Log)
 	start := time.Now()
 	runErr := cmd.Run()
 	r.Duration = time.Since(start)
 	if err := r.readJUnit(filepath.Join(r.ReportDir, "junit_01.xml"), focus, skip); err != nil {
-		t.Fatalf("e2e.test (%v) wrote no usable report: %v\nlast lines of %s:\n%s", runErr, err, r.Log, tailFile(r.Log, 40))
+		return fmt.Errorf("(%v) wrote no usable report: %w", runErr, err)
 	}
-	for _, name := range sortedKeys(r.Took) {
-		t.Logf("e2e: %6.1fs %s", r.Took[name].Seconds(), name)
+	return nil
+}
+
+// deal splits items into at most n groups, round-robin (the focus list's slow specs, the
+// two-node Granular Checks, are adjacent in it, so they spread over the processes).
+func deal(items []string, n int) [][]string {
+	groups := make([][]string, min(n, len(items)))
+	for i, it := range items {
+		groups[i%len(groups)] = append(groups[i%len(groups)], it)
 	}
-	if len(r.Failed) > 0 {
-		t.Logf("e2e: %s; last lines of %s:\n%s", r.Summary(), r.Log, tailFile(r.Log, 40))
-	}
-	return r
+	return groups
 }
 
 // junitCase is the part of a ginkgo JUnit test case the result needs.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // A report as the v1.37.2 framework writes it (framework/internal/junit: no failure message
@@ -42,6 +43,10 @@ func TestReadJUnit(t *testing.T) {
 		Failed: map[string]string{"[sig-network] HostPort validates that there is no conflict [LinuxOnly] [Conformance]": "[FAILED] Failed to connect to exposed host ports\nIn [It] at: hostport.go:166"},
 		// The Deployment spec was filtered out by the focus, not skipped at run time.
 		Skipped: map[string]string{"[sig-network] Networking Granular Checks: Services should function for node-Service: http": "skipped - Requires at least 2 nodes (not 1)"},
+		Took: map[string]time.Duration{
+			"[sig-node] Downward API should provide host IP as an env var [NodeConformance] [Conformance]": 6 * time.Second,
+			"[sig-network] HostPort validates that there is no conflict [LinuxOnly] [Conformance]":         40 * time.Second,
+		},
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Errorf("readJUnit:\n got %+v\nwant %+v", r, want)
@@ -55,5 +60,15 @@ func TestFocusRegexp(t *testing.T) {
 	got := FocusRegexp([]string{"[sig-network] HostPort", "Services should"})
 	if want := `\[sig-network\] HostPort|Services should`; got != want {
 		t.Errorf("FocusRegexp = %q, want %q", got, want)
+	}
+}
+
+func TestDeal(t *testing.T) {
+	got := deal([]string{"a", "b", "c", "d", "e"}, 3)
+	if want := [][]string{{"a", "d"}, {"b", "e"}, {"c"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("deal(5 into 3) = %v, want %v", got, want)
+	}
+	if got := deal([]string{"a"}, 3); !reflect.DeepEqual(got, [][]string{{"a"}}) {
+		t.Errorf("deal(1 into 3) = %v, want one group", got)
 	}
 }
