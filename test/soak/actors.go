@@ -126,7 +126,7 @@ func (w *writer) unlock() { w.mu.Unlock() }
 // the writer's condition, which is the reverter's doing, not nodeaddr's.
 func revert(cs kubernetes.Interface, w *writer, d time.Duration) int {
 	n := 0
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) { // measured window: d, a revert every 500 ms
 		w.lock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		node, err := cs.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})

@@ -72,18 +72,19 @@ func (d *dhcp) startClient() {
 	d.client = background("dhclient", cmd)
 }
 
-// waitLease waits until the reserved address is on the uplink.
+// waitLease waits until the reserved address is on the uplink, sampling the kernel into the
+// timeline every 100 ms.
 func (d *dhcp) waitLease(timeout time.Duration) bool {
-	for end := time.Now().Add(timeout); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	return harness.Poll(timeout, 100*time.Millisecond, "DHCP lease "+d.reserved, func() (bool, string) {
 		k := readKernel(d.s.w.ns.Name)
 		d.s.timeline.add(k)
 		for _, a := range k.Addrs {
 			if a.Dev == dhcpUplink.dev && a.Local == d.reserved {
-				return true
+				return true, ""
 			}
 		}
-	}
-	return false
+		return false, fmt.Sprint(k.Addrs)
+	}) == nil
 }
 
 // dhcpLease changes the lease: dnsmasq restarts with a new reservation (or, one time in four, the
@@ -106,7 +107,7 @@ func (d *dhcp) change(next string, pause time.Duration) {
 	old := d.reserved
 	d.server.kill()
 	d.serve(next)
-	time.Sleep(pause)
+	time.Sleep(pause) // fault window: the client restarts this long after the server
 	d.client.kill()
 	d.startClient()
 	ok := d.waitLease(30 * time.Second)

@@ -121,7 +121,7 @@ func (d *dhcp6) change(next string, pause time.Duration) bool {
 	d.server.kill()
 	os.Remove(filepath.Join(d.dir, "dhclient.leases"))
 	d.serve(next)
-	time.Sleep(pause)
+	time.Sleep(pause) // fault window: the client restarts this long after the server
 	d.startClient()
 	ok := d.waitLease(60 * time.Second)
 	d.s.report6("dhcp6", "%s lease %s -> %s, client back after %s: bound %v", dhcp6Dev, old, next, pause.Round(10*time.Millisecond), ok)

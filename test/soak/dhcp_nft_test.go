@@ -25,7 +25,7 @@ func TestDHCPAndNftablesFaults(t *testing.T) {
 
 	done := make(chan struct{})
 	go func() { nftPartition(s, rand.New(rand.NewPCG(3, 2)), uplink{}); close(done) }()
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) // fault window: the partition is in place for 500 ms before the lease moves
 	addr := fmt.Sprintf("127.0.0.1:%d", s.w.cp.Port)
 	if err := s.dial(addr); err == nil {
 		t.Error("a connection to the API server's port went through the nftables partition")

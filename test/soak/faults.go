@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
@@ -90,7 +91,7 @@ func (s *soak) ip(args ...string) {
 func renumberMBB(s *soak, r *rand.Rand, u uplink) {
 	old, next := s.primary(u), s.freeHost(r, u)
 	s.ip("addr", "add", next+"/24", "dev", u.dev)
-	time.Sleep(dur(r, 0, 800*time.Millisecond))
+	time.Sleep(dur(r, 0, 800*time.Millisecond)) // fault window: both addresses
 	if old != "" {
 		s.ip("addr", "del", old+"/24", "dev", u.dev)
 	}
@@ -104,7 +105,7 @@ func renumberBBM(s *soak, r *rand.Rand, u uplink) {
 	}
 	gap := dur(r, 100*time.Millisecond, 7*time.Second)
 	s.rec.event("kernel", "%s: %s deleted, %s in %s (break-before-make)", u.dev, old, next, gap)
-	time.Sleep(gap)
+	time.Sleep(gap) // fault window: no address
 	s.ip("addr", "add", next+"/24", "dev", u.dev)
 	s.restoreRoutes(u)
 }
@@ -113,7 +114,7 @@ func secondary(s *soak, r *rand.Rand, u uplink) {
 	ip := s.freeHost(r, u)
 	s.ip("addr", "add", ip+"/24", "dev", u.dev)
 	s.rec.event("kernel", "%s: secondary %s added", u.dev, ip)
-	time.Sleep(dur(r, time.Second, 8*time.Second))
+	time.Sleep(dur(r, time.Second, 8*time.Second)) // fault window: the secondary present
 	s.ip("addr", "del", ip+"/24", "dev", u.dev)
 }
 
@@ -125,7 +126,7 @@ func deprecate(s *soak, r *rand.Rand, u uplink) {
 	s.ip("addr", "change", ip+"/24", "dev", u.dev, "preferred_lft", "0")
 	d := dur(r, 500*time.Millisecond, 9*time.Second)
 	s.rec.event("kernel", "%s: %s deprecated for %s", u.dev, ip, d)
-	time.Sleep(d)
+	time.Sleep(d) // fault window: deprecated
 	s.ip("addr", "change", ip+"/24", "dev", u.dev, "preferred_lft", "forever")
 }
 
@@ -133,7 +134,7 @@ func linkDown(s *soak, r *rand.Rand, u uplink) {
 	d := dur(r, 300*time.Millisecond, 8*time.Second)
 	s.rec.event("kernel", "%s down for %s", u.dev, d)
 	s.ip("link", "set", u.dev, "down")
-	time.Sleep(d)
+	time.Sleep(d) // fault window: the link down
 	s.ip("link", "set", u.dev, "up")
 	s.restoreRoutes(u)
 }
@@ -158,13 +159,13 @@ func flapStorm(s *soak, r *rand.Rand, u uplink) {
 		if b.do("link set "+dev+" down", dev) != nil {
 			break
 		}
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // fault window: carrier down for 30 ms
 		err := b.do("link set "+dev+" up", dev)
 		phases = append(phases, time.Since(from))
 		if err != nil {
 			break
 		}
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // fault window: carrier up for 30 ms
 	}
 	held := heldPhases(phases, linkHold)
 	s.rec.event("kernel", "%s carrier flapped %d times; %d carrier-down phases may have lasted the link hold (longest %s)",
@@ -248,19 +249,26 @@ func apiRestart(s *soak, r *rand.Rand, _ uplink) {
 	d := dur(r, time.Second, 15*time.Second)
 	s.rec.event("control", "kube-apiserver down for %s", d)
 	s.w.cp.StopAPIServer()
-	time.Sleep(d)
+	time.Sleep(d) // fault window: the API server down
 	s.startAPIServer()
 }
 
+// restartBound is how long the soak retries bringing a control-plane process or the Node back.
+const restartBound = 2 * time.Minute
+
 func (s *soak) startAPIServer() {
-	for i := 0; ; i++ {
+	attempt := 0
+	err := harness.Poll(restartBound, time.Second, "kube-apiserver started", func() (bool, string) {
+		attempt++
 		err := s.w.cp.StartAPIServer(context.Background())
-		if err == nil {
-			return
+		if err != nil {
+			s.rec.event("control", "kube-apiserver start failed (attempt %d): %v", attempt, err)
+			s.w.cp.StopAPIServer()
 		}
-		s.rec.event("control", "kube-apiserver start failed (attempt %d): %v", i+1, err)
-		s.w.cp.StopAPIServer()
-		time.Sleep(time.Second)
+		return err == nil, fmt.Sprint(err)
+	})
+	if err != nil {
+		s.rec.violate(0, "the soak could not restart the API server: %v", err)
 	}
 }
 
@@ -268,10 +276,16 @@ func etcdRestart(s *soak, r *rand.Rand, _ uplink) {
 	d := dur(r, time.Second, 8*time.Second)
 	s.rec.event("control", "etcd down for %s", d)
 	s.w.cp.StopEtcd()
-	time.Sleep(d)
-	for s.w.cp.StartEtcd() != nil {
-		s.w.cp.StopEtcd()
-		time.Sleep(time.Second)
+	time.Sleep(d) // fault window: etcd down
+	err := harness.Poll(restartBound, time.Second, "etcd started", func() (bool, string) {
+		err := s.w.cp.StartEtcd()
+		if err != nil {
+			s.w.cp.StopEtcd()
+		}
+		return err == nil, fmt.Sprint(err)
+	})
+	if err != nil {
+		s.rec.violate(0, "the soak could not restart etcd: %v", err)
 	}
 }
 
@@ -280,7 +294,7 @@ func partition(s *soak, r *rand.Rand, _ uplink) {
 	s.rec.event("network", "agent partitioned from the API server for %s", d)
 	from := time.Now()
 	s.w.relay.partition()
-	time.Sleep(d)
+	time.Sleep(d) // fault window: partitioned
 	s.w.relay.heal()
 	s.rec.stall(from, time.Now())
 }
@@ -295,7 +309,7 @@ func sigstop(s *soak, r *rand.Rand, _ uplink) {
 	s.rec.event("agent", "SIGSTOP for %s", d)
 	from := time.Now()
 	a.Signal(syscall.SIGSTOP)
-	time.Sleep(d)
+	time.Sleep(d) // fault window: stopped
 	a.Signal(syscall.SIGCONT)
 	s.rec.stall(from, time.Now())
 }
@@ -303,7 +317,7 @@ func sigstop(s *soak, r *rand.Rand, _ uplink) {
 func writerBurst(s *soak, r *rand.Rand, _ uplink) {
 	d := dur(r, 2*time.Second, 8*time.Second)
 	s.writer.burst(d)
-	time.Sleep(d)
+	time.Sleep(d) // fault window: the burst
 }
 
 func reverter(s *soak, r *rand.Rand, _ uplink) {
@@ -318,22 +332,21 @@ func reverter(s *soak, r *rand.Rand, _ uplink) {
 func recreate(s *soak, r *rand.Rand, _ uplink) {
 	s.writer.lock()
 	defer s.writer.unlock()
-	for i := 0; i < 60; i++ {
+	// The API server may be down (another fault of the cycle): retry until restartBound.
+	if err := harness.Poll(restartBound, time.Second, "Node deleted", func() (bool, string) {
 		err := s.w.admin.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{})
-		if err == nil {
-			break
-		}
-		time.Sleep(time.Second)
+		return err == nil || apierrors.IsNotFound(err), fmt.Sprint(err)
+	}); err != nil {
+		s.rec.violate(0, "the soak could not delete the Node: %v", err)
+		return
 	}
-	time.Sleep(dur(r, 200*time.Millisecond, 3*time.Second))
-	for i := 0; ; i++ {
-		if err := s.w.createNode(); err == nil {
-			break
-		} else if i == 120 {
-			s.rec.violate(0, "the soak could not recreate the Node: %v", err)
-			return
-		}
-		time.Sleep(500 * time.Millisecond)
+	time.Sleep(dur(r, 200*time.Millisecond, 3*time.Second)) // fault window: no Node
+	if err := harness.Poll(restartBound, 500*time.Millisecond, "Node created", func() (bool, string) {
+		err := s.w.createNode()
+		return err == nil, fmt.Sprint(err)
+	}); err != nil {
+		s.rec.violate(0, "the soak could not recreate the Node: %v", err)
+		return
 	}
 	s.writer.label, s.writer.cond, s.writer.dns = 0, 0, false
 }

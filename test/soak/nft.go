@@ -37,7 +37,7 @@ func nftPartition(s *soak, r *rand.Rand, _ uplink) {
 	}
 	s.rec.event("network", "nftables drops the agent's API server traffic (port %d) for %s", port, d)
 	from := time.Now()
-	time.Sleep(d)
+	time.Sleep(d) // fault window: the API server unreachable
 	s.nftHeal()
 	s.rec.stall(from, time.Now())
 }

@@ -56,16 +56,11 @@ func (s *soak) startRA() {
 // wait6 samples the kernel (into the timeline) every 100 ms until cond holds or timeout passes,
 // and reports whether it held.
 func (s *soak) wait6(timeout time.Duration, cond func(sample) bool) bool {
-	for end := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+	return harness.Poll(timeout, 100*time.Millisecond, "the IPv6 uplink's addresses", func() (bool, string) {
 		k := readKernel(s.w.ns.Name)
 		s.timeline.add(k)
-		if k.Err == nil && cond(k) {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-	}
+		return k.Err == nil && cond(k), fmt.Sprint(k.Addrs, k.Err)
+	}) == nil
 }
 
 // of6 returns eth3's global addresses in prefix n.
@@ -113,11 +108,11 @@ func (s *soak) renumberRA(both, hold time.Duration) (usable, deprecated, gone bo
 	s.announce(advert(old, raPreferred, raValid, fresh))
 	usable = s.wait6(30*time.Second, func(k sample) bool { return k.stableIn(next) })
 	s.rec.event("ra", "%s: %s announced beside %s (usable: %v), both preferred for %s", v6Dev, prefix6(next), prefix6(old), usable, both)
-	time.Sleep(both)
+	time.Sleep(both) // fault window: both prefixes preferred
 	s.announce(advert(old, 0, raValid, fresh))
 	deprecated = s.wait6(30*time.Second, func(k sample) bool { return k.deprecatedIn(old) })
 	s.rec.event("ra", "%s: %s deprecated (seen: %v), withdrawn in %s", v6Dev, prefix6(old), deprecated, hold)
-	time.Sleep(hold)
+	time.Sleep(hold) // fault window: the old prefix deprecated, not yet withdrawn
 	s.announce(advert(old, 0, 0, fresh))
 	gone = s.wait6((raValid+15)*time.Second, func(k sample) bool { return len(k.of6(old)) == 0 })
 	s.announce(advert(next, raPreferred, raValid))
@@ -162,7 +157,7 @@ func (s *soak) flashRA(del bool, pause time.Duration) (usable, gone bool) {
 		}
 	}
 	s.rec.event("ra", "%s: router crashed (old addresses deleted: %v), back with %s in %s", v6Dev, del, prefix6(next), pause)
-	time.Sleep(pause)
+	time.Sleep(pause) // fault window: the router away
 	ra.radvd.Start(advert(next, raPreferred, raValid))
 	ra.n = next
 	usable = s.wait6(30*time.Second, func(k sample) bool { return k.stableIn(next) })

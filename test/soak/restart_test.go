@@ -20,7 +20,7 @@ func TestRestartWhileHostHasNoAddress(t *testing.T) {
 	}
 	s.rec.event("kernel", "every uplink address deleted")
 	s.w.killAgent(500 * time.Millisecond)
-	time.Sleep(grace - time.Since(lost) - time.Second)
+	time.Sleep(grace - time.Since(lost) - time.Second) // measured window: the restart comes 1 s before the grace ends
 	s.heal()
 	s.settle("after the gap", time.Now(), 2)
 	s.report(t)

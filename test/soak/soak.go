@@ -113,7 +113,7 @@ func (s *soak) faultBurst(cycle int) []string {
 		delay := dur(s.rng, 0, 3*time.Second)
 		fr := rand.New(rand.NewPCG(s.seed, uint64(cycle)<<8|uint64(k)))
 		wg.Go(func() {
-			time.Sleep(delay)
+			time.Sleep(delay) // fault window: the faults of a cycle start up to 3 s apart
 			s.rec.fault(f.name)
 			s.rec.event("fault", "%s starts", name)
 			f.run(s, fr, u)
@@ -180,23 +180,20 @@ func (s *soak) restoreRoutes(u uplink) {
 // invariants on everything that happened since the last quiet period.
 func (s *soak) settle(what string, healed time.Time, nfaults int) {
 	var settled time.Time
-	var mismatch string
-	for {
+	err := harness.Poll(max(0, convergeBound-time.Since(healed)), 200*time.Millisecond, what+": the Node converged", func() (bool, string) {
 		k := readKernel(s.w.ns.Name)
 		n, err := s.w.admin.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
-		if err == nil {
-			if mismatch = s.mismatch(k, n); mismatch == "" {
-				settled = time.Now()
-				break
-			}
-		} else {
-			mismatch = err.Error()
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Since(healed) > convergeBound {
-			s.rec.violate(1, "%s: the Node did not converge within %s: %s", what, convergeBound, mismatch)
-			break
+		mismatch := s.mismatch(k, n)
+		if mismatch == "" {
+			settled = time.Now()
 		}
-		time.Sleep(200 * time.Millisecond)
+		return mismatch == "", mismatch
+	})
+	if err != nil {
+		s.rec.violate(1, "%s: the Node did not converge within %s: %v", what, convergeBound, err)
 	}
 	if !settled.IsZero() {
 		s.rec.converged(settled.Sub(healed), what)
@@ -204,7 +201,7 @@ func (s *soak) settle(what string, healed time.Time, nfaults int) {
 		fmt.Printf("soak: +%s %s settled in %s\n", s.rec.since(settled), what,
 			settled.Sub(healed).Round(10*time.Millisecond))
 	}
-	time.Sleep(settleHold)
+	time.Sleep(settleHold) // measured window: the Node must hold still this long after settling
 	s.afterSettle(what, settled, nfaults)
 }
 

@@ -205,7 +205,7 @@ func (w *world) killAgent(pause time.Duration) {
 	a.Signal(syscall.SIGKILL)
 	<-a.Done()
 	w.rec.event("agent", "pid %d killed (SIGKILL), restart in %s", a.Pid(), pause)
-	time.Sleep(pause)
+	time.Sleep(pause) // fault window: no agent until the restart
 	w.startAgent()
 }
 

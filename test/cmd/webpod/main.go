@@ -39,7 +39,7 @@ func main() {
 	go func() {
 		for i := 0; ; i++ {
 			fmt.Printf("webpod %s tick %d\n", host, i)
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) // the pod logs a tick a second (the log that kubectl logs reads)
 		}
 	}()
 	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, host) })
