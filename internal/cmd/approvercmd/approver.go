@@ -10,18 +10,13 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/clusterside"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval"
 	"github.com/nodeaddr/nodeaddr/internal/csrapproval/rules"
-	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
-	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
 // Options are the approver's flags.
@@ -40,20 +35,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.policy = rules.PolicyFlags(fs)
 }
 
-// Validate parses what the flags hold and fills the defaults read from the environment.
-func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error {
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected arguments %q", fs.Args())
-	}
+// Validate parses the policy flags.
+func (o *Options) Validate() error {
 	var err error
 	if o.Policy, o.ServiceCIDRs, err = o.policy(); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	if err := o.ValidateLogging(); err != nil {
-		return err
-	}
-	o.Common.Complete(getenv)
-	o.Options.Complete(getenv)
 	return nil
 }
 
@@ -73,20 +60,17 @@ func Main(ctx context.Context, env cli.Env, args []string) int {
 
 // Run builds the API clients and runs the approver's controller through clusterside.
 func (o *Options) Run(ctx context.Context, env cli.Env, log *slog.Logger) error {
-	cfg, err := cli.RestConfig(o.Kubeconfig, "nodeaddr-approver", env.Version)
+	kit, err := clusterside.NewKit(ctx, env, o.Kubeconfig, "approver", 50, 100)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 50, 100
-	api, err := csrapproval.NewAPI(cfg, nil)
+	defer kit.Close()
+	api, err := csrapproval.NewAPI(kit.Config, nil)
 	if err != nil {
 		return err
 	}
-	reg := metrics.NewRegistry(prometheus.Labels{"version": env.Version, "revision": env.Revision, "component": "approver"})
-	m := csrapproval.NewMetrics(reg)
-	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
-	b.StartRecordingToSink(api.EventSink())
-	defer b.Shutdown()
+	m := csrapproval.NewMetrics(kit.Registry)
+	rec := kit.Recorder(api.EventSink(), api.Scheme(), vocab.ApproverEventComponent)
 	start := func(ctx context.Context) (clusterside.Controller, error) {
 		// At install the API server may not answer yet (the `kubernetes` Service's ClusterIP before
 		// kube-proxy programs it): wait for it, serving /healthz, not ready.
@@ -96,18 +80,16 @@ func (o *Options) Run(ctx context.Context, env cli.Env, log *slog.Logger) error 
 		}
 		ctrl, err := csrapproval.NewController(csrapproval.Config{
 			Source: src, Metrics: m, Logger: log, Policy: o.Policy, ServiceCIDRs: o.ServiceCIDRs,
-			Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.ApproverEventComponent}),
+			Recorder: rec,
 		})
 		if err != nil {
 			return nil, err
 		}
-		log.Info("nodeaddr approver starting", "version", env.Version, "revision", env.Revision, "leader_elect", o.LeaderElect,
-			"lease", o.Namespace+"/"+o.LeaseName, "service_cidr_objects", src.ServiceCIDRs != nil, "service_cidrs", fmt.Sprint(o.ServiceCIDRs),
-			"allowed_dns_suffixes", fmt.Sprint(o.Policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.Policy.IPPrefixes),
-			"bind_address", o.BindAddr)
+		o.LogStarting(log, env, "approver", "service_cidr_objects", src.ServiceCIDRs != nil, "service_cidrs", fmt.Sprint(o.ServiceCIDRs),
+			"allowed_dns_suffixes", fmt.Sprint(o.Policy.DNSSuffixes), "allowed_ip_prefixes", fmt.Sprint(o.Policy.IPPrefixes))
 		return ctrl, nil
 	}
 	return o.Options.Run(ctx, clusterside.Spec{
-		Component: "approver", Logger: log, Registry: reg, Leader: m.Leader, Lease: api.Lease, Start: start,
+		Component: "approver", Logger: log, Registry: kit.Registry, Leader: m.Leader, Lease: api.Lease, Start: start,
 	})
 }

@@ -12,16 +12,23 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 )
 
-// Command is a cluster-side command's Options (which embed cli.Common) as Main drives them.
+// Command is a cluster-side command's Options (which embed cli.Common and Options) as Main drives
+// them: Validate checks only the command's own flags.
 type Command interface {
 	AddFlags(fs *pflag.FlagSet, getenv func(string) string)
-	Validate(fs *pflag.FlagSet, getenv func(string) string) error
+	Validate() error
 	Run(ctx context.Context, env cli.Env, log *slog.Logger) error
 	Shared() *cli.Common
+	side() *Options
 }
 
-// Parse parses args into o, the Options of `nodeaddr name`; with --help it prints the usage (about,
-// then the flags) to out and returns pflag.ErrHelp.
+// side is how Parse reaches the Options a command embeds.
+func (o *Options) side() *Options { return o }
+
+// Parse parses args into o, the Options of `nodeaddr name`, and checks them: no argument, the
+// command's own flags (o.Validate), the logging flags; then fills the defaults read from the
+// environment. With --help it prints the usage (about, then the flags) to out and returns
+// pflag.ErrHelp.
 func Parse(o Command, name, about string, args []string, getenv func(string) string, out io.Writer) error {
 	fs := pflag.NewFlagSet("nodeaddr "+name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -34,7 +41,19 @@ func Parse(o Command, name, about string, args []string, getenv func(string) str
 		fmt.Fprintf(out, "Usage: nodeaddr %s [flags]\n\n%s\n\nFlags:\n%s", name, about, fs.FlagUsages())
 		return pflag.ErrHelp
 	}
-	return o.Validate(fs, getenv)
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected arguments %q", fs.Args())
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	c := o.Shared()
+	if err := c.ValidateLogging(); err != nil {
+		return err
+	}
+	c.Complete(getenv)
+	o.side().Complete(getenv)
+	return nil
 }
 
 // Main is `nodeaddr name` with o's flags: exit code 0 ok, 1 runtime failure, 2 usage.

@@ -11,17 +11,12 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/clusterside"
 	"github.com/nodeaddr/nodeaddr/internal/conflicts"
-	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
-	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
 // Options are the detector's flags.
@@ -38,19 +33,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.DurationVar(&o.Window, "move-window", conflicts.DefaultWindow, "an address listed by two Nodes for less than this is a move, not a conflict (0 flags at once)")
 }
 
-// Validate checks what the flags hold and fills the defaults read from the environment.
-func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error {
-	if fs.NArg() > 0 {
-		return cli.Usagef("unexpected arguments %q", fs.Args())
-	}
+// Validate checks --move-window.
+func (o *Options) Validate() error {
 	if o.Window < 0 {
 		return cli.Usagef("--move-window: %v is negative", o.Window)
 	}
-	if err := o.ValidateLogging(); err != nil {
-		return err
-	}
-	o.Common.Complete(getenv)
-	o.Options.Complete(getenv)
 	return nil
 }
 
@@ -70,32 +57,28 @@ func Main(ctx context.Context, env cli.Env, args []string) int {
 
 // Run builds the API clients and runs the detector's controller through clusterside.
 func (o *Options) Run(ctx context.Context, env cli.Env, log *slog.Logger) error {
-	cfg, err := cli.RestConfig(o.Kubeconfig, "nodeaddr-conflicts", env.Version)
+	kit, err := clusterside.NewKit(ctx, env, o.Kubeconfig, "conflicts", 50, 100)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 50, 100
-	api, err := conflicts.NewAPI(cfg)
+	defer kit.Close()
+	api, err := conflicts.NewAPI(kit.Config)
 	if err != nil {
 		return err
 	}
-	reg := metrics.NewRegistry(prometheus.Labels{"version": env.Version, "revision": env.Revision, "component": "conflicts"})
-	m := conflicts.NewMetrics(reg)
-	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
-	b.StartRecordingToSink(api.EventSink())
-	defer b.Shutdown()
+	m := conflicts.NewMetrics(kit.Registry)
+	rec := kit.Recorder(api.EventSink(), api.Scheme(), vocab.ConflictsEventComponent)
 	start := func(context.Context) (clusterside.Controller, error) {
 		// The controller's informer waits for the API server: /readyz says so until it has synced.
 		ctrl, err := conflicts.NewController(conflicts.Config{Source: api.Source(), Metrics: m, Logger: log, Window: o.Window,
-			Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.ConflictsEventComponent})})
+			Recorder: rec})
 		if err != nil {
 			return nil, err
 		}
-		log.Info("nodeaddr conflicts starting", "version", env.Version, "revision", env.Revision, "leader_elect", o.LeaderElect,
-			"lease", o.Namespace+"/"+o.LeaseName, "move_window", o.Window, "bind_address", o.BindAddr)
+		o.LogStarting(log, env, "conflicts", "move_window", o.Window)
 		return ctrl, nil
 	}
 	return o.Options.Run(ctx, clusterside.Spec{
-		Component: "conflicts", Logger: log, Registry: reg, Leader: m.Leader, Lease: api.Lease, Start: start,
+		Component: "conflicts", Logger: log, Registry: kit.Registry, Leader: m.Leader, Lease: api.Lease, Start: start,
 	})
 }

@@ -10,18 +10,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodeaddr/nodeaddr/internal/cmd/cli"
 	"github.com/nodeaddr/nodeaddr/internal/cmd/clusterside"
-	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/internal/remediation"
 	"github.com/nodeaddr/nodeaddr/internal/remediation/verdict"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
-	"github.com/nodeaddr/nodeaddr/metrics"
 )
 
 // Options are the remediator's flags.
@@ -41,21 +36,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.IntVar(&o.MaxInFlight, "max-evictions", 10, "evictions in flight in the cluster at most")
 }
 
-// Validate checks what the flags hold and fills the defaults read from the environment.
-func (o *Options) Validate(fs *pflag.FlagSet, getenv func(string) string) error {
+// Validate checks the grace and the eviction bounds.
+func (o *Options) Validate() error {
 	switch {
-	case fs.NArg() > 0:
-		return cli.Usagef("unexpected arguments %q", fs.Args())
 	case o.Grace <= 0:
 		return cli.Usagef("--grace: %s is not a positive duration", o.Grace)
 	case o.MaxPerNode < 1 || o.MaxInFlight < 1:
 		return cli.Usagef("--max-evictions-per-node and --max-evictions must be at least 1")
 	}
-	if err := o.ValidateLogging(); err != nil {
-		return err
-	}
-	o.Common.Complete(getenv)
-	o.Options.Complete(getenv)
 	return nil
 }
 
@@ -75,34 +63,29 @@ func Main(ctx context.Context, env cli.Env, args []string) int {
 
 // Run builds the API clients and runs the remediation controller through clusterside.
 func (o *Options) Run(ctx context.Context, env cli.Env, log *slog.Logger) error {
-	cfg, err := cli.RestConfig(o.Kubeconfig, "nodeaddr-remediator", env.Version)
+	kit, err := clusterside.NewKit(ctx, env, o.Kubeconfig, "remediator", 20, 40)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = 20, 40
-	api, err := remediation.NewAPI(cfg, nil)
+	defer kit.Close()
+	api, err := remediation.NewAPI(kit.Config, nil)
 	if err != nil {
 		return err
 	}
-	reg := metrics.NewRegistry(prometheus.Labels{"version": env.Version, "revision": env.Revision, "component": "remediator"})
-	m := remediation.NewMetrics(reg)
-	b := record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(kube.CorrelatorOptions()))
-	b.StartRecordingToSink(api.EventSink())
-	defer b.Shutdown()
+	m := remediation.NewMetrics(kit.Registry)
+	rec := kit.Recorder(api.EventSink(), api.Scheme(), vocab.RemediatorEventComponent)
 	start := func(context.Context) (clusterside.Controller, error) {
 		ctrl, err := remediation.NewController(remediation.Config{
 			Source: api.Source(), Metrics: m, Logger: log, Grace: o.Grace, MaxPerNode: o.MaxPerNode, MaxInFlight: o.MaxInFlight,
-			Recorder: b.NewRecorder(api.Scheme(), corev1.EventSource{Component: vocab.RemediatorEventComponent}),
+			Recorder: rec,
 		})
 		if err != nil {
 			return nil, err
 		}
-		log.Info("nodeaddr remediator starting", "version", env.Version, "revision", env.Revision, "leader_elect", o.LeaderElect,
-			"lease", o.Namespace+"/"+o.LeaseName, "grace", o.Grace, "max_evictions_per_node", o.MaxPerNode,
-			"max_evictions", o.MaxInFlight, "bind_address", o.BindAddr)
+		o.LogStarting(log, env, "remediator", "grace", o.Grace, "max_evictions_per_node", o.MaxPerNode, "max_evictions", o.MaxInFlight)
 		return ctrl, nil
 	}
 	return o.Options.Run(ctx, clusterside.Spec{
-		Component: "remediator", Logger: log, Registry: reg, Leader: m.Leader, Lease: api.Lease, Start: start,
+		Component: "remediator", Logger: log, Registry: kit.Registry, Leader: m.Leader, Lease: api.Lease, Start: start,
 	})
 }
