@@ -24,7 +24,7 @@ import (
 // installBase applies `kubectl kustomize deploy/` as an operator would and returns the render.
 func installBase(t *testing.T, cp *harness.ControlPlane) string {
 	t.Helper()
-	rendered := kustomize(t, deployFile())
+	rendered := harness.Kustomize(t, harness.DeployFile())
 	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
 	return rendered
 }
@@ -41,7 +41,7 @@ func renderedObjects(t *testing.T, rendered string) []renderedObject {
 		if strings.TrimSpace(doc) == "" {
 			continue
 		}
-		one := decodeDocs(t, doc)
+		one := harness.DecodeDocs(t, doc)
 		for key := range one {
 			parts := strings.SplitN(key, "/", 3)
 			out = append(out, renderedObject{kind: parts[0], namespace: parts[1], name: parts[2], yaml: doc})
@@ -63,7 +63,7 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
 	rendered := installBase(t, cp)
-	agent := agentClient(t, cp, a)
+	agent := harness.AgentClient(t, cp, a)
 	other := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
 	waitPolicyEffective(t, agent, other)
 
@@ -74,7 +74,7 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 	time.Sleep(2 * time.Second) // measured window: the policy must keep denying throughout
 	otherWritersWork(t, cp, a, "ConfigMap deleted")
 	if err := other.do(ctx, agent); !deniedByPolicy(err) {
-		t.Errorf("ConfigMap deleted: agent's write to another Node: %v, want a denial by %s", err, policyName)
+		t.Errorf("ConfigMap deleted: agent's write to another Node: %v, want a denial by %s", err, harness.PolicyName)
 	}
 	if err := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).do(ctx, agent); err != nil {
 		t.Errorf("ConfigMap deleted: agent's own addresses: %v", err)
@@ -101,7 +101,7 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 	}{{"render order (kubectl delete -k)", objs}, {"reverse", reversed}, {"policies last (helm uninstall)", policiesLast}} {
 		kubectl(rendered, "apply", "--server-side", "--force-conflicts", "--field-manager=nodeaddr-install", "-f", "-")
 		// The previous round deleted the ServiceAccount, and with it the agent's token.
-		agent = agentClient(t, cp, a)
+		agent = harness.AgentClient(t, cp, a)
 		waitPolicyEffective(t, agent, other)
 		for _, o := range order.objs {
 			kubectl(o.yaml, "delete", "--wait=false", "-f", "-")
@@ -127,7 +127,7 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 				overlay, _, _ = strings.Cut(overlay, "transformers:")
 			}
 			rendered := renderKustomization(t, overlay)
-			objs := decodeDocs(t, rendered)
+			objs := harness.DecodeDocs(t, rendered)
 			for _, key := range []string{"ServiceAccount/node-agents/site-nodeaddr", "DaemonSet/node-agents/site-nodeaddr", "ValidatingAdmissionPolicy/<nil>/site-nodeaddr-own-node",
 				"ValidatingAdmissionPolicyBinding/<nil>/site-nodeaddr-own-node", "ValidatingAdmissionPolicyBinding/<nil>/site-nodeaddr-events"} {
 				if objs[key] == nil {
@@ -157,7 +157,7 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 				cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 			}
 			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
-			agent := tokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr", a))
+			agent := harness.TokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr", a))
 			otherNode := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
 			// The policy takes a moment to be enforced; an unconfined agent's write keeps succeeding
 			// (the wait then fails saying so).
@@ -241,7 +241,7 @@ func TestHelmIntoAnotherNamespace(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
 	const a, b = "node-a", "node-b"
-	rendered := helmTemplate(t, "--namespace", "other")
+	rendered := harness.HelmTemplate(t, "--namespace", "other")
 	if !strings.Contains(rendered, "'system:serviceaccount:' + 'other' + ':' + 'nodeaddr'") {
 		t.Fatalf("the chart did not render the policies for other/nodeaddr")
 	}
@@ -253,11 +253,11 @@ func TestHelmIntoAnotherNamespace(t *testing.T) {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
 	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
-	agent := tokenClient(t, cp, podToken(t, cp, "other", "nodeaddr", a))
+	agent := harness.TokenClient(t, cp, podToken(t, cp, "other", "nodeaddr", a))
 	otherNode := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
 	waitPolicyEffective(t, agent, otherNode)
 	if err := otherNode.do(ctx, agent); !deniedByPolicy(err) {
-		t.Errorf("agent in other: write to another Node: %v, want a denial by %s", err, policyName)
+		t.Errorf("agent in other: write to another Node: %v, want a denial by %s", err, harness.PolicyName)
 	}
 	if err := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).do(ctx, agent); err != nil {
 		t.Errorf("agent in other: own addresses: %v", err)

@@ -35,7 +35,7 @@ import (
 func TestAdmission(t *testing.T) {
 	harness.RequireE2E(t)
 	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
+	harness.ApplyRBACAndPolicy(t, cp)
 	admission.Run(t, cp, admission.Table)
 }
 
@@ -87,7 +87,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 		{"", nil},
 	} {
 		rendered := renderKustomization(t, annotationsOverlay(t, c.spec))
-		policy := decodeDocs(t, rendered)["ValidatingAdmissionPolicy/<nil>/"+policyName]
+		policy := harness.DecodeDocs(t, rendered)["ValidatingAdmissionPolicy/<nil>/"+harness.PolicyName]
 		if got := fmt.Sprint(policy["spec"]); !strings.Contains(got, "name:annotationSpec") ||
 			!strings.Contains(got, fmt.Sprintf("expression:'%s' name:annotationSpec", c.spec)) {
 			t.Errorf("annotations=%q: not rendered into the policy: %s", c.spec, got)
@@ -189,15 +189,6 @@ func grantReviews(t *testing.T, cp *harness.ControlPlane) {
 // dedicated is a taint not the agent's.
 var dedicated = corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
 
-// applyPolicy creates deploy/rbac.yaml, deploy/config.yaml and deploy/admission-policy.yaml.
-func applyPolicy(t *testing.T, cp *harness.ControlPlane) {
-	t.Helper()
-	cp.ApplyRBAC(t)
-	if err := cp.ApplyPolicy(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // patch is one write the agent's token attempts (or another writer's, with its own manager).
 type patch struct {
 	node, subresource string
@@ -226,7 +217,7 @@ func merge(node, subresource, body string) patch {
 
 // deniedByPolicy reports whether err is this policy's denial, 403 Forbidden (RBAC's would not name
 // it; a failed JSON-patch test is 422).
-func deniedByPolicy(err error) bool { return harness.DeniedBy(err, policyName) }
+func deniedByPolicy(err error) bool { return harness.DeniedBy(err, harness.PolicyName) }
 
 // waitPolicyEffective retries a write the policy denies until it is denied: a new policy takes a
 // moment to reach the API server's admission chain.
@@ -234,7 +225,7 @@ func waitPolicyEffective(t *testing.T, cs kubernetes.Interface, p patch) {
 	t.Helper()
 	// Any answer naming the policy will do here (whatever its status code): the tests check the
 	// code of the denials they are about.
-	pollWrite(t, cs, p, func(err error) bool { return namesPolicy(err, policyName) }, "denied by policy "+policyName)
+	pollWrite(t, cs, p, func(err error) bool { return namesPolicy(err, harness.PolicyName) }, "denied by policy "+harness.PolicyName)
 }
 
 // namesPolicy reports whether err is an answer of the named policy, whatever its status code.
@@ -262,11 +253,11 @@ func pollWrite(t *testing.T, cs kubernetes.Interface, p patch, want func(error) 
 func policyWorld(t *testing.T, a, b string, spec func(name string) harness.NodeSpec) (*harness.ControlPlane, kubernetes.Interface) {
 	t.Helper()
 	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
+	harness.ApplyRBACAndPolicy(t, cp)
 	for _, n := range []string{a, b} {
 		cp.CreateNode(t, spec(n))
 	}
-	agent := agentClient(t, cp, a)
+	agent := harness.AgentClient(t, cp, a)
 	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
 	return cp, agent
 }

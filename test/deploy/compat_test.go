@@ -53,7 +53,7 @@ func compileAt(t *testing.T, compat *version.Version, p *admissionv1.ValidatingA
 // the 1.29 CEL level (a policy it cannot compile is rejected, leaving its binding enforcing nothing).
 // The control shows the check bites: isIP() (1.30) does not compile at that level.
 func TestAdmissionPoliciesCompileOnKubernetes130(t *testing.T) {
-	data, err := os.ReadFile(deployFile("admission-policy.yaml"))
+	data, err := os.ReadFile(harness.DeployFile("admission-policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

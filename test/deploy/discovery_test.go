@@ -25,7 +25,7 @@ func TestHelmExternalIPDiscovery(t *testing.T) {
 	}
 	for _, bad := range []string{"config.externalIPDiscovery=192.0.2.1:3478", "config.externalIPDiscovery=stuns:stun.example.net:5349",
 		"config.externalIPDiscoveryInterval=0", "config.externalIPDiscoveryStaleAfter=soon"} {
-		if _, err := helmTemplateErr(t, "--set", bad); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+		if _, err := harness.HelmTemplateErr(t, "--set", bad); err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
 			t.Errorf("--set %s: %v, want a schema refusal", bad, err)
 		}
 	}

@@ -29,10 +29,10 @@ func remediationKeys(name, ns string) []string {
 func TestHelmPodRemediationMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
 	rendered := componentOverlay(t, "pod-remediation")
-	on := helmTemplate(t, "--set", "remediator.enabled=true")
+	on := harness.HelmTemplate(t, "--set", "remediator.enabled=true")
 	compareRenders(t, on, rendered)
-	objs, off := decodeDocs(t, on), decodeDocs(t, helmTemplate(t))
-	base := decodeDocs(t, kustomize(t, deployFile()))
+	objs, off := harness.DecodeDocs(t, on), harness.DecodeDocs(t, harness.HelmTemplate(t))
+	base := harness.DecodeDocs(t, harness.Kustomize(t, harness.DeployFile()))
 	for _, key := range remediationKeys("nodeaddr", "kube-system") {
 		if _, ok := objs[key]; !ok {
 			t.Errorf("remediator.enabled=true does not render %s", key)
@@ -50,7 +50,7 @@ func TestHelmPodRemediationMatchesKustomize(t *testing.T) {
 		}
 	}
 	// Approving and evicting are separate rights: neither component renders the other's objects.
-	csr := decodeDocs(t, componentOverlay(t, "kubelet-serving-csr"))
+	csr := harness.DecodeDocs(t, componentOverlay(t, "kubelet-serving-csr"))
 	for _, key := range remediationKeys("nodeaddr", "kube-system") {
 		if _, ok := csr[key]; ok {
 			t.Errorf("the kubelet-serving-csr component renders %s", key)
@@ -70,7 +70,7 @@ func anyMap[V any](m map[string]V) map[string]any {
 // the schemas of the pinned release (an Eviction's deleteOptions on pods/eviction), and compile at
 // the 1.29 CEL level; each binding binds its namesake.
 func TestPodRemediationPolicyChecks(t *testing.T) {
-	data, err := os.ReadFile(deployFile("components", "pod-remediation", "policy.yaml"))
+	data, err := os.ReadFile(harness.DeployFile("components", "pod-remediation", "policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

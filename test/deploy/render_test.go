@@ -54,7 +54,7 @@ func annotationsOverlay(t *testing.T, value string) string {
 func renderKustomization(t *testing.T, kustomization string) string {
 	t.Helper()
 	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, deployFile())
+	rel, err := filepath.Rel(dir, harness.DeployFile())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 // kube-controller-manager's policy status controller would report them (a misspelt field would
 // otherwise show only at runtime, as a denial of every write).
 func TestAdmissionPolicyTypeChecks(t *testing.T) {
-	data, err := os.ReadFile(deployFile("admission-policy.yaml"))
+	data, err := os.ReadFile(harness.DeployFile("admission-policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestAdmissionPolicyTypeChecks(t *testing.T) {
 			}
 		}
 	}
-	want := []string{policyName, eventsPolicyName}
+	want := []string{harness.PolicyName, eventsPolicyName}
 	if !slices.Equal(policies, want) || !slices.Equal(bindings, want) {
 		t.Fatalf("admission-policy.yaml: policies %v and bindings %v, want %v", policies, bindings, want)
 	}

@@ -1,4 +1,4 @@
-package deploy
+package listeners
 
 import (
 	"context"
@@ -35,11 +35,11 @@ type listenerSite struct {
 
 func startListenerSite(t *testing.T) *listenerSite {
 	t.Helper()
-	ds := daemonSet(t)
+	ds := harness.ShippedDaemonSet(t)
 	c := ds.Spec.Template.Spec.Containers[0]
 	const node = "worker-1"
 	s := &listenerSite{cp: harness.StartControlPlane(t)}
-	applyPolicy(t, s.cp)
+	harness.ApplyRBACAndPolicy(t, s.cp)
 	s.cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
 	cm, err := s.cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})
@@ -57,7 +57,7 @@ func startListenerSite(t *testing.T) *listenerSite {
 	s.prom.IP("addr", "add", "198.51.100.2/24", "dev", "eth0")
 	s.prom.IP("route", "add", "default", "via", "198.51.100.1", "dev", "eth0")
 
-	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
+	env, args := harness.PodEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	s.a = harness.StartAgent(t, s.node, harness.AgentOptions{Args: args, Env: env, Kubeconfig: s.cp.AgentKubeconfig(t, s.node, node)})
 	for _, p := range c.Ports {
 		switch p.Name {
@@ -67,7 +67,7 @@ func startListenerSite(t *testing.T) *listenerSite {
 			s.a.ProbePort = int(p.ContainerPort)
 		}
 	}
-	waitHTTP(t, s.a, s.a.ProbePort, c.LivenessProbe.HTTPGet.Path)
+	s.a.WaitHTTP(t, s.a.ProbePort, c.LivenessProbe.HTTPGet.Path)
 	s.metricsAddr = fmt.Sprintf("192.0.2.10:%d", s.a.MetricsPort)
 	s.probeAddr = fmt.Sprintf("127.0.0.1:%d", s.a.ProbePort)
 	return s
@@ -167,7 +167,7 @@ func TestListenersTokenFlood(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	d := attackDuration(t)
-	tokens := []string{scraperToken(t, s.cp)}
+	tokens := []string{harness.ScraperToken(t, s.cp)}
 	prom := scraperClient(s.prom, false)
 	if code, _, err := scrapeWith(prom, s.metricsAddr, tokens[0]); err != nil || code != 200 {
 		t.Fatalf("scrape before the flood: %d %v", code, err)
@@ -181,7 +181,7 @@ func TestListenersTokenFlood(t *testing.T) {
 	wg.Go(func() { floodTokens(ctx, s.router, s.metricsAddr, 50, &sent, &throttled) })
 	scrapes := scrapeEvery(ctx, t, s, 2*time.Second, func(n int) string {
 		if n > 0 && n%4 == 0 { // the kubelet rotated Prometheus' projected token
-			tokens = append(tokens, serviceAccountToken(t, s.cp, "monitoring", scraperSA, "nodeaddr-metrics-reader", scraperAudience))
+			tokens = append(tokens, harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "nodeaddr-metrics-reader", harness.ScraperAudience))
 		}
 		return tokens[len(tokens)-1]
 	}, map[string]*http.Client{"prometheus": prom})
@@ -294,7 +294,7 @@ func TestListenersIdleConnectionFlood(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	d := attackDuration(t)
-	token := scraperToken(t, s.cp)
+	token := harness.ScraperToken(t, s.cp)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var closed atomic.Int64
@@ -348,7 +348,7 @@ func TestListenersProbePortFlood(t *testing.T) {
 		}
 	}
 	attacker.Wait()
-	token := scraperToken(t, s.cp)
+	token := harness.ScraperToken(t, s.cp)
 	budget := agentMetric(t, s, token, `nodeaddr_listener_connections_closed_total{listener="probes"`)
 	t.Logf("%d probes, %d failed; the neighbour's connections were closed %d times (agent: %v by the budget)", probes, failed, closed.Load(), budget)
 	if budget == 0 {
@@ -364,14 +364,14 @@ func TestScraperTokenAudience(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	ctx := context.Background()
-	audienceToken := scraperToken(t, s.cp)
-	defaultToken := serviceAccountToken(t, s.cp, "monitoring", scraperSA, "nodeaddr-metrics-reader")
+	audienceToken := harness.ScraperToken(t, s.cp)
+	defaultToken := harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "nodeaddr-metrics-reader")
 	// Prometheus lists pods for its service discovery.
 	if _, err := s.cp.Admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	serviceAccountToken(t, s.cp, "monitoring", scraperSA, "prometheus-discovery")
+	harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "prometheus-discovery")
 
 	prom := scraperClient(s.prom, true)
 	if code, body, err := scrapeWith(prom, s.metricsAddr, audienceToken); err != nil || code != 200 || !containsMetric(body) {
