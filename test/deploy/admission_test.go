@@ -131,7 +131,7 @@ func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 	const a, b = "node-a", "node-b"
 	cp, agent := policyWorld(t, a, b, func(n string) harness.NodeSpec { return harness.NodeSpec{Name: n} })
 	// The RBAC of an install that authorizes scrapers by SubjectAccessReview (an empty
-	// metrics-allowed-scrapers); the shipped one grants none (TestAgentAsksNoSubjectAccessReview).
+	// metrics-allowed-scrapers); the shipped one grants none (test/listeners' TestAgentAsksNoSubjectAccessReview).
 	grantReviews(t, cp)
 	fail, forbidden := admissionv1.Fail, metav1.StatusReasonForbidden
 	const name = "deny-agent-reviews"

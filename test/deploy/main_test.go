@@ -1,6 +1,8 @@
 // Package deploy proves what deploy/ ships on real components: the admission policy on a real
-// kube-apiserver, the real binary run as the DaemonSet runs it, the alerts with promtool, and the
-// kustomize output applied to the API server.
+// kube-apiserver, the real binary run as the DaemonSet runs it, the chart and the kustomize output
+// rendered and applied to the API server. The listeners' tests are in test/listeners, the alerts'
+// and the dashboard's in test/alerts; the helpers they share with this package (renders, scrapes)
+// in test/harness.
 package deploy
 
 import (
