@@ -147,7 +147,7 @@ func TestValuesSchemaIsClosed(t *testing.T) {
 		t.Errorf("config.logFormat enum %q", got)
 	}
 	// Every log level and format in the schema is one the binary accepts.
-	flags := binaryFlags(t)
+	flags := harness.BinaryFlags(t)
 	for _, level := range enum("config", "logLevel") {
 		if level == "" {
 			continue

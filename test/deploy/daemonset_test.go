@@ -175,12 +175,12 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	}
 	// The agent starts only once the policy is enforced, so its writes really pass through it.
 	agentCS := harness.AgentClient(t, cp, node)
-	waitPolicyEffective(t, agentCS, merge(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+	harness.WaitPolicyEffective(t, agentCS, harness.MergePatch(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
 	// Consumer annotations configured once, in the ConfigMap the agent and the policy share; the
 	// agent starts once the policy follows it.
 	applyAnnotationsConfig(t, cp, "nodeaddr,k3s,flannel")
-	waitAllowed(t, agentCS, merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":"192.0.2.99"}}}`))
-	if err := merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":null}}}`).do(context.Background(), agentCS); err != nil {
+	waitAllowed(t, agentCS, harness.MergePatch(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":"192.0.2.99"}}}`))
+	if err := harness.MergePatch(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":null}}}`).Do(context.Background(), agentCS); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})

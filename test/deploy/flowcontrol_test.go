@@ -86,7 +86,7 @@ func TestFlowSchemaFollowsTheServiceAccount(t *testing.T) {
 	harness.RequireE2E(t)
 	for name, rendered := range map[string]string{
 		"kustomize base":    harness.Kustomize(t, harness.DeployFile()),
-		"kustomize overlay": renderKustomization(t, documentedOverlay(t, "another namespace and names")),
+		"kustomize overlay": harness.RenderKustomization(t, documentedOverlay(t, "another namespace and names")),
 		"chart":             harness.HelmTemplate(t),
 		"chart elsewhere":   harness.HelmTemplate(t, "--namespace", "node-agents", "--set", "fullnameOverride=addr"),
 	} {

@@ -126,7 +126,7 @@ func TestCheckInstallOnAPIServer(t *testing.T) {
 		}
 	}
 	cp := harness.StartControlPlane(t)
-	kubectlFor(t, cp)(strings.Join(rendered, "---\n"), "apply", "--server-side", "--field-manager=helm", "-f", "-")
+	harness.KubectlFor(t, cp)(strings.Join(rendered, "---\n"), "apply", "--server-side", "--field-manager=helm", "-f", "-")
 	exp := int64(600)
 	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nodeaddr-test",
 		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})

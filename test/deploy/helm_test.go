@@ -6,15 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -22,222 +17,18 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// helmLabels are the labels the chart adds for Helm's bookkeeping; the kustomize base has none.
-var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
-
-// substance removes what may differ between the chart and the kustomize base without changing what
-// the cluster runs: Helm's labels (on the objects and the pod templates) and config checksum, an imagePullPolicy equal to the API server's default, the order
-// and spelling of the agent's flags (replaced by the effective configuration; the approver's are
-// compared as they are) and trailing whitespace of ConfigMap data (a YAML block scalar's chomping).
-func substance(t *testing.T, o harness.Object, defaults map[string]string) harness.Object {
-	t.Helper()
-	md := o["metadata"].(harness.Object)
-	if labels, ok := md["labels"].(harness.Object); ok {
-		for _, l := range helmLabels {
-			delete(labels, l)
-		}
-	}
-	if o["kind"] == "ConfigMap" {
-		if data, ok := o["data"].(harness.Object); ok {
-			for k, v := range data {
-				data[k] = strings.TrimRight(v.(string), "\n ")
-			}
-		}
-	}
-	if o["kind"] == "ValidatingAdmissionPolicy" {
-		// CEL ignores whitespace; kustomize re-folds a block scalar with a more-indented line into
-		// one with an extra blank line.
-		o["spec"] = collapseSpace(o["spec"])
-	}
-	if o["kind"] != "DaemonSet" && o["kind"] != "Deployment" {
-		return o
-	}
-	tmd := o["spec"].(harness.Object)["template"].(harness.Object)["metadata"].(harness.Object)
-	if labels, ok := tmd["labels"].(harness.Object); ok {
-		for _, l := range helmLabels {
-			delete(labels, l)
-		}
-	}
-	if ann, ok := tmd["annotations"].(harness.Object); ok {
-		delete(ann, "checksum/config") // Helm's way to restart the pods when the ConfigMap changes
-		if len(ann) == 0 {
-			delete(tmd, "annotations")
-		}
-	}
-	pod := o["spec"].(harness.Object)["template"].(harness.Object)["spec"].(harness.Object)
-	for _, c := range pod["containers"].([]any) {
-		c := c.(harness.Object)
-		image, _ := c["image"].(string)
-		if c["imagePullPolicy"] == "IfNotPresent" && !strings.HasSuffix(image, ":latest") && strings.Contains(image, ":") {
-			delete(c, "imagePullPolicy")
-		}
-		if o["kind"] == "Deployment" {
-			continue // the approver's flags are not the agent's: compared as they are
-		}
-		var args []string
-		for _, a := range c["args"].([]any) {
-			args = append(args, a.(string))
-		}
-		c["args"] = effectiveFlags(t, defaults, args)
-	}
-	return o
-}
-
-// collapseSpace replaces each run of whitespace in every string of v with one space.
-func collapseSpace(v any) any {
-	switch v := v.(type) {
-	case string:
-		return strings.Join(strings.Fields(v), " ")
-	case []any:
-		for i := range v {
-			v[i] = collapseSpace(v[i])
-		}
-	case harness.Object:
-		for k := range v {
-			v[k] = collapseSpace(v[k])
-		}
-	}
-	return v
-}
-
-// effectiveFlags is the configuration the binary runs with: its defaults, overridden by args
-// (--reconcile-interval folded into --resync-interval), values normalized (60s == 1m0s).
-func effectiveFlags(t *testing.T, defaults map[string]string, args []string) map[string]any {
-	t.Helper()
-	eff := map[string]any{}
-	for k, v := range defaults {
-		eff[k] = normalize(v)
-	}
-	for _, a := range args {
-		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !ok {
-			value = "true" // a bare boolean flag
-		}
-		if _, known := defaults[name]; !known || !strings.HasPrefix(a, "-") {
-			t.Errorf("argument %q is not a flag of nodeaddr", a)
-			continue
-		}
-		if name == "reconcile-interval" {
-			name = "resync-interval"
-		}
-		eff[name] = normalize(value)
-	}
-	delete(eff, "reconcile-interval")
-	return eff
-}
-
-func normalize(v string) string {
-	if d, err := time.ParseDuration(v); err == nil {
-		return d.String()
-	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	return v
-}
-
-// helpFlagRE is a flag line of pflag's --help ("      --name type   usage", "  -v, --v int   usage";
-// booleans have no type); longer-indented lines continue the usage.
-var helpFlagRE = regexp.MustCompile(`^(?:  -\w, |      )--([a-z0-9-]+)(?: (\w+))?\s{2,}(.*)$`)
-
-var helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
-
-// hiddenFlags are flags --help does not show because pflag hides deprecated ones, with their
-// default: binaryFlags checks the binary still accepts them.
-var hiddenFlags = map[string]string{"reconcile-interval": "0s", "approve-kubelet-serving-csr": "false"}
-
-// binaryFlags parses `nodeaddr --help` of the built binary: each flag with its default value ("" or
-// "false" when the usage prints none), plus hiddenFlags.
-func binaryFlags(t *testing.T) map[string]string {
-	t.Helper()
-	bin := harness.MustBuild(t).Nodeaddr
-	out, err := exec.Command(bin, "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("nodeaddr --help: %v\n%s", err, out)
-	}
-	flags := map[string]string{}
-	usage := map[string]string{}
-	types := map[string]string{}
-	var cur string
-	for _, line := range strings.Split(string(out), "\n") {
-		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
-			cur = m[1]
-			types[cur], usage[cur] = m[2], m[3]
-			continue
-		}
-		if cur != "" && strings.HasPrefix(line, "          ") {
-			usage[cur] += " " + strings.TrimSpace(line)
-		} else {
-			cur = ""
-		}
-	}
-	for name, u := range usage {
-		flags[name] = ""
-		if types[name] == "" { // boolean
-			flags[name] = "false"
-		}
-		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(u)); m != nil {
-			v := m[1]
-			if types[name] == "string" {
-				if u, err := strconv.Unquote(v); err == nil {
-					v = u
-				}
-			}
-			flags[name] = v
-		}
-	}
-	if len(flags) < 20 {
-		t.Fatalf("parsed only %d flags from nodeaddr --help:\n%s", len(flags), out)
-	}
-	for name, def := range hiddenFlags {
-		if _, shown := flags[name]; shown {
-			t.Errorf("--%s is shown by --help: remove it from hiddenFlags", name)
-		}
-		if out, err := exec.Command(bin, "--"+name+"="+def, "--version").CombinedOutput(); err != nil {
-			t.Errorf("nodeaddr --%s=%s --version: %v\n%s", name, def, err, out)
-		}
-		flags[name] = def
-	}
-	return flags
-}
-
-// compareRenders checks that the chart and the kustomize output hold the same objects, equal in
-// substance.
-func compareRenders(t *testing.T, chart, kustomized string) {
-	t.Helper()
-	defaults := binaryFlags(t)
-	h, k := harness.DecodeDocs(t, chart), harness.DecodeDocs(t, kustomized)
-	hk, kk := slices.Sorted(maps.Keys(h)), slices.Sorted(maps.Keys(k))
-	if !slices.Equal(hk, kk) {
-		t.Fatalf("objects differ:\n helm:      %v\n kustomize: %v", hk, kk)
-	}
-	same := true
-	for _, key := range kk {
-		ho, ko := substance(t, h[key], defaults), substance(t, k[key], defaults)
-		if !reflect.DeepEqual(ho, ko) {
-			same = false
-			hy, _ := yaml.Marshal(ho)
-			ky, _ := yaml.Marshal(ko)
-			t.Errorf("%s differs in substance:\n--- helm\n%s\n--- kustomize\n%s", key, hy, ky)
-		}
-	}
-	if same {
-		t.Logf("helm and kustomize agree on %d objects: %v", len(kk), kk)
-	}
-}
-
 // The chart's default output is the kustomize base: same objects, same DaemonSet (args compared
 // as the configuration the binary ends up with), same RBAC rules, same admission policy.
 func TestHelmDefaultMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	compareRenders(t, harness.HelmTemplate(t), harness.Kustomize(t, harness.DeployFile()))
+	harness.CompareRenders(t, harness.HelmTemplate(t), harness.Kustomize(t, harness.DeployFile()))
 }
 
 // With monitoring on, the chart adds what deploy/monitoring/ holds: the headless Service, the
 // ServiceMonitor, the PrometheusRule and the Grafana dashboard ConfigMap.
 func TestHelmMonitoringMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	compareRenders(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true"), harness.Kustomize(t, harness.DeployFile(), harness.DeployFile("monitoring")))
+	harness.CompareRenders(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true"), harness.Kustomize(t, harness.DeployFile(), harness.DeployFile("monitoring")))
 	// The chart cannot read files outside itself: its copies must stay equal to deploy/monitoring's.
 	a, err := os.ReadFile(harness.DeployFile("monitoring", "dashboard.json"))
 	if err != nil {
@@ -319,7 +110,7 @@ func TestHelmValues(t *testing.T) {
 // documented in docs/configuration.md's flags table and in docs/install-helm.md's Helm values table.
 func TestEveryFlagInChartAndDocs(t *testing.T) {
 	harness.RequireE2E(t)
-	flags := binaryFlags(t)
+	flags := harness.BinaryFlags(t)
 	valuesData, err := os.ReadFile(filepath.Join(harness.ChartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +145,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 			tableRows = append(tableRows, l)
 		}
 	}
-	rendered := defaultArgs(t)
+	rendered := harness.DefaultArgs(t)
 	// Flags rendered only when their value is set: the aliases, the log level (empty, so that
 	// config.v alone sets it: --log-level would win), and the targets, whose empty value means the
 	// binary's default anyway.
@@ -386,7 +177,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 				if set == "" {
 					args = rendered
 				} else {
-					args = argsWith(t, set)
+					args = harness.ArgsWith(t, set)
 				}
 				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--"+name) }) {
 					t.Errorf("--%s is rendered (--set %s): the chart renders --%s instead", name, set, alias)
@@ -406,7 +197,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		if _, ok := switchFlags[name]; ok {
 			// Checked above.
 		} else if set, ok := conditional[name]; ok {
-			if !slices.ContainsFunc(argsWith(t, set), func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
+			if !slices.ContainsFunc(harness.ArgsWith(t, set), func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
 				t.Errorf("--%s: not rendered with --set %s", name, set)
 			}
 		} else if !slices.ContainsFunc(rendered, func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
@@ -458,18 +249,6 @@ func valueKey(flag string) string {
 		}
 	}
 	return strings.Join(parts, "")
-}
-
-func defaultArgs(t *testing.T) []string { return argsWith(t) }
-
-// argsWith renders the chart with --set for each of sets and returns the agent's args.
-func argsWith(t *testing.T, sets ...string) []string {
-	t.Helper()
-	var extra []string
-	for _, s := range sets {
-		extra = append(extra, "--set", s)
-	}
-	return harness.RenderedArgs(t, harness.DecodeDocs(t, harness.HelmTemplate(t, extra...)))
 }
 
 // The chart's output (monitoring on) applies with a server-side dry run and then for real on the
@@ -532,6 +311,6 @@ func TestHelmRefusesWideningValues(t *testing.T) {
 func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
 	harness.RequireE2E(t)
 	const spec = "k3s,calico,example.com/node-ip=internal-ipv4"
-	overlay := renderKustomization(t, annotationsOverlay(t, spec))
-	compareRenders(t, harness.HelmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
+	overlay := harness.RenderKustomization(t, annotationsOverlay(t, spec))
+	harness.CompareRenders(t, harness.HelmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
 }

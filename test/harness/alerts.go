@@ -72,7 +72,7 @@ func BaseRuleMetrics(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	// The conflict detector's and the remediator's families (test/conflicts and test/remediation
-	// Scrape them), as the approver's.
+	// scrape them), as the approver's.
 	for _, f := range []string{"metrics-conflicts.golden", "metrics-remediation.golden"} {
 		b, err := os.ReadFile(MetricsGolden(f))
 		if err != nil {

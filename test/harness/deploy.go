@@ -94,7 +94,7 @@ func HelmTemplate(t *testing.T, extra ...string) string {
 // HelmTemplateErr is HelmTemplate returning Helm's failure (with its stderr) instead of failing.
 func HelmTemplateErr(t *testing.T, extra ...string) (string, error) {
 	t.Helper()
-	// --skip-tests: what `helm install` creates (the test hook is checked by helm_check_test.go).
+	// --skip-tests: what `helm install` creates (the test hook is checked by test/deploy's helm_check_test.go).
 	args := append(append([]string{"template", "nodeaddr", ChartDir(), "--namespace", "kube-system", "--skip-tests"}, ChosenImage(t)...), extra...)
 	out, stderr, err := HelmRun(t, args...)
 	if err != nil {
@@ -103,7 +103,7 @@ func HelmTemplateErr(t *testing.T, extra ...string) (string, error) {
 	return out, nil
 }
 
-// ChosenImage are the values that choose the image the Kustomize base names (the default
+// ChosenImage are the values that choose the image the kustomize base names (the default
 // repository, tag appVersion) explicitly: a development version's chart refuses to render its
 // never-published default image otherwise (TestHelmRefusesTheUnpublishedDefaultImage). Values
 // after them override them.
@@ -138,7 +138,7 @@ func DecodeDocs(t *testing.T, data string) map[string]Object {
 	for _, o := range DecodeYAMLDocs(t, data) {
 		md, _ := o["metadata"].(Object)
 		if clusterScoped[fmt.Sprint(o["kind"])] {
-			// Kustomize sets its namespace on kinds it does not know to be cluster-scoped
+			// kustomize sets its namespace on kinds it does not know to be cluster-scoped
 			// (ValidatingAdmissionPolicy, FlowSchema); the API server ignores it.
 			delete(md, "namespace")
 		}
@@ -156,7 +156,7 @@ func Kustomize(t *testing.T, dirs ...string) string {
 	kubectl := MustBuild(t).Kubectl
 	var parts []string
 	for _, d := range dirs {
-		parts = append(parts, Run(t, "", kubectl, "Kustomize", d))
+		parts = append(parts, Run(t, "", kubectl, "kustomize", d))
 	}
 	return strings.Join(parts, "---\n")
 }

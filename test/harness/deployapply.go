@@ -50,7 +50,7 @@ func ReleasedImage(t *testing.T) string {
 }
 
 // ApplyToAPIServer starts a control plane with the Prometheus Operator CRDs, applies rendered with a
-// server-side dry run (which must create nothing), then for real (no warnings, every Object
+// server-side dry run (which must create nothing), then for real (no warnings, every object
 // applied), checks the DaemonSet and the policy binding exist, and returns the control plane and a
 // kubectl bound to it for further checks.
 func ApplyToAPIServer(t *testing.T, kubectl, rendered, manager string) (*ControlPlane, func(stdin string, args ...string) string) {

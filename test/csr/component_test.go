@@ -1,4 +1,4 @@
-package deploy
+package csr
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
+	"github.com/nodeaddr/nodeaddr/test/harness/celcheck"
 )
 
 // The kubelet-serving-csr component (deploy/components/kubelet-serving-csr) and its chart switch,
@@ -211,9 +212,9 @@ func checkApproverImage(t *testing.T, what string, objs map[string]harness.Objec
 // either. The approver runs the agents' image, and follows the release's namespace and name.
 func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := componentOverlay(t, "kubelet-serving-csr")
+	rendered := harness.ComponentOverlay(t, "kubelet-serving-csr")
 	on := harness.HelmTemplate(t, "--set", "config.approveKubeletServingCsr=true")
-	compareRenders(t, on, rendered)
+	harness.CompareRenders(t, on, rendered)
 	objs, off := harness.DecodeDocs(t, on), harness.DecodeDocs(t, harness.HelmTemplate(t))
 	kobjs, base := harness.DecodeDocs(t, rendered), harness.DecodeDocs(t, harness.Kustomize(t, harness.DeployFile()))
 	for _, key := range componentKeys("nodeaddr", "kube-system") {
@@ -244,7 +245,7 @@ func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 		checkAgentHasNoCSRRights(t, what, o, "kube-system", "nodeaddr")
 		checkApproverNamed(t, what, o, "nodeaddr", "kube-system", approverName)
 	}
-	if args := defaultArgs(t); !slices.Contains(args, "--approval-record=false") {
+	if args := harness.DefaultArgs(t); !slices.Contains(args, "--approval-record=false") {
 		t.Errorf("default args lack --approval-record=false: %v", args)
 	}
 	if img := checkApproverImage(t, "kustomize", kobjs, "nodeaddr"); img != harness.ReleasedImage(t) {
@@ -345,27 +346,6 @@ func checkApproverArgsParse(t *testing.T, args []string) {
 	}
 }
 
-// componentOverlay renders the base with the components named (under deploy/components).
-func componentOverlay(t *testing.T, components ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	rel := func(parts ...string) string {
-		r, err := filepath.Rel(dir, harness.DeployFile(parts...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel() + "\ncomponents:\n"
-	for _, c := range components {
-		k += "  - " + rel("components", c) + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir)
-}
-
 // The component's policies have no parameter, answer 403 for every validation, type-check against
 // the schemas of the pinned release, and compile at the 1.29 CEL level a 1.30 API server checks new
 // expressions at; each binding binds its namesake.
@@ -378,14 +358,14 @@ func TestKubeletServingCSRPolicyChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := policyTypeChecker()
+	tc := celcheck.TypeChecker()
 	var policies, bindings []string
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *admissionv1.ValidatingAdmissionPolicy:
 			policies = append(policies, o.Name)
-			checkPolicyShape(t, tc, o)
-			for _, e := range compileAt(t, version.MajorMinor(1, 29), o) {
+			celcheck.CheckPolicyShape(t, tc, o)
+			for _, e := range celcheck.CompileAt(t, version.MajorMinor(1, 29), o) {
 				t.Errorf("%s at the 1.29 CEL level: %s", o.Name, e)
 			}
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
@@ -405,7 +385,7 @@ func TestKubeletServingCSRPolicyChecks(t *testing.T) {
 // policies' expressions compile there, and the replacements left the approver's username intact.
 func TestKubeletServingCSRComponentApplies(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := componentOverlay(t, "kubelet-serving-csr")
+	rendered := harness.ComponentOverlay(t, "kubelet-serving-csr")
 	cp, _ := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "nodeaddr-overlay")
 	ctx := context.Background()
 	p, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, csrPolicyName, metav1.GetOptions{})
@@ -432,14 +412,14 @@ func untilDenied(t *testing.T, policy string, attempt func(i int) error) {
 	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, policy+" refuses", func() (bool, string) {
 		err := attempt(i)
 		i++
-		return namesPolicy(err, policy), fmt.Sprint(err)
+		return harness.NamesPolicy(err, policy), fmt.Sprint(err)
 	})
 }
 
 // approverEvent is an Event about node as the approver records it (component nodeaddr-approver,
 // no host).
 func approverEvent(cp *harness.ControlPlane, t *testing.T, node string) *corev1.Event {
-	e := nodeEvent(cp, t, node, "nodeaddr-approver", "KubeletServingCSRApproved")
+	e := harness.NodeEvent(cp, t, node, "nodeaddr-approver", "KubeletServingCSRApproved")
 	e.Source.Host = ""
 	return e
 }
@@ -473,7 +453,7 @@ func waitApproverPolicy(t *testing.T, approver, kubelet kubernetes.Interface, no
 		c := fileCSR(t, kubelet, fmt.Sprintf("probe-%d", i), node, certv1.KubeletServingSignerName)
 		i++
 		err = harness.SetCSRCondition(context.Background(), approver, c, certv1.CertificateDenied)
-		return namesPolicy(err, policy), fmt.Sprint(err)
+		return harness.NamesPolicy(err, policy), fmt.Sprint(err)
 	})
 	return err
 }
@@ -487,9 +467,9 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
 	const a = "node-a"
-	cp, k := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
+	cp, k := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, harness.ComponentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
 	cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
-	approver := harness.TokenClient(t, cp, podToken(t, cp, "kube-system", approverName, a))
+	approver := harness.TokenClient(t, cp, harness.PodToken(t, cp, "kube-system", approverName, a))
 	kubelet := cp.AsKubelet(t, a)
 	if err := waitApproverPolicy(t, approver, kubelet, a, csrPolicyName); !harness.DeniedBy(err, csrPolicyName) {
 		t.Errorf("the approver denies a CSR: %v, want a 403 from %s", err, csrPolicyName)
@@ -531,12 +511,12 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			_, err := approver.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
 			return err
 		},
-		"create an Event about node-a in default": func() error { return createEvent(ctx, approver, approverEvent(cp, t, a)) },
+		"create an Event about node-a in default": func() error { return harness.CreateEvent(ctx, approver, approverEvent(cp, t, a)) },
 		"create an Event about a Node of a 200-character name (the recorder's uid is the name)": func() error {
 			e := approverEvent(cp, t, a)
 			long := strings.Repeat("n", 200)
 			e.GenerateName, e.InvolvedObject.Name, e.InvolvedObject.UID = "long.", long, types.UID(long)
-			return createEvent(ctx, approver, e)
+			return harness.CreateEvent(ctx, approver, e)
 		},
 		"create, get and update its Lease": func() error {
 			l, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
@@ -560,12 +540,12 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	// Lease is absent would never lead again), an Event forged as a kubelet's, or of another reason.
 	const b = "node-b"
 	cp.CreateNode(t, harness.NodeSpec{Name: b, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: b}}})
-	kubeletEvent := nodeEvent(cp, t, b, "kubelet", "NodeNotReady")
+	kubeletEvent := harness.NodeEvent(cp, t, b, "kubelet", "NodeNotReady")
 	untilDenied(t, approverLeasePolicy, func(i int) error {
 		_, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", i)}}, metav1.CreateOptions{})
 		return err
 	})
-	untilDenied(t, approverEventsPolicy, func(int) error { return createEvent(ctx, approver, kubeletEvent) })
+	untilDenied(t, approverEventsPolicy, func(int) error { return harness.CreateEvent(ctx, approver, kubeletEvent) })
 	for what, c := range map[string]struct {
 		policy string
 		f      func() error
@@ -577,16 +557,16 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d}}, metav1.CreateOptions{})
 			return err
 		}},
-		"forge a kubelet's NodeNotReady Event about another Node": {approverEventsPolicy, func() error { return createEvent(ctx, approver, kubeletEvent) }},
+		"forge a kubelet's NodeNotReady Event about another Node": {approverEventsPolicy, func() error { return harness.CreateEvent(ctx, approver, kubeletEvent) }},
 		"write an Event of another reason as itself": {approverEventsPolicy, func() error {
 			e := approverEvent(cp, t, a)
 			e.Reason = "NodeNotReady"
-			return createEvent(ctx, approver, e)
+			return harness.CreateEvent(ctx, approver, e)
 		}},
 		"write an Event about a Pod": {approverEventsPolicy, func() error {
 			e := approverEvent(cp, t, a)
 			e.InvolvedObject = corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "x"}
-			return createEvent(ctx, approver, e)
+			return harness.CreateEvent(ctx, approver, e)
 		}},
 	} {
 		if err := c.f(); !harness.DeniedBy(err, c.policy) {
@@ -605,7 +585,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			_, err := approver.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
 			return err
 		},
-		"patch a Node": func() error { return merge(a, "", `{"metadata":{"labels":{"x":"y"}}}`).do(ctx, approver) },
+		"patch a Node": func() error { return harness.MergePatch(a, "", `{"metadata":{"labels":{"x":"y"}}}`).Do(ctx, approver) },
 		"list Secrets": func() error {
 			_, err := approver.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
 			return err
@@ -635,7 +615,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	impostor := harness.TokenClient(t, cp, podToken(t, cp, "kube-system", "impostor", a))
+	impostor := harness.TokenClient(t, cp, harness.PodToken(t, cp, "kube-system", "impostor", a))
 	var err error
 	// RBAC's cache takes a moment to see the new binding; the check below reports the last answer.
 	_ = harness.Poll(30*time.Second, 200*time.Millisecond, "an answer other than RBAC's denial", func() (bool, string) {
@@ -655,25 +635,25 @@ func TestApprovalRecordPolicy(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
 	const a, b = "node-a", "node-b"
-	cp, _ := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
+	cp, _ := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, harness.ComponentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
 	for _, n := range []string{a, b} {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
-	record := func(node, subresource, value string) patch {
+	record := func(node, subresource, value string) harness.NodePatch {
 		v := "null"
 		if value != "" {
 			v = fmt.Sprintf("%q", value)
 		}
-		return merge(node, subresource, fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, recordAnnotation, v))
+		return harness.MergePatch(node, subresource, fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, recordAnnotation, v))
 	}
 	kubelet := cp.AsKubelet(t, a)
 	// Until the policy is enforced a kubelet's record gets through: remove it and retry.
 	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, "the kubelet's record refused by "+recordPolicyName, func() (bool, string) {
-		err := record(a, "", "192.0.2.66").do(ctx, kubelet)
-		if namesPolicy(err, recordPolicyName) {
+		err := record(a, "", "192.0.2.66").Do(ctx, kubelet)
+		if harness.NamesPolicy(err, recordPolicyName) {
 			return true, ""
 		}
-		if err := record(a, "", "").do(ctx, cp.Admin); err != nil {
+		if err := record(a, "", "").Do(ctx, cp.Admin); err != nil {
 			t.Fatal(err)
 		}
 		return false, fmt.Sprint(err)
@@ -681,16 +661,16 @@ func TestApprovalRecordPolicy(t *testing.T) {
 	agent := harness.AgentClient(t, cp, a)
 	// The base's own-Node policy, applied in the same breath, may reach the admission chain a
 	// moment after the record's: wait for it with another write it denies.
-	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
-	if err := record(a, "", "192.0.2.10,2001:db8::10").do(ctx, agent); err != nil {
+	harness.WaitPolicyEffective(t, agent, harness.MergePatch(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
+	if err := record(a, "", "192.0.2.10,2001:db8::10").Do(ctx, agent); err != nil {
 		t.Fatalf("the agent records its addresses on its own Node: %v", err)
 	}
-	if err := record(b, "", "192.0.2.66").do(ctx, agent); !deniedByPolicy(err) {
+	if err := record(b, "", "192.0.2.66").Do(ctx, agent); !harness.DeniedBy(err, harness.PolicyName) {
 		t.Errorf("the agent of %s records on %s: %v, want a 403 from %s", a, b, err, harness.PolicyName)
 	}
 	for _, c := range []struct {
 		what string
-		p    patch
+		p    harness.NodePatch
 	}{
 		{"change its Node's record", record(a, "", "192.0.2.66")},
 		{"change it through nodes/status", record(a, "status", "192.0.2.66")},
@@ -698,7 +678,7 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		{"remove it through nodes/status", record(a, "status", "")},
 		{"create the record on another Node", record(b, "", "192.0.2.66")},
 	} {
-		if err := c.p.do(ctx, kubelet); !harness.DeniedBy(err, recordPolicyName) {
+		if err := c.p.Do(ctx, kubelet); !harness.DeniedBy(err, recordPolicyName) {
 			t.Errorf("a kubelet may not %s: %v, want a 403 from %s", c.what, err, recordPolicyName)
 		}
 	}
@@ -715,11 +695,11 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		t.Errorf("a kubelet registers its Node: %v", err)
 	}
 	// Everything else a kubelet and an administrator write.
-	if err := merge(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`).do(ctx, kubelet); err != nil {
+	if err := harness.MergePatch(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`).Do(ctx, kubelet); err != nil {
 		t.Errorf("a kubelet annotates its Node: %v", err)
 	}
-	otherWritersWork(t, cp, a, "with the approval-record policy")
-	if err := record(a, "", "192.0.2.11").do(ctx, cp.Admin); err != nil {
+	harness.OtherWritersWork(t, cp, a, "with the approval-record policy")
+	if err := record(a, "", "192.0.2.11").Do(ctx, cp.Admin); err != nil {
 		t.Errorf("the administrator changes the record: %v", err)
 	}
 }
@@ -742,7 +722,7 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 			if c.wiring {
 				overlay += "transformers:\n  - ../nodeaddr/deploy/wiring\n"
 			}
-			rendered := renderKustomization(t, overlay)
+			rendered := harness.RenderKustomization(t, overlay)
 			objs := harness.DecodeDocs(t, rendered)
 			for _, key := range componentKeys("site-nodeaddr", "node-agents") {
 				if !c.wiring && strings.Contains(key, "/default/") {
@@ -763,8 +743,8 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
-			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
-			approver := harness.TokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr-approver", a))
+			harness.KubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+			approver := harness.TokenClient(t, cp, harness.PodToken(t, cp, "node-agents", "site-nodeaddr-approver", a))
 			kubelet := cp.AsKubelet(t, a)
 			err := waitApproverPolicy(t, approver, kubelet, a, policy)
 			approval := harness.SetCSRCondition(ctx, approver, fileCSR(t, kubelet, "a-1", a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
@@ -785,8 +765,10 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 					t.Errorf("the approver in node-agents creates its Lease %s: %v", approverName, err)
 				}
 				// Its own Events in default; no kubelet's.
-				untilDenied(t, "site-"+approverEventsPolicy, func(int) error { return createEvent(ctx, approver, nodeEvent(cp, t, a, "kubelet", "NodeNotReady")) })
-				if err := createEvent(ctx, approver, approverEvent(cp, t, a)); err != nil {
+				untilDenied(t, "site-"+approverEventsPolicy, func(int) error {
+					return harness.CreateEvent(ctx, approver, harness.NodeEvent(cp, t, a, "kubelet", "NodeNotReady"))
+				})
+				if err := harness.CreateEvent(ctx, approver, approverEvent(cp, t, a)); err != nil {
 					t.Errorf("the approver in node-agents records its Event about %s: %v", a, err)
 				}
 				return
@@ -824,7 +806,7 @@ configMapGenerator:
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	objs := harness.DecodeDocs(t, run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir))
+	objs := harness.DecodeDocs(t, harness.Run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir))
 	c := approverContainer(t, objs, "Deployment/kube-system/"+approverName)
 	found := map[string]string{}
 	for _, e := range c["env"].([]any) {

@@ -1,4 +1,4 @@
-package deploy
+package remediation
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
+	"github.com/nodeaddr/nodeaddr/test/harness/celcheck"
 )
 
 // remediationKeys are the objects the pod-remediation component adds (and remediator.enabled).
@@ -28,9 +29,9 @@ func remediationKeys(name, ns string) []string {
 // default render and the base have none of it but the ServiceAccount (deploy/wiring reads it).
 func TestHelmPodRemediationMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := componentOverlay(t, "pod-remediation")
+	rendered := harness.ComponentOverlay(t, "pod-remediation")
 	on := harness.HelmTemplate(t, "--set", "remediator.enabled=true")
-	compareRenders(t, on, rendered)
+	harness.CompareRenders(t, on, rendered)
 	objs, off := harness.DecodeDocs(t, on), harness.DecodeDocs(t, harness.HelmTemplate(t))
 	base := harness.DecodeDocs(t, harness.Kustomize(t, harness.DeployFile()))
 	for _, key := range remediationKeys("nodeaddr", "kube-system") {
@@ -50,7 +51,7 @@ func TestHelmPodRemediationMatchesKustomize(t *testing.T) {
 		}
 	}
 	// Approving and evicting are separate rights: neither component renders the other's objects.
-	csr := harness.DecodeDocs(t, componentOverlay(t, "kubelet-serving-csr"))
+	csr := harness.DecodeDocs(t, harness.ComponentOverlay(t, "kubelet-serving-csr"))
 	for _, key := range remediationKeys("nodeaddr", "kube-system") {
 		if _, ok := csr[key]; ok {
 			t.Errorf("the kubelet-serving-csr component renders %s", key)
@@ -78,14 +79,14 @@ func TestPodRemediationPolicyChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := policyTypeChecker()
+	tc := celcheck.TypeChecker()
 	var policies, bindings []string
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *admissionv1.ValidatingAdmissionPolicy:
 			policies = append(policies, o.Name)
-			checkPolicyShape(t, tc, o)
-			for _, e := range compileAt(t, version.MajorMinor(1, 29), o) {
+			celcheck.CheckPolicyShape(t, tc, o)
+			for _, e := range celcheck.CompileAt(t, version.MajorMinor(1, 29), o) {
 				t.Errorf("%s at the 1.29 CEL level: %s", o.Name, e)
 			}
 		case *admissionv1.ValidatingAdmissionPolicyBinding:
