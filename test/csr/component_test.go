@@ -350,29 +350,12 @@ func checkApproverArgsParse(t *testing.T, args []string) {
 // the schemas of the pinned release, and compile at the 1.29 CEL level a 1.30 API server checks new
 // expressions at; each binding binds its namesake.
 func TestKubeletServingCSRPolicyChecks(t *testing.T) {
-	data, err := os.ReadFile(harness.DeployFile("components", "kubelet-serving-csr", "policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := harness.DecodeManifests(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := celcheck.TypeChecker()
-	var policies, bindings []string
+	policies, objs := celcheck.CheckPolicyFile(t, version.MajorMinor(1, 29), "components", "kubelet-serving-csr", "policy.yaml")
+	var bindings []string
 	for _, o := range objs {
-		switch o := o.(type) {
-		case *admissionv1.ValidatingAdmissionPolicy:
-			policies = append(policies, o.Name)
-			celcheck.CheckPolicyShape(t, tc, o)
-			for _, e := range celcheck.CompileAt(t, version.MajorMinor(1, 29), o) {
-				t.Errorf("%s at the 1.29 CEL level: %s", o.Name, e)
-			}
-		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			bindings = append(bindings, o.Spec.PolicyName)
-			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
-				t.Errorf("binding %s binds %q with paramRef %v and actions %v, want its namesake, no parameter, Deny", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
-			}
+		bindings = append(bindings, o.Spec.PolicyName)
+		if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			t.Errorf("binding %s binds %q with paramRef %v and actions %v, want its namesake, no parameter, Deny", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
 		}
 	}
 	want := []string{csrPolicyName, recordPolicyName, approverLeasePolicy, approverEventsPolicy}

@@ -197,14 +197,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	// purpose: the agent's requests are those from here on.
 	started := time.Now()
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
-	for _, p := range c.Ports {
-		switch p.Name {
-		case "metrics":
-			a.MetricsPort = int(p.ContainerPort)
-		case "probes":
-			a.ProbePort = int(p.ContainerPort)
-		}
-	}
+	a.UseContainerPorts(c)
 
 	n := cp.WaitNode(t, node, 30*time.Second, "published and untainted", func(n *corev1.Node) bool {
 		return len(n.Status.Addresses) == 3 && !slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key)

@@ -1,11 +1,8 @@
 package deploy
 
 import (
-	"os"
 	"slices"
 	"testing"
-
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 	"github.com/nodeaddr/nodeaddr/test/harness/celcheck"
@@ -15,26 +12,12 @@ import (
 // kube-controller-manager's policy status controller would report them (a misspelt field would
 // otherwise show only at runtime, as a denial of every write).
 func TestAdmissionPolicyTypeChecks(t *testing.T) {
-	data, err := os.ReadFile(harness.DeployFile("admission-policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := harness.DecodeManifests(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := celcheck.TypeChecker()
-	var policies, bindings []string
+	policies, objs := celcheck.CheckPolicyFile(t, nil, "admission-policy.yaml")
+	var bindings []string
 	for _, o := range objs {
-		switch o := o.(type) {
-		case *admissionv1.ValidatingAdmissionPolicy:
-			policies = append(policies, o.Name)
-			celcheck.CheckPolicyShape(t, tc, o)
-		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			bindings = append(bindings, o.Spec.PolicyName)
-			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil {
-				t.Errorf("binding %s binds %q with paramRef %v, want its namesake and no parameter", o.Name, o.Spec.PolicyName, o.Spec.ParamRef)
-			}
+		bindings = append(bindings, o.Spec.PolicyName)
+		if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil {
+			t.Errorf("binding %s binds %q with paramRef %v, want its namesake and no parameter", o.Name, o.Spec.PolicyName, o.Spec.ParamRef)
 		}
 	}
 	want := []string{harness.PolicyName, eventsPolicyName}

@@ -284,3 +284,16 @@ func (a *Agent) WaitHTTP(t *testing.T, port int, path string) {
 		return err == nil && code == 200, fmt.Sprintf("%d %q %v", code, body, err)
 	})
 }
+
+// UseContainerPorts sets the agent's metrics and probe ports to the container's ports named metrics
+// and probes, as the DaemonSet's (or the chart's) pod declares them.
+func (a *Agent) UseContainerPorts(c corev1.Container) {
+	for _, p := range c.Ports {
+		switch p.Name {
+		case "metrics":
+			a.MetricsPort = int(p.ContainerPort)
+		case "probes":
+			a.ProbePort = int(p.ContainerPort)
+		}
+	}
+}

@@ -67,14 +67,26 @@ func CreateServiceAccountToken(t *testing.T, cp *ControlPlane, namespace, name, 
 	return tr.Status.Token
 }
 
-// Scrape GETs https://addr/metrics from inside ns with token ("" for none), skipping certificate
-// verification as the ServiceMonitor does.
+// Scrape GETs https://addr/metrics from inside ns with token ("" for none) on a new connection,
+// skipping certificate verification as the ServiceMonitor does.
 func Scrape(ns *Netns, addr, token string) (int, string, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	return ScrapeWith(ScraperClient(ns, true), addr, token)
+}
+
+// ScraperClient is Prometheus' HTTP client in ns: TLS without verification (the ServiceMonitor's
+// insecureSkipVerify), the ServiceMonitor's 10 s scrape timeout, and keep-alive unless fresh.
+func ScraperClient(ns *Netns, fresh bool) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext:       func(ctx context.Context, _, a string) (net.Conn, error) { return ns.Dial(ctx, a) },
 		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
-		DisableKeepAlives: true,
+		DisableKeepAlives: fresh,
+		IdleConnTimeout:   90 * time.Second,
 	}}
+}
+
+// ScrapeWith GETs https://addr/metrics with hc and token ("" for none) and returns the status and
+// body.
+func ScrapeWith(hc *http.Client, addr, token string) (int, string, error) {
 	req, err := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, "", err

@@ -95,14 +95,7 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 	ns := harness.NewNetns(t, "tls")
 	harness.DualStackUplink(ns, harness.NewNetns(t, "rtr"))
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
-	for _, p := range c.Ports {
-		switch p.Name {
-		case "metrics":
-			a.MetricsPort = int(p.ContainerPort)
-		case "probes":
-			a.ProbePort = int(p.ContainerPort)
-		}
-	}
+	a.UseContainerPorts(c)
 	a.WaitHTTP(t, a.ProbePort, c.ReadinessProbe.HTTPGet.Path)
 
 	roots := x509.NewCertPool()

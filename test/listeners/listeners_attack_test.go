@@ -59,14 +59,7 @@ func startListenerSite(t *testing.T) *listenerSite {
 
 	env, args := harness.PodEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	s.a = harness.StartAgent(t, s.node, harness.AgentOptions{Args: args, Env: env, Kubeconfig: s.cp.AgentKubeconfig(t, s.node, node)})
-	for _, p := range c.Ports {
-		switch p.Name {
-		case "metrics":
-			s.a.MetricsPort = int(p.ContainerPort)
-		case "probes":
-			s.a.ProbePort = int(p.ContainerPort)
-		}
-	}
+	s.a.UseContainerPorts(c)
 	s.a.WaitHTTP(t, s.a.ProbePort, c.LivenessProbe.HTTPGet.Path)
 	s.metricsAddr = fmt.Sprintf("192.0.2.10:%d", s.a.MetricsPort)
 	s.probeAddr = fmt.Sprintf("127.0.0.1:%d", s.a.ProbePort)
@@ -87,38 +80,11 @@ func attackDuration(t *testing.T) time.Duration {
 	return d
 }
 
-// scraperClient is Prometheus' HTTP client in ns: TLS without verification (the ServiceMonitor's
-// insecureSkipVerify), the ServiceMonitor's 10 s scrape timeout, and keep-alive unless fresh.
-func scraperClient(ns *harness.Netns, fresh bool) *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext:       func(ctx context.Context, _, a string) (net.Conn, error) { return ns.Dial(ctx, a) },
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
-		DisableKeepAlives: fresh,
-		IdleConnTimeout:   90 * time.Second,
-	}}
-}
-
-// scrapeWith GETs https://addr/metrics with token and returns the status and body.
-func scrapeWith(hc *http.Client, addr, token string) (int, string, error) {
-	req, err := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
 // agentMetric scrapes the agent as Prometheus and returns the sum of the series whose name and
 // labels start with prefix.
 func agentMetric(t *testing.T, s *listenerSite, token, prefix string) float64 {
 	t.Helper()
-	code, body, err := scrapeWith(scraperClient(s.prom, true), s.metricsAddr, token)
+	code, body, err := harness.ScrapeWith(harness.ScraperClient(s.prom, true), s.metricsAddr, token)
 	if err != nil || code != 200 {
 		t.Fatalf("scrape for %s: %d %v", prefix, code, err)
 	}
@@ -140,7 +106,7 @@ func scrapeEvery(ctx context.Context, t *testing.T, s *listenerSite, interval ti
 	n := 0
 	for ; ; n++ {
 		for name, hc := range clients {
-			if code, _, err := scrapeWith(hc, s.metricsAddr, token(n)); err != nil || code != 200 {
+			if code, _, err := harness.ScrapeWith(hc, s.metricsAddr, token(n)); err != nil || code != 200 {
 				t.Errorf("scrape %d (%s) under attack: %d %v", n, name, code, err)
 			}
 		}
@@ -168,8 +134,8 @@ func TestListenersTokenFlood(t *testing.T) {
 	s := startListenerSite(t)
 	d := attackDuration(t)
 	tokens := []string{harness.ScraperToken(t, s.cp)}
-	prom := scraperClient(s.prom, false)
-	if code, _, err := scrapeWith(prom, s.metricsAddr, tokens[0]); err != nil || code != 200 {
+	prom := harness.ScraperClient(s.prom, false)
+	if code, _, err := harness.ScrapeWith(prom, s.metricsAddr, tokens[0]); err != nil || code != 200 {
 		t.Fatalf("scrape before the flood: %d %v", code, err)
 	}
 	tr0, sar0 := reviews(t, s.cp)
@@ -205,7 +171,7 @@ func TestListenersTokenFlood(t *testing.T) {
 // floodTokens sends perSecond requests with random tokens from ns, each on a new TLS connection,
 // until ctx ends.
 func floodTokens(ctx context.Context, ns *harness.Netns, addr string, perSecond int, sent, throttled *atomic.Int64) {
-	hc := scraperClient(ns, true)
+	hc := harness.ScraperClient(ns, true)
 	hc.Timeout = 5 * time.Second
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
@@ -225,7 +191,7 @@ func floodTokens(ctx context.Context, ns *harness.Netns, addr string, perSecond 
 		sent.Add(1)
 		wg.Go(func() {
 			defer inflight.Add(-1)
-			if code, _, _ := scrapeWith(hc, addr, randomToken()); code == http.StatusTooManyRequests {
+			if code, _, _ := harness.ScrapeWith(hc, addr, randomToken()); code == http.StatusTooManyRequests {
 				throttled.Add(1)
 			}
 		})
@@ -303,7 +269,7 @@ func TestListenersIdleConnectionFlood(t *testing.T) {
 		attackers = append(attackers, holdConnections(ctx, t, s.router, s.metricsAddr, 16, mode, &closed))
 	}
 	scrapes := scrapeEvery(ctx, t, s, 2*time.Second, func(int) string { return token },
-		map[string]*http.Client{"keep-alive": scraperClient(s.prom, false), "new connection": scraperClient(s.prom, true)})
+		map[string]*http.Client{"keep-alive": harness.ScraperClient(s.prom, false), "new connection": harness.ScraperClient(s.prom, true)})
 	for _, wg := range attackers {
 		wg.Wait()
 	}
@@ -373,11 +339,11 @@ func TestScraperTokenAudience(t *testing.T) {
 	}
 	harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "prometheus-discovery")
 
-	prom := scraperClient(s.prom, true)
-	if code, body, err := scrapeWith(prom, s.metricsAddr, audienceToken); err != nil || code != 200 || !containsMetric(body) {
+	prom := harness.ScraperClient(s.prom, true)
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, audienceToken); err != nil || code != 200 || !containsMetric(body) {
 		t.Errorf("token for the audience nodeaddr: %d %v, want 200 with metrics", code, err)
 	}
-	if code, body, err := scrapeWith(prom, s.metricsAddr, defaultToken); err != nil || code != 401 || containsMetric(body) {
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, defaultToken); err != nil || code != 401 || containsMetric(body) {
 		t.Errorf("ServiceAccount token for the API server's audience: %d %v, want 401 without metrics", code, err)
 	}
 	replay := func(token string) int {

@@ -19,13 +19,13 @@ func TestAgentAsksNoSubjectAccessReview(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	ctx := context.Background()
-	prom := scraperClient(s.prom, true)
+	prom := harness.ScraperClient(s.prom, true)
 
-	if code, body, err := scrapeWith(prom, s.metricsAddr, harness.ScraperToken(t, s.cp)); err != nil || code != 200 || !containsMetric(body) {
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, harness.ScraperToken(t, s.cp)); err != nil || code != 200 || !containsMetric(body) {
 		t.Errorf("the listed Prometheus (monitoring/%s): %d %v, want 200 with metrics", harness.ScraperSA, code, err)
 	}
 	other := harness.CreateServiceAccountToken(t, s.cp, "monitoring", "grafana-agent", "nodeaddr-metrics-reader", harness.ScraperAudience)
-	if code, body, err := scrapeWith(prom, s.metricsAddr, other); err != nil || code != 403 || containsMetric(body) {
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, other); err != nil || code != 403 || containsMetric(body) {
 		t.Errorf("a ServiceAccount bound to nodeaddr-metrics-reader but not listed: %d %v, want 403 without metrics", code, err)
 	}
 	if tr, sar := reviews(t, s.cp); tr < 2 || sar != 0 {

@@ -4,6 +4,7 @@
 package celcheck
 
 import (
+	"os"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/kubernetes/pkg/generated/openapi"
+
+	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
 // TypeChecker type-checks policies against the schemas of the pinned release, as
@@ -78,4 +81,36 @@ func CompileAt(t *testing.T, compat *version.Version, p *admissionv1.ValidatingA
 		}
 	}
 	return errs
+}
+
+// CheckPolicyFile decodes the ValidatingAdmissionPolicies and bindings of a file of deploy/, checks
+// each policy's shape (CheckPolicyShape) and, unless compat is nil, compiles it at that CEL level
+// (CompileAt); it returns the policies' names and the bindings, in the file's order.
+func CheckPolicyFile(t *testing.T, compat *version.Version, parts ...string) (policies []string, bindings []*admissionv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	data, err := os.ReadFile(harness.DeployFile(parts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := harness.DecodeManifests(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := TypeChecker()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *admissionv1.ValidatingAdmissionPolicy:
+			policies = append(policies, o.Name)
+			CheckPolicyShape(t, tc, o)
+			if compat == nil {
+				continue
+			}
+			for _, e := range CompileAt(t, compat, o) {
+				t.Errorf("%s at the %s CEL level: %s", o.Name, compat, e)
+			}
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			bindings = append(bindings, o)
+		}
+	}
+	return policies, bindings
 }
