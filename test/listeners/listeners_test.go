@@ -120,11 +120,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 
 	env, args := harness.PodEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
-	ports := map[string]int{}
-	for _, p := range c.Ports {
-		ports[p.Name] = int(p.ContainerPort)
-	}
-	a.MetricsPort, a.ProbePort = ports["metrics"], ports["probes"]
+	a.UseContainerPorts(c)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if p.HTTPGet.Host != "127.0.0.1" {
 			t.Errorf("probe %s has host %q, want 127.0.0.1", p.HTTPGet.Path, p.HTTPGet.Host)
