@@ -37,7 +37,7 @@ const (
 	recordAnnotation     = "nodeaddr.io/addresses"
 )
 
-// componentKeys are the objects the component adds to the base, keyed as decodeDocs keys them, for
+// componentKeys are the objects the component adds to the base, keyed as harness.DecodeDocs keys them, for
 // an install named name (the base's full name) in namespace ns.
 func componentKeys(name, ns string) []string {
 	return []string{

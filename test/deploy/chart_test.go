@@ -227,8 +227,8 @@ func TestHelmNamesAndLabels(t *testing.T) {
 	}
 }
 
-// renameKeys returns objs with the DaemonSet named name filed as nodeaddr, the key renderedArgs
-// looks up (the ConfigMaps keep their names: the DaemonSet refers to them).
+// renameKeys returns objs with the DaemonSet named name filed as nodeaddr, the key
+// harness.RenderedArgs looks up (the ConfigMaps keep their names: the DaemonSet refers to them).
 func renameKeys(objs map[string]harness.Object, name string) map[string]harness.Object {
 	out := map[string]harness.Object{}
 	for k, v := range objs {

@@ -15,7 +15,7 @@ const eventsPolicyName = "nodeaddr-events"
 
 // documentedOverlay is the kustomization docs/customize.md shows under the comment "# overlay: NAME",
 // as an operator copies it (its checkout paths, ../nodeaddr/deploy, are resolved by
-// renderKustomization).
+// harness.RenderKustomization).
 func documentedOverlay(t *testing.T, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(harness.RepoDir(), "docs", "customize.md"))

@@ -1,6 +1,6 @@
 // deploy/'s manifests as the test packages read them: its files, the chart and kustomize renders
 // (decoded by kind/namespace/name), the container the kubelet would run from a render, and the
-// shipped DaemonSet.
+// shipped DaemonSet, clients with the agent's or another token.
 package harness
 
 import (

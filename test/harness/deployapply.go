@@ -1,5 +1,5 @@
-// deploy/ applied to a real API server: the renders applied with the Prometheus Operator's CRDs, the
-// agent's RBAC and admission policy, clients with a token.
+// deploy/ applied to a real API server: the renders applied with the Prometheus Operator's CRDs,
+// and the agent's RBAC and admission policy.
 package harness
 
 import (

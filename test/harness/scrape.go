@@ -26,10 +26,10 @@ const ScraperAudience = "nodeaddr"
 // ConfigMap's metrics-allowed-scrapers lists.
 const ScraperSA = "prometheus-k8s"
 
-// ScraperToken applies deploy/monitoring/rbac.yaml (the nodeaddr-metrics-reader ClusterRole),
-// binds it to the ServiceAccount monitoring/prometheus-k8s (listed in the ConfigMap), as an operator does for their Prometheus,
-// and returns a token of that ServiceAccount for the audience nodeaddr, as the projected volume in
-// Prometheus' pod holds.
+// ScraperToken applies deploy/monitoring/rbac.yaml (the nodeaddr-metrics-reader ClusterRole), binds
+// it to the ServiceAccount monitoring/prometheus-k8s (listed in the ConfigMap), as an operator does
+// for their Prometheus, and returns a token of that ServiceAccount for the audience nodeaddr, as
+// the projected volume in Prometheus' pod holds.
 func ScraperToken(t *testing.T, cp *ControlPlane) string {
 	t.Helper()
 	ctx := context.Background()
@@ -39,8 +39,8 @@ func ScraperToken(t *testing.T, cp *ControlPlane) string {
 	return CreateServiceAccountToken(t, cp, "monitoring", ScraperSA, "nodeaddr-metrics-reader", ScraperAudience)
 }
 
-// CreateServiceAccountToken creates namespace/name (bound to clusterRole unless empty) and returns a token
-// for audiences (none: the API server's own).
+// CreateServiceAccountToken creates namespace/name (bound to clusterRole unless empty) and returns
+// a token for audiences (none: the API server's own).
 func CreateServiceAccountToken(t *testing.T, cp *ControlPlane, namespace, name, clusterRole string, audiences ...string) string {
 	t.Helper()
 	ctx := context.Background()

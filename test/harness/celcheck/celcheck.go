@@ -1,6 +1,7 @@
 // Package celcheck type-checks and compiles the admission policies' CEL as the API server would:
 // against the pinned release's schemas, and at an older release's CEL compatibility level. Its own
-// package: it links k8s.io/kubernetes' OpenAPI definitions, which the harness's other users do not need.
+// package: it links k8s.io/kubernetes' OpenAPI definitions, which the harness's other users do not
+// need.
 package celcheck
 
 import (
