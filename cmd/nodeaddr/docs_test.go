@@ -466,8 +466,8 @@ func checkMetrics(page string, golden []string, defined []string) []string {
 
 func TestDocsMetrics(t *testing.T) {
 	var golden []string
-	for _, f := range []string{"test/deploy/testdata/metrics.golden", "test/deploy/testdata/metrics-approval.golden",
-		"test/deploy/testdata/metrics-remediation.golden"} {
+	for _, f := range []string{"test/alerts/testdata/metrics.golden", "test/alerts/testdata/metrics-approval.golden",
+		"test/alerts/testdata/metrics-remediation.golden"} {
 		for _, m := range docTypeRE.FindAllStringSubmatch(docRead(t, f), -1) {
 			golden = append(golden, m[1])
 		}

@@ -1,7 +1,6 @@
 package conflicts
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,9 +8,9 @@ import (
 )
 
 // conflictsGolden lists the `# HELP` and `# TYPE` lines of the detector's own metric families
-// (nodeaddr_conflicts_*); test/deploy reads it beside metrics.golden and metrics-approval.golden.
+// (nodeaddr_conflicts_*); test/alerts reads it beside metrics.golden and metrics-approval.golden.
 // NODEADDR_GOLDEN_UPDATE=1 rewrites it from this scrape.
-var conflictsGolden = filepath.Join("..", "deploy", "testdata", "metrics-conflicts.golden")
+var conflictsGolden = harness.MetricsGolden("metrics-conflicts.golden")
 
 func checkConflictsGolden(t *testing.T, a *harness.Approver) {
 	t.Helper()

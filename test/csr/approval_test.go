@@ -129,7 +129,7 @@ func breakSignature(t *testing.T, req []byte) []byte {
 func TestCentralApprover(t *testing.T) {
 	w := newWorld(t)
 
-	// The approver's metric families are those of the golden file that test/deploy checks the
+	// The approver's metric families are those of the golden file that test/alerts checks the
 	// alert rules and the dashboard against.
 	t.Run("approval metrics match the golden file", func(t *testing.T) { checkApprovalGolden(t, w.approver) })
 

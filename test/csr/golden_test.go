@@ -1,7 +1,6 @@
 package csr
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,9 +8,9 @@ import (
 )
 
 // approvalGolden lists the `# HELP` and `# TYPE` lines of the approver's own metric families
-// (nodeaddr_csr_*, nodeaddr_approver_*, nodeaddr_build_info); test/deploy's TestGoldenMetricsCoverRulesAndDashboard
+// (nodeaddr_csr_*, nodeaddr_approver_*, nodeaddr_build_info); test/alerts' TestGoldenMetricsCoverRulesAndDashboard
 // reads it beside metrics.golden. NODEADDR_GOLDEN_UPDATE=1 rewrites it from this scrape.
-var approvalGolden = filepath.Join("..", "deploy", "testdata", "metrics-approval.golden")
+var approvalGolden = harness.MetricsGolden("metrics-approval.golden")
 
 func checkApprovalGolden(t *testing.T, a *harness.Approver) {
 	t.Helper()

@@ -24,8 +24,8 @@ import (
 // installBase applies `kubectl kustomize deploy/` as an operator would and returns the render.
 func installBase(t *testing.T, cp *harness.ControlPlane) string {
 	t.Helper()
-	rendered := kustomize(t, deployFile())
-	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+	rendered := harness.Kustomize(t, harness.DeployFile())
+	harness.KubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
 	return rendered
 }
 
@@ -41,7 +41,7 @@ func renderedObjects(t *testing.T, rendered string) []renderedObject {
 		if strings.TrimSpace(doc) == "" {
 			continue
 		}
-		one := decodeDocs(t, doc)
+		one := harness.DecodeDocs(t, doc)
 		for key := range one {
 			parts := strings.SplitN(key, "/", 3)
 			out = append(out, renderedObject{kind: parts[0], namespace: parts[1], name: parts[2], yaml: doc})
@@ -63,20 +63,20 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
 	rendered := installBase(t, cp)
-	agent := agentClient(t, cp, a)
-	other := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
-	waitPolicyEffective(t, agent, other)
+	agent := harness.AgentClient(t, cp, a)
+	other := harness.MergePatch(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
+	harness.WaitPolicyEffective(t, agent, other)
 
 	if err := cp.Admin.CoreV1().ConfigMaps("kube-system").Delete(ctx, "nodeaddr", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The API server would have needed a moment to notice a missing parameter: give it that moment.
 	time.Sleep(2 * time.Second) // measured window: the policy must keep denying throughout
-	otherWritersWork(t, cp, a, "ConfigMap deleted")
-	if err := other.do(ctx, agent); !deniedByPolicy(err) {
-		t.Errorf("ConfigMap deleted: agent's write to another Node: %v, want a denial by %s", err, policyName)
+	harness.OtherWritersWork(t, cp, a, "ConfigMap deleted")
+	if err := other.Do(ctx, agent); !deniedByPolicy(err) {
+		t.Errorf("ConfigMap deleted: agent's write to another Node: %v, want a denial by %s", err, harness.PolicyName)
 	}
-	if err := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).do(ctx, agent); err != nil {
+	if err := harness.MergePatch(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).Do(ctx, agent); err != nil {
 		t.Errorf("ConfigMap deleted: agent's own addresses: %v", err)
 	}
 
@@ -94,18 +94,18 @@ func TestNoObjectIsAKillSwitch(t *testing.T) {
 	})
 	reversed := slices.Clone(objs)
 	slices.Reverse(reversed)
-	kubectl := kubectlFor(t, cp)
+	kubectl := harness.KubectlFor(t, cp)
 	for _, order := range []struct {
 		name string
 		objs []renderedObject
 	}{{"render order (kubectl delete -k)", objs}, {"reverse", reversed}, {"policies last (helm uninstall)", policiesLast}} {
 		kubectl(rendered, "apply", "--server-side", "--force-conflicts", "--field-manager=nodeaddr-install", "-f", "-")
 		// The previous round deleted the ServiceAccount, and with it the agent's token.
-		agent = agentClient(t, cp, a)
-		waitPolicyEffective(t, agent, other)
+		agent = harness.AgentClient(t, cp, a)
+		harness.WaitPolicyEffective(t, agent, other)
 		for _, o := range order.objs {
 			kubectl(o.yaml, "delete", "--wait=false", "-f", "-")
-			otherWritersWork(t, cp, a, fmt.Sprintf("%s: %s %s/%s deleted", order.name, o.kind, o.namespace, o.name))
+			harness.OtherWritersWork(t, cp, a, fmt.Sprintf("%s: %s %s/%s deleted", order.name, o.kind, o.namespace, o.name))
 		}
 	}
 }
@@ -126,8 +126,8 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 			if !c.replacements {
 				overlay, _, _ = strings.Cut(overlay, "transformers:")
 			}
-			rendered := renderKustomization(t, overlay)
-			objs := decodeDocs(t, rendered)
+			rendered := harness.RenderKustomization(t, overlay)
+			objs := harness.DecodeDocs(t, rendered)
 			for _, key := range []string{"ServiceAccount/node-agents/site-nodeaddr", "DaemonSet/node-agents/site-nodeaddr", "ValidatingAdmissionPolicy/<nil>/site-nodeaddr-own-node",
 				"ValidatingAdmissionPolicyBinding/<nil>/site-nodeaddr-own-node", "ValidatingAdmissionPolicyBinding/<nil>/site-nodeaddr-events"} {
 				if objs[key] == nil {
@@ -156,28 +156,28 @@ func TestOverlayIntoAnotherNamespace(t *testing.T) {
 			for _, n := range []string{a, b} {
 				cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 			}
-			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
-			agent := tokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr", a))
-			otherNode := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
+			harness.KubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+			agent := harness.TokenClient(t, cp, harness.PodToken(t, cp, "node-agents", "site-nodeaddr", a))
+			otherNode := harness.MergePatch(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
 			// The policy takes a moment to be enforced; an unconfined agent's write keeps succeeding
 			// (the wait then fails saying so).
-			pollWrite(t, agent, otherNode, func(err error) bool { return namesPolicy(err, "site-nodeaddr-own-node") }, "denied by site-nodeaddr-own-node")
-			if err := otherNode.do(ctx, agent); !harness.DeniedBy(err, "site-nodeaddr-own-node") {
+			harness.PollWrite(t, agent, otherNode, func(err error) bool { return harness.NamesPolicy(err, "site-nodeaddr-own-node") }, "denied by site-nodeaddr-own-node")
+			if err := otherNode.Do(ctx, agent); !harness.DeniedBy(err, "site-nodeaddr-own-node") {
 				t.Errorf("agent in node-agents: write to another Node: %v, want a denial by site-nodeaddr-own-node", err)
 			}
-			own := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`)
-			err := own.do(ctx, agent)
+			own := harness.MergePatch(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`)
+			err := own.Do(ctx, agent)
 			if c.replacements {
 				if err != nil {
 					t.Errorf("agent in node-agents: own addresses: %v", err)
 				}
-				if err := createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")); err != nil {
+				if err := harness.CreateEvent(ctx, agent, harness.NodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated")); err != nil {
 					t.Errorf("agent in node-agents: Event about its Node in default: %v", err)
 				}
 			} else if !harness.DeniedBy(err, "site-nodeaddr-own-node") || !strings.Contains(err.Error(), "rendered for system:serviceaccount:kube-system:nodeaddr") {
 				t.Errorf("half-configured: agent's own addresses: %v, want a denial naming the identity the policy was rendered for", err)
 			}
-			otherWritersWork(t, cp, a, c.name)
+			harness.OtherWritersWork(t, cp, a, c.name)
 		})
 	}
 }
@@ -206,7 +206,7 @@ func TestTokenProjectionOnAPIServer(t *testing.T) {
 	}
 	checkTokenProjection(t, created.Spec)
 	exp := *created.Spec.Volumes[0].Projected.Sources[0].ServiceAccountToken.ExpirationSeconds
-	tok := podToken(t, cp, "kube-system", "nodeaddr", "node-a")
+	tok := harness.PodToken(t, cp, "kube-system", "nodeaddr", "node-a")
 	claims := jwtClaims(t, tok)
 	if got := int64(claims["exp"].(float64) - claims["iat"].(float64)); got != exp {
 		t.Errorf("token lifetime %d s, want %d", got, exp)
@@ -241,7 +241,7 @@ func TestHelmIntoAnotherNamespace(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
 	const a, b = "node-a", "node-b"
-	rendered := helmTemplate(t, "--namespace", "other")
+	rendered := harness.HelmTemplate(t, "--namespace", "other")
 	if !strings.Contains(rendered, "'system:serviceaccount:' + 'other' + ':' + 'nodeaddr'") {
 		t.Fatalf("the chart did not render the policies for other/nodeaddr")
 	}
@@ -252,15 +252,15 @@ func TestHelmIntoAnotherNamespace(t *testing.T) {
 	for _, n := range []string{a, b} {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
-	kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
-	agent := tokenClient(t, cp, podToken(t, cp, "other", "nodeaddr", a))
-	otherNode := merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
-	waitPolicyEffective(t, agent, otherNode)
-	if err := otherNode.do(ctx, agent); !deniedByPolicy(err) {
-		t.Errorf("agent in other: write to another Node: %v, want a denial by %s", err, policyName)
+	harness.KubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=helm", "-f", "-")
+	agent := harness.TokenClient(t, cp, harness.PodToken(t, cp, "other", "nodeaddr", a))
+	otherNode := harness.MergePatch(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`)
+	harness.WaitPolicyEffective(t, agent, otherNode)
+	if err := otherNode.Do(ctx, agent); !deniedByPolicy(err) {
+		t.Errorf("agent in other: write to another Node: %v, want a denial by %s", err, harness.PolicyName)
 	}
-	if err := merge(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).do(ctx, agent); err != nil {
+	if err := harness.MergePatch(a, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}]}}`).Do(ctx, agent); err != nil {
 		t.Errorf("agent in other: own addresses: %v", err)
 	}
-	otherWritersWork(t, cp, a, "chart in other")
+	harness.OtherWritersWork(t, cp, a, "chart in other")
 }

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
@@ -35,7 +34,7 @@ import (
 func TestAdmission(t *testing.T) {
 	harness.RequireE2E(t)
 	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
+	harness.ApplyRBACAndPolicy(t, cp)
 	admission.Run(t, cp, admission.Table)
 }
 
@@ -52,7 +51,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 	cp, agent := policyWorld(t, a, b, func(n string) harness.NodeSpec {
 		return harness.NodeSpec{Name: n, Annotations: map[string]string{"example.com/owner": "ops"}}
 	})
-	kubectl := kubectlFor(t, cp)
+	kubectl := harness.KubectlFor(t, cp)
 
 	presetKeys := func(names ...string) []string {
 		var keys []string
@@ -72,7 +71,7 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 	write := func(key string) error {
 		attempt++
 		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: fmt.Sprintf("value-%d", attempt)}}})
-		return merge(a, "", string(body)).do(ctx, agent)
+		return harness.MergePatch(a, "", string(body)).Do(ctx, agent)
 	}
 	for _, c := range []struct {
 		spec    string
@@ -86,8 +85,8 @@ func TestAdmissionPolicyAnnotationKeysRendered(t *testing.T) {
 		{"nodeaddr,k3s,flannel,calico", presetKeys("nodeaddr", "k3s", "flannel", "calico")},
 		{"", nil},
 	} {
-		rendered := renderKustomization(t, annotationsOverlay(t, c.spec))
-		policy := decodeDocs(t, rendered)["ValidatingAdmissionPolicy/<nil>/"+policyName]
+		rendered := harness.RenderKustomization(t, annotationsOverlay(t, c.spec))
+		policy := harness.DecodeDocs(t, rendered)["ValidatingAdmissionPolicy/<nil>/"+harness.PolicyName]
 		if got := fmt.Sprint(policy["spec"]); !strings.Contains(got, "name:annotationSpec") ||
 			!strings.Contains(got, fmt.Sprintf("expression:'%s' name:annotationSpec", c.spec)) {
 			t.Errorf("annotations=%q: not rendered into the policy: %s", c.spec, got)
@@ -131,7 +130,7 @@ func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 	const a, b = "node-a", "node-b"
 	cp, agent := policyWorld(t, a, b, func(n string) harness.NodeSpec { return harness.NodeSpec{Name: n} })
 	// The RBAC of an install that authorizes scrapers by SubjectAccessReview (an empty
-	// metrics-allowed-scrapers); the shipped one grants none (TestAgentAsksNoSubjectAccessReview).
+	// metrics-allowed-scrapers); the shipped one grants none (test/listeners' TestAgentAsksNoSubjectAccessReview).
 	grantReviews(t, cp)
 	fail, forbidden := admissionv1.Fail, metav1.StatusReasonForbidden
 	const name = "deny-agent-reviews"
@@ -153,7 +152,7 @@ func TestSubjectAccessReviewsEscapeAdmission(t *testing.T) {
 	}
 	// The control: the policy is enforced (the agent's own Event, allowed by nodeaddr's policies, is denied).
 	harness.Eventually(t, 10*time.Second, 100*time.Millisecond, "policy "+name+" enforced on Events", func() (bool, string) {
-		err := createEvent(ctx, agent, nodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated"))
+		err := harness.CreateEvent(ctx, agent, harness.NodeEvent(cp, t, a, "nodeaddr", "AddressesUpdated"))
 		return harness.DeniedBy(err, name), fmt.Sprint(err)
 	})
 	oracle := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kube-system:default",
@@ -189,72 +188,10 @@ func grantReviews(t *testing.T, cp *harness.ControlPlane) {
 // dedicated is a taint not the agent's.
 var dedicated = corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
 
-// applyPolicy creates deploy/rbac.yaml, deploy/config.yaml and deploy/admission-policy.yaml.
-func applyPolicy(t *testing.T, cp *harness.ControlPlane) {
-	t.Helper()
-	cp.ApplyRBAC(t)
-	if err := cp.ApplyPolicy(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// patch is one write the agent's token attempts (or another writer's, with its own manager).
-type patch struct {
-	node, subresource string
-	pt                types.PatchType
-	body              string
-	manager           string // field manager; "" is nodeaddr
-}
-
-func (p patch) do(ctx context.Context, cs kubernetes.Interface) error {
-	var sub []string
-	if p.subresource != "" {
-		sub = []string{p.subresource}
-	}
-	manager := p.manager
-	if manager == "" {
-		manager = "nodeaddr"
-	}
-	_, err := cs.CoreV1().Nodes().Patch(ctx, p.node, p.pt, []byte(p.body), metav1.PatchOptions{FieldManager: manager}, sub...)
-	return err
-}
-
-// merge is a JSON merge patch of node through subresource ("" or "status"), as nodeaddr.
-func merge(node, subresource, body string) patch {
-	return patch{node: node, subresource: subresource, pt: types.MergePatchType, body: body}
-}
-
-// deniedByPolicy reports whether err is this policy's denial, 403 Forbidden (RBAC's would not name
-// it; a failed JSON-patch test is 422).
-func deniedByPolicy(err error) bool { return harness.DeniedBy(err, policyName) }
-
-// waitPolicyEffective retries a write the policy denies until it is denied: a new policy takes a
-// moment to reach the API server's admission chain.
-func waitPolicyEffective(t *testing.T, cs kubernetes.Interface, p patch) {
-	t.Helper()
-	// Any answer naming the policy will do here (whatever its status code): the tests check the
-	// code of the denials they are about.
-	pollWrite(t, cs, p, func(err error) bool { return namesPolicy(err, policyName) }, "denied by policy "+policyName)
-}
-
-// namesPolicy reports whether err is an answer of the named policy, whatever its status code.
-func namesPolicy(err error, policy string) bool {
-	return err != nil && strings.Contains(err.Error(), fmt.Sprintf("ValidatingAdmissionPolicy '%s'", policy))
-}
-
 // waitAllowed retries a write until it is allowed: the policy follows a ConfigMap edit within moments.
-func waitAllowed(t *testing.T, cs kubernetes.Interface, p patch) {
+func waitAllowed(t *testing.T, cs kubernetes.Interface, p harness.NodePatch) {
 	t.Helper()
-	pollWrite(t, cs, p, func(err error) bool { return err == nil }, "allowed")
-}
-
-// pollWrite retries p until its result satisfies want, for at most 30 s.
-func pollWrite(t *testing.T, cs kubernetes.Interface, p patch, want func(error) bool, what string) {
-	t.Helper()
-	harness.Eventually(t, 30*time.Second, 100*time.Millisecond, "write "+what, func() (bool, string) {
-		err := p.do(context.Background(), cs)
-		return want(err), fmt.Sprint(err)
-	})
+	harness.PollWrite(t, cs, p, func(err error) bool { return err == nil }, "allowed")
 }
 
 // policyWorld starts a control plane with the policy, creates Nodes a and b from spec, and returns
@@ -262,30 +199,15 @@ func pollWrite(t *testing.T, cs kubernetes.Interface, p patch, want func(error) 
 func policyWorld(t *testing.T, a, b string, spec func(name string) harness.NodeSpec) (*harness.ControlPlane, kubernetes.Interface) {
 	t.Helper()
 	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
+	harness.ApplyRBACAndPolicy(t, cp)
 	for _, n := range []string{a, b} {
 		cp.CreateNode(t, spec(n))
 	}
-	agent := agentClient(t, cp, a)
-	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
+	agent := harness.AgentClient(t, cp, a)
+	harness.WaitPolicyEffective(t, agent, harness.MergePatch(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
 	return cp, agent
 }
 
-// nodeEvent is an Event about node from component, as client-go's recorder writes it.
-func nodeEvent(cp *harness.ControlPlane, t *testing.T, node, component, reason string) *corev1.Event {
-	t.Helper()
-	n := cp.Node(t, node)
-	return &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: node + ".", Namespace: "default"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: n.UID},
-		Reason:         reason, Message: "Addresses changed", Type: corev1.EventTypeNormal, Count: 1,
-		Source:         corev1.EventSource{Component: component, Host: node},
-		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(),
-	}
-}
-
-// createEvent creates ev with cs's identity.
-func createEvent(ctx context.Context, cs kubernetes.Interface, ev *corev1.Event) error {
-	_, err := cs.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-	return err
-}
+// deniedByPolicy reports whether err is this policy's denial, 403 Forbidden (RBAC's would not name
+// it; a failed JSON-patch test is 422).
+func deniedByPolicy(err error) bool { return harness.DeniedBy(err, harness.PolicyName) }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,8 +18,8 @@ import (
 func TestHelmLintStrict(t *testing.T) {
 	harness.RequireE2E(t)
 	for _, extra := range [][]string{nil, {"--set", "monitoring.enabled=true"}} {
-		args := append([]string{"lint", "--strict", chartDir(), "--namespace", "kube-system"}, extra...)
-		out, stderr, err := helmRun(t, args...)
+		args := append([]string{"lint", "--strict", harness.ChartDir(), "--namespace", "kube-system"}, extra...)
+		out, stderr, err := harness.HelmRun(t, args...)
 		if err != nil || !strings.Contains(out, "0 chart(s) failed") {
 			t.Errorf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
 		}
@@ -52,8 +51,8 @@ func TestHelmRefusesUnknownValues(t *testing.T) {
 		{"duration that is no duration", []string{"--set", "config.debounce=fast"}, "debounce"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args := append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system"}, c.args...)
-			out, stderr, err := helmRun(t, args...)
+			args := append([]string{"template", "nodeaddr", harness.ChartDir(), "--namespace", "kube-system"}, c.args...)
+			out, stderr, err := harness.HelmRun(t, args...)
 			if err == nil {
 				t.Fatalf("helm %s succeeded; want the schema to refuse it:\n%.300s", strings.Join(args, " "), out)
 			}
@@ -69,7 +68,7 @@ func TestHelmRefusesUnknownValues(t *testing.T) {
 		{"--set", "config.metricsBindAddress=0", "--set", "config.reconcileInterval=10s"},
 		{"--set", "nameOverride=na", "--set", "fullnameOverride=addr"},
 	} {
-		helmTemplate(t, ok...)
+		harness.HelmTemplate(t, ok...)
 	}
 }
 
@@ -77,7 +76,7 @@ func TestHelmRefusesUnknownValues(t *testing.T) {
 // wherever it lists properties), declares every key of values.yaml, and lists the log levels and
 // formats the binary accepts.
 func TestValuesSchemaIsClosed(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(chartDir(), "values.schema.json"))
+	b, err := os.ReadFile(filepath.Join(harness.ChartDir(), "values.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +101,7 @@ func TestValuesSchemaIsClosed(t *testing.T) {
 	}
 	walk("(root)", schema)
 
-	vb, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
+	vb, err := os.ReadFile(filepath.Join(harness.ChartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,15 +147,15 @@ func TestValuesSchemaIsClosed(t *testing.T) {
 		t.Errorf("config.logFormat enum %q", got)
 	}
 	// Every log level and format in the schema is one the binary accepts.
-	flags := binaryFlags(t)
+	flags := harness.BinaryFlags(t)
 	for _, level := range enum("config", "logLevel") {
 		if level == "" {
 			continue
 		}
-		checkArgsParse(t, []string{"--log-level=" + level, "--log-format=text", "--node-name=n"})
+		harness.CheckArgsParse(t, []string{"--log-level=" + level, "--log-format=text", "--node-name=n"})
 	}
 	for _, format := range enum("config", "logFormat") {
-		checkArgsParse(t, []string{"--log-format=" + format, "--node-name=n"})
+		harness.CheckArgsParse(t, []string{"--log-format=" + format, "--node-name=n"})
 	}
 	if _, ok := flags["log-level"]; !ok {
 		t.Errorf("the binary has no --log-level")
@@ -168,17 +167,17 @@ func TestValuesSchemaIsClosed(t *testing.T) {
 // parameter) follows.
 func TestHelmNamesAndLabels(t *testing.T) {
 	harness.RequireE2E(t)
-	appVersion := chartAppVersion(t)
+	appVersion := harness.ChartAppVersion(t)
 
-	podLabels := func(objs map[string]object, key string) object {
+	podLabels := func(objs map[string]harness.Object, key string) harness.Object {
 		t.Helper()
 		ds, ok := objs[key]
 		if !ok {
 			t.Fatalf("no %s in the render", key)
 		}
-		return ds["spec"].(object)["template"].(object)["metadata"].(object)["labels"].(object)
+		return ds["spec"].(harness.Object)["template"].(harness.Object)["metadata"].(harness.Object)["labels"].(harness.Object)
 	}
-	def := decodeDocs(t, helmTemplate(t))
+	def := harness.DecodeDocs(t, harness.HelmTemplate(t))
 	labels := podLabels(def, "DaemonSet/kube-system/nodeaddr")
 	for k, want := range map[string]string{
 		"app.kubernetes.io/name": "nodeaddr", "app.kubernetes.io/instance": "nodeaddr",
@@ -189,7 +188,7 @@ func TestHelmNamesAndLabels(t *testing.T) {
 		}
 	}
 
-	full := decodeDocs(t, helmTemplate(t, "--set", "fullnameOverride=addr", "--set", "monitoring.enabled=true"))
+	full := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "fullnameOverride=addr", "--set", "monitoring.enabled=true"))
 	for _, key := range []string{"DaemonSet/kube-system/addr", "ServiceAccount/kube-system/addr", "ConfigMap/kube-system/addr",
 		"ClusterRole/<nil>/addr", "ClusterRoleBinding/<nil>/addr", "ValidatingAdmissionPolicy/<nil>/addr-own-node",
 		"ValidatingAdmissionPolicyBinding/<nil>/addr-own-node", "Service/kube-system/addr", "ServiceMonitor/kube-system/addr",
@@ -213,25 +212,25 @@ func TestHelmNamesAndLabels(t *testing.T) {
 	if y, _ := yaml.Marshal(full["ValidatingAdmissionPolicyBinding/<nil>/addr-own-node"]); !strings.Contains(string(y), "policyName: addr-own-node\n") {
 		t.Errorf("the policy binding does not name the renamed policy:\n%s", y)
 	}
-	if args := renderedArgs(t, renameKeys(full, "addr")); !slices.Contains(args, "--node-name=worker-1") {
+	if args := harness.RenderedArgs(t, renameKeys(full, "addr")); !slices.Contains(args, "--node-name=worker-1") {
 		t.Errorf("renamed render: args %v (the ConfigMap reference must follow the name)", args)
 	}
 
-	named := decodeDocs(t, helmTemplate(t, "--set", "nameOverride=na"))
+	named := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "nameOverride=na"))
 	ds, ok := named["DaemonSet/kube-system/nodeaddr-na"]
 	if !ok {
 		t.Fatalf("nameOverride=na: no DaemonSet nodeaddr-na")
 	}
-	sel := ds["spec"].(object)["selector"].(object)["matchLabels"].(object)
+	sel := ds["spec"].(harness.Object)["selector"].(harness.Object)["matchLabels"].(harness.Object)
 	if sel["app.kubernetes.io/name"] != "na" || podLabels(named, "DaemonSet/kube-system/nodeaddr-na")["app.kubernetes.io/name"] != "na" {
 		t.Errorf("nameOverride=na: selector %v and pod labels must use app.kubernetes.io/name=na", sel)
 	}
 }
 
-// renameKeys returns objs with the DaemonSet named name filed as nodeaddr, the key renderedArgs
-// looks up (the ConfigMaps keep their names: the DaemonSet refers to them).
-func renameKeys(objs map[string]object, name string) map[string]object {
-	out := map[string]object{}
+// renameKeys returns objs with the DaemonSet named name filed as nodeaddr, the key
+// harness.RenderedArgs looks up (the ConfigMaps keep their names: the DaemonSet refers to them).
+func renameKeys(objs map[string]harness.Object, name string) map[string]harness.Object {
+	out := map[string]harness.Object{}
 	for k, v := range objs {
 		if k == "DaemonSet/kube-system/"+name {
 			k = "DaemonSet/kube-system/nodeaddr"
@@ -239,129 +238,4 @@ func renameKeys(objs map[string]object, name string) map[string]object {
 		out[k] = v
 	}
 	return out
-}
-
-// chartAppVersion is Chart.yaml's appVersion.
-func chartAppVersion(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(chartDir(), "Chart.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c struct {
-		AppVersion string `json:"appVersion"`
-	}
-	if err := yaml.Unmarshal(b, &c); err != nil {
-		t.Fatal(err)
-	}
-	return c.AppVersion
-}
-
-var jobSelectorRE = regexp.MustCompile(`\bjob\s*=~?\s*"([^"]*)"`)
-
-// scrapedJob is the job Prometheus gives the pods of a render that the ServiceMonitor name selects:
-// its jobLabel read on the Service of the same name.
-func scrapedJob(t *testing.T, objs map[string]object, name string) string {
-	t.Helper()
-	sm, ok := objs["ServiceMonitor/kube-system/"+name]
-	if !ok {
-		t.Fatalf("no ServiceMonitor %s", name)
-	}
-	svc, ok := objs["Service/kube-system/"+name]
-	if !ok {
-		t.Fatalf("no Service %s", name)
-	}
-	jobLabel, _ := sm["spec"].(object)["jobLabel"].(string)
-	labels := svc["metadata"].(object)["labels"].(object)
-	if jobLabel == "" || labels[jobLabel] == nil {
-		t.Fatalf("ServiceMonitor jobLabel %q is not a label of the Service (%v)", jobLabel, labels)
-	}
-	return fmt.Sprint(labels[jobLabel])
-}
-
-// The alerts select the job the ServiceMonitor gives the agents, in the kustomize base and in the
-// chart, also when nameOverride or fullnameOverride rename it; the alerts on the approver's metrics
-// (testdata/metrics-approval.golden, not in metrics.golden) select the job its ServiceMonitor
-// (NAME-approver) gives the approver.
-func TestRulesSelectTheScrapedJob(t *testing.T) {
-	harness.RequireE2E(t)
-	agentMetrics, err := os.ReadFile(goldenMetrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	approverMetrics, err := os.ReadFile(filepath.Join("testdata", "metrics-approval.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conflictsMetrics, err := os.ReadFile(filepath.Join("testdata", "metrics-conflicts.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	only := func(golden []byte) func(expr string) bool {
-		return func(expr string) bool {
-			for _, m := range metricRE.FindAllString(expr, -1) {
-				if strings.Contains(string(golden), "# TYPE "+m+" ") && !strings.Contains(string(agentMetrics), "# TYPE "+m+" ") {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	onlyApprover, onlyConflicts := only(approverMetrics), only(conflictsMetrics)
-	check := func(what string, objs map[string]object, name string) {
-		t.Helper()
-		job, approverJob, conflictsJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver"), scrapedJob(t, objs, name+"-conflicts")
-		remediatorJob := scrapedJob(t, objs, name+"-remediator")
-		pr, ok := objs["PrometheusRule/kube-system/"+name]
-		if !ok {
-			t.Fatalf("%s: no PrometheusRule %s", what, name)
-		}
-		y, err := yaml.Marshal(pr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rules prometheusRule
-		if err := yaml.Unmarshal(y, &rules); err != nil {
-			t.Fatal(err)
-		}
-		n, approverRules := 0, 0
-		for _, g := range rules.Spec.Groups {
-			for _, r := range g.Rules {
-				want := job
-				if onlyApprover(r.Expr) {
-					want = approverJob
-					approverRules++
-				}
-				if onlyConflicts(r.Expr) {
-					want = conflictsJob
-				}
-				if strings.Contains(r.Expr, "nodeaddr_remediation_") {
-					want = remediatorJob // the remediator's metrics (docs/metrics.md)
-				}
-				for _, m := range jobSelectorRE.FindAllStringSubmatch(r.Expr, -1) {
-					n++
-					if m[1] != want {
-						t.Errorf("%s: %s selects %s, the ServiceMonitor scrapes job %q", what, r.Alert, m[0], want)
-					}
-				}
-			}
-		}
-		if n < 5 || approverRules == 0 {
-			t.Fatalf("%s: only %d job selectors in the rules, %d rules on the approver", what, n, approverRules)
-		}
-	}
-	check("kustomize", decodeDocs(t, kustomize(t, deployFile(), deployFile("monitoring"))), "nodeaddr")
-	check("helm", decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true")), "nodeaddr")
-	renamed := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "nameOverride=na"))
-	if job := scrapedJob(t, renamed, "nodeaddr-na"); job != "na" {
-		t.Errorf("nameOverride=na: the ServiceMonitor scrapes job %q, want na", job)
-	}
-	if job := scrapedJob(t, renamed, "nodeaddr-na-approver"); job != "na-approver" {
-		t.Errorf("nameOverride=na: the approver's ServiceMonitor scrapes job %q, want na-approver", job)
-	}
-	if job := scrapedJob(t, renamed, "nodeaddr-na-conflicts"); job != "na-conflicts" {
-		t.Errorf("nameOverride=na: the conflict detector's ServiceMonitor scrapes job %q, want na-conflicts", job)
-	}
-	check("helm nameOverride=na", renamed, "nodeaddr-na")
-	check("helm fullnameOverride=addr", decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true", "--set", "fullnameOverride=addr")), "addr")
 }

@@ -15,7 +15,7 @@ import (
 // Every top-level value of the chart has a row in docs/install-helm.md's table of the values besides the
 // flags (the flags' rows are TestEveryFlagInChartAndDocs's): a value added without its row fails.
 func TestEveryChartValueInInstallDoc(t *testing.T) {
-	vb, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
+	vb, err := os.ReadFile(filepath.Join(harness.ChartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestKustomizeComponentsApply(t *testing.T) {
 	bins := harness.MustBuild(t)
 	dir := t.TempDir()
 	rel := func(parts ...string) string {
-		r, err := filepath.Rel(dir, deployFile(parts...))
+		r, err := filepath.Rel(dir, harness.DeployFile(parts...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ configMapGenerator:
 		t.Fatal(err)
 	}
 	rendered := run(t, "", bins.Kubectl, "kustomize", dir)
-	objs := decodeDocs(t, rendered)
+	objs := harness.DecodeDocs(t, rendered)
 
 	// Monitoring: the objects of deploy/monitoring/.
 	for _, key := range []string{"Service/kube-system/nodeaddr", "ServiceMonitor/kube-system/nodeaddr",
@@ -57,8 +57,8 @@ configMapGenerator:
 	if !ok {
 		t.Fatal("no DaemonSet in the overlay's output")
 	}
-	c, configMaps := renderedContainer(t, ds, objs)
-	env, _ := podEnv(t, c, "worker-1", configMaps)
+	c, configMaps := harness.RenderedContainer(t, ds, objs)
+	env, _ := harness.PodEnv(t, c, "worker-1", configMaps)
 	for _, want := range []string{"KUBERNETES_SERVICE_HOST=10.0.0.10", "KUBERNETES_SERVICE_PORT=6443"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("the agent's environment lacks %s: %v", want, env)
@@ -71,12 +71,12 @@ configMapGenerator:
 		}
 	}
 
-	applyToAPIServer(t, bins.Kubectl, rendered, "nodeaddr-overlay")
+	harness.ApplyToAPIServer(t, bins.Kubectl, rendered, "nodeaddr-overlay")
 }
 
 // The base alone sets no API server endpoint: the component is what adds it.
 func TestBaseLeavesTheServiceVIP(t *testing.T) {
-	for _, e := range daemonSet(t).Spec.Template.Spec.Containers[0].Env {
+	for _, e := range harness.ShippedDaemonSet(t).Spec.Template.Spec.Containers[0].Env {
 		if strings.HasPrefix(e.Name, "KUBERNETES_SERVICE_") {
 			t.Errorf("deploy/daemonset.yaml sets %s; the api-server-endpoint component should", e.Name)
 		}

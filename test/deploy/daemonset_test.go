@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +20,7 @@ import (
 // The DaemonSet asks for no privilege and for what the agent needs from a node: host network, every
 // node, before anything else, probes on the ports the agent binds.
 func TestDaemonSetSpec(t *testing.T) {
-	ds := daemonSet(t)
+	ds := harness.ShippedDaemonSet(t)
 	pod := ds.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%d containers, want 1", len(pod.Containers))
@@ -161,71 +159,28 @@ func checkTokenProjection(t *testing.T, pod corev1.PodSpec) {
 	}
 }
 
-// podEnv resolves the container's env as the kubelet would for a pod on node, with configMaps
-// (name → data) in the pod's namespace, and expands $(VAR) in args the same way.
-func podEnv(t *testing.T, c corev1.Container, node string, configMaps map[string]map[string]string) (env []string, args []string) {
-	t.Helper()
-	vars := map[string]string{}
-	for _, e := range c.Env {
-		v := e.Value
-		switch {
-		case e.ValueFrom == nil:
-		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
-			v = node
-		case e.ValueFrom.ResourceFieldRef != nil:
-			q := c.Resources.Limits[corev1.ResourceName(strings.TrimPrefix(e.ValueFrom.ResourceFieldRef.Resource, "limits."))]
-			div := e.ValueFrom.ResourceFieldRef.Divisor
-			if div.IsZero() {
-				div = resource.MustParse("1")
-			}
-			v = strconv.FormatInt(q.Value()/div.Value(), 10)
-		case e.ValueFrom.ConfigMapKeyRef != nil:
-			ref := e.ValueFrom.ConfigMapKeyRef
-			data, ok := configMaps[ref.Name]
-			if _, has := data[ref.Key]; (!ok || !has) && (ref.Optional == nil || !*ref.Optional) {
-				t.Fatalf("env %s: ConfigMap %s has no key %s: the kubelet would not start the pod", e.Name, ref.Name, ref.Key)
-			}
-			v = data[ref.Key]
-		default:
-			t.Fatalf("env %s: source %+v not emulated by the test", e.Name, e.ValueFrom)
-		}
-		vars[e.Name] = v
-		env = append(env, e.Name+"="+v)
-	}
-	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
-	for _, a := range c.Args {
-		args = append(args, ref.ReplaceAllStringFunc(a, func(m string) string {
-			if v, ok := vars[m[2:len(m)-1]]; ok {
-				return v
-			}
-			return m
-		}))
-	}
-	return env, args
-}
-
 // The real binary, run with the DaemonSet's args and env as uid 65532 with no capability, in a
 // network namespace, with its pod's token and under the admission policy, publishes the Node's
 // addresses, removes the taint, answers the DaemonSet's probes and exposes every metric the alerts use.
 func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	harness.RequireE2E(t)
-	ds := daemonSet(t)
+	ds := harness.ShippedDaemonSet(t)
 	c := ds.Spec.Template.Spec.Containers[0]
 	const node, other = "worker-1", "worker-2"
 	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
+	harness.ApplyRBACAndPolicy(t, cp)
 	for _, n := range []string{node, other} {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Taints: []corev1.Taint{harness.Uninitialized, dedicated},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
 	// The agent starts only once the policy is enforced, so its writes really pass through it.
-	agentCS := agentClient(t, cp, node)
-	waitPolicyEffective(t, agentCS, merge(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
+	agentCS := harness.AgentClient(t, cp, node)
+	harness.WaitPolicyEffective(t, agentCS, harness.MergePatch(other, "", `{"metadata":{"annotations":{"nodeaddr.io/probe":"1"}}}`))
 	// Consumer annotations configured once, in the ConfigMap the agent and the policy share; the
 	// agent starts once the policy follows it.
 	applyAnnotationsConfig(t, cp, "nodeaddr,k3s,flannel")
-	waitAllowed(t, agentCS, merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":"192.0.2.99"}}}`))
-	if err := merge(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":null}}}`).do(context.Background(), agentCS); err != nil {
+	waitAllowed(t, agentCS, harness.MergePatch(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":"192.0.2.99"}}}`))
+	if err := harness.MergePatch(node, "", `{"metadata":{"annotations":{"k3s.io/external-ip":null}}}`).Do(context.Background(), agentCS); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})
@@ -237,19 +192,12 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	router := harness.NewNetns(t, "rtr")
 	harness.DualStackUplink(ns, router)
 
-	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
+	env, args := harness.PodEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	// The test's own probes of the policy above used the agent's token and were refused on
 	// purpose: the agent's requests are those from here on.
 	started := time.Now()
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
-	for _, p := range c.Ports {
-		switch p.Name {
-		case "metrics":
-			a.MetricsPort = int(p.ContainerPort)
-		case "probes":
-			a.ProbePort = int(p.ContainerPort)
-		}
-	}
+	a.UseContainerPorts(c)
 
 	n := cp.WaitNode(t, node, 30*time.Second, "published and untainted", func(n *corev1.Node) bool {
 		return len(n.Status.Addresses) == 3 && !slices.Contains(harness.TaintKeys(n), harness.Uninitialized.Key)
@@ -301,7 +249,7 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 
 	// The kubelet's probes, on the DaemonSet's port and paths.
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
-		waitHTTP(t, a, a.ProbePort, p.HTTPGet.Path)
+		a.WaitHTTP(t, a.ProbePort, p.HTTPGet.Path)
 	}
 
 	// The process is the DaemonSet's: uid/gid 65532, no capability at all, no new privileges.
@@ -324,12 +272,12 @@ func TestAgentRunsAsTheDaemonSetDoes(t *testing.T) {
 	}
 
 	// Every metric the alerts use is exposed (up is Prometheus's own), to Prometheus's token over TLS.
-	code, body, err := scrape(ns, fmt.Sprintf("127.0.0.1:%d", a.MetricsPort), scraperToken(t, cp))
+	code, body, err := harness.Scrape(ns, fmt.Sprintf("127.0.0.1:%d", a.MetricsPort), harness.ScraperToken(t, cp))
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
 	checkGolden(t, body)
-	for _, name := range baseRuleMetrics(t) {
+	for _, name := range harness.BaseRuleMetrics(t) {
 		if !strings.Contains(body, "\n# TYPE "+name+" ") {
 			t.Errorf("alerts use %s, which /metrics does not expose", name)
 		}
@@ -359,12 +307,4 @@ func procStatus(t *testing.T, pid int) map[string]string {
 		return strings.HasPrefix(out["Name"], "nodeaddr"), fmt.Sprintf("Name %q", out["Name"])
 	})
 	return out
-}
-
-func waitHTTP(t *testing.T, a *harness.Agent, port int, path string) {
-	t.Helper()
-	harness.Eventually(t, 30*time.Second, 50*time.Millisecond, fmt.Sprintf("GET :%d%s answers 200", port, path), func() (bool, string) {
-		code, body, err := a.Get(port, path)
-		return err == nil && code == 200, fmt.Sprintf("%d %q %v", code, body, err)
-	})
 }

@@ -26,7 +26,7 @@ func TestAgentEndpointSliceRights(t *testing.T) {
 	cp.ApplyRBAC(t)
 	cp.CreateNode(t, harness.NodeSpec{Name: "node-a"})
 	token := cp.AgentToken(t, "node-a")
-	cs := tokenClient(t, cp, token)
+	cs := harness.TokenClient(t, cp, token)
 	kc, err := kube.NewClient(&rest.Config{Host: cp.Config.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}, kube.Scheme())
 	if err != nil {

@@ -85,14 +85,14 @@ func waitNotDangling(t *testing.T, cp *harness.ControlPlane, name string) {
 func TestFlowSchemaFollowsTheServiceAccount(t *testing.T) {
 	harness.RequireE2E(t)
 	for name, rendered := range map[string]string{
-		"kustomize base":    kustomize(t, deployFile()),
-		"kustomize overlay": renderKustomization(t, documentedOverlay(t, "another namespace and names")),
-		"chart":             helmTemplate(t),
-		"chart elsewhere":   helmTemplate(t, "--namespace", "node-agents", "--set", "fullnameOverride=addr"),
+		"kustomize base":    harness.Kustomize(t, harness.DeployFile()),
+		"kustomize overlay": harness.RenderKustomization(t, documentedOverlay(t, "another namespace and names")),
+		"chart":             harness.HelmTemplate(t),
+		"chart elsewhere":   harness.HelmTemplate(t, "--namespace", "node-agents", "--set", "fullnameOverride=addr"),
 	} {
-		checkFlowSchema(t, name, decodeDocs(t, rendered))
+		checkFlowSchema(t, name, harness.DecodeDocs(t, rendered))
 	}
-	objs := decodeDocs(t, helmTemplate(t, "--set", "flowControl.enabled=false"))
+	objs := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "flowControl.enabled=false"))
 	for key := range objs {
 		if o := objs[key]; o["kind"] == "FlowSchema" || o["kind"] == "PriorityLevelConfiguration" {
 			t.Errorf("flowControl.enabled=false still renders %s", key)
@@ -102,9 +102,9 @@ func TestFlowSchemaFollowsTheServiceAccount(t *testing.T) {
 
 // checkFlowSchema checks the one FlowSchema of a render matches the ServiceAccount the render's one
 // DaemonSet runs as (the approver's is another) and names its one priority level.
-func checkFlowSchema(t *testing.T, what string, objs map[string]object) {
+func checkFlowSchema(t *testing.T, what string, objs map[string]harness.Object) {
 	t.Helper()
-	var ds, sa, fs, pl []object
+	var ds, sa, fs, pl []harness.Object
 	for _, o := range objs {
 		switch o["kind"] {
 		case "DaemonSet":
@@ -117,7 +117,7 @@ func checkFlowSchema(t *testing.T, what string, objs map[string]object) {
 	}
 	if len(ds) == 1 {
 		for _, o := range objs {
-			if o["kind"] == "ServiceAccount" && o["metadata"].(object)["name"] == ds[0]["spec"].(object)["template"].(object)["spec"].(object)["serviceAccountName"] {
+			if o["kind"] == "ServiceAccount" && o["metadata"].(harness.Object)["name"] == ds[0]["spec"].(harness.Object)["template"].(harness.Object)["spec"].(harness.Object)["serviceAccountName"] {
 				sa = append(sa, o)
 			}
 		}
@@ -126,14 +126,14 @@ func checkFlowSchema(t *testing.T, what string, objs map[string]object) {
 		t.Errorf("%s: %d DaemonSets, %d ServiceAccounts of the agents, %d FlowSchemas, %d priority levels; want one each", what, len(ds), len(sa), len(fs), len(pl))
 		return
 	}
-	md := sa[0]["metadata"].(object)
-	spec := fs[0]["spec"].(object)
-	subject := spec["rules"].([]any)[0].(object)["subjects"].([]any)[0].(object)["serviceAccount"].(object)
+	md := sa[0]["metadata"].(harness.Object)
+	spec := fs[0]["spec"].(harness.Object)
+	subject := spec["rules"].([]any)[0].(harness.Object)["subjects"].([]any)[0].(harness.Object)["serviceAccount"].(harness.Object)
 	if subject["namespace"] != md["namespace"] || subject["name"] != md["name"] {
 		t.Errorf("%s: the FlowSchema matches ServiceAccount %v/%v, the agents run as %v/%v", what,
 			subject["namespace"], subject["name"], md["namespace"], md["name"])
 	}
-	if got, want := spec["priorityLevelConfiguration"].(object)["name"], pl[0]["metadata"].(object)["name"]; got != want {
+	if got, want := spec["priorityLevelConfiguration"].(harness.Object)["name"], pl[0]["metadata"].(harness.Object)["name"]; got != want {
 		t.Errorf("%s: the FlowSchema names priority level %v, the render's is %v", what, got, want)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // the DaemonSet's configMapKeyRef env from).
 func shippedConfigMaps(t *testing.T) map[string]map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(deployFile("config.yaml"))
+	data, err := os.ReadFile(harness.DeployFile("config.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func uplink6(ns *harness.Netns, dev, addr6, gw6 string) { harness.AddUplink6(ns,
 // write and one taint write.
 func TestFreshNodeShippedDefaults(t *testing.T) {
 	harness.RequireE2E(t)
-	c := daemonSet(t).Spec.Template.Spec.Containers[0]
+	c := harness.ShippedDaemonSet(t).Spec.Template.Spec.Containers[0]
 	cms := shippedConfigMaps(t)
 	cp := harness.StartControlPlane(t)
 	cp.ApplyRBAC(t)
@@ -162,7 +162,7 @@ func TestFreshNodeShippedDefaults(t *testing.T) {
 			router = harness.NewNetns(t, "rtr")
 			h.setup(ns)
 
-			env, args := podEnv(t, c, h.name, cms)
+			env, args := harness.PodEnv(t, c, h.name, cms)
 			args = append(args, h.extra...)
 			harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, h.name)})
 			n := cp.WaitNode(t, h.name, 30*time.Second, "taint removed", func(n *corev1.Node) bool {

@@ -21,18 +21,18 @@ import (
 const checkHookFile = "templates/tests/check-install.yaml"
 
 // helmTestHook renders the chart's test hook objects, as `helm test` creates them.
-func helmTestHook(t *testing.T, extra ...string) map[string]object {
+func helmTestHook(t *testing.T, extra ...string) map[string]harness.Object {
 	t.Helper()
-	args := append(append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--show-only", checkHookFile}, chosenImage(t)...), extra...)
-	out, stderr, err := helmRun(t, args...)
+	args := append(append([]string{"template", "nodeaddr", harness.ChartDir(), "--namespace", "kube-system", "--show-only", checkHookFile}, harness.ChosenImage(t)...), extra...)
+	out, stderr, err := harness.HelmRun(t, args...)
 	if err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
-	return decodeDocs(t, out)
+	return harness.DecodeDocs(t, out)
 }
 
 // hookPod is the hook's Pod, decoded.
-func hookPod(t *testing.T, objs map[string]object, key string) corev1.Pod {
+func hookPod(t *testing.T, objs map[string]harness.Object, key string) corev1.Pod {
 	t.Helper()
 	var p corev1.Pod
 	if objs[key] == nil {
@@ -48,7 +48,7 @@ func hookPod(t *testing.T, objs map[string]object, key string) corev1.Pod {
 	return p
 }
 
-func mapsKeys(m map[string]object) func(func(string) bool) {
+func mapsKeys(m map[string]harness.Object) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -70,7 +70,7 @@ func TestHelmTestHook(t *testing.T) {
 		t.Fatalf("hook objects %v, want %v", got, want)
 	}
 	for key, o := range objs {
-		ann, _ := o["metadata"].(object)["annotations"].(object)
+		ann, _ := o["metadata"].(harness.Object)["annotations"].(harness.Object)
 		if ann["helm.sh/hook"] != "test" || ann["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
 			t.Errorf("%s: annotations %v, want a test hook deleted before the next run and once it succeeded", key, ann)
 		}
@@ -102,7 +102,7 @@ func TestHelmTestHook(t *testing.T) {
 		t.Errorf("hook container security context %+v, want the agent's (read-only root, no escalation)", c)
 	}
 	// `helm install` renders no hook: the default template (tests skipped) has none of them.
-	if out := helmTemplate(t); strings.Contains(out, "nodeaddr-test") {
+	if out := harness.HelmTemplate(t); strings.Contains(out, "nodeaddr-test") {
 		t.Errorf("the install renders the test hook's objects")
 	}
 }
@@ -126,7 +126,7 @@ func TestCheckInstallOnAPIServer(t *testing.T) {
 		}
 	}
 	cp := harness.StartControlPlane(t)
-	kubectlFor(t, cp)(strings.Join(rendered, "---\n"), "apply", "--server-side", "--field-manager=helm", "-f", "-")
+	harness.KubectlFor(t, cp)(strings.Join(rendered, "---\n"), "apply", "--server-side", "--field-manager=helm", "-f", "-")
 	exp := int64(600)
 	tr, err := cp.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nodeaddr-test",
 		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})

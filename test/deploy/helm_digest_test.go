@@ -17,7 +17,7 @@ func TestHelmImageDigest(t *testing.T) {
 	harness.RequireE2E(t)
 	const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	sets := []string{"--set", "image.repository=registry.test/nodeaddr", "--set", "image.tag=9.9.9", "--set", "image.digest=" + digest}
-	objs := decodeDocs(t, helmTemplate(t, sets...))
+	objs := harness.DecodeDocs(t, harness.HelmTemplate(t, sets...))
 	maps.Copy(objs, helmTestHook(t, sets...))
 	want := "registry.test/nodeaddr:9.9.9@" + digest
 	for _, key := range []string{"DaemonSet/kube-system/nodeaddr", "Pod/kube-system/nodeaddr-test"} {
@@ -25,19 +25,19 @@ func TestHelmImageDigest(t *testing.T) {
 		if !ok {
 			t.Fatalf("no %s in the render", key)
 		}
-		spec := o["spec"].(object)
-		if tmpl, ok := spec["template"].(object); ok {
-			spec = tmpl["spec"].(object)
+		spec := o["spec"].(harness.Object)
+		if tmpl, ok := spec["template"].(harness.Object); ok {
+			spec = tmpl["spec"].(harness.Object)
 		}
-		if got := spec["containers"].([]any)[0].(object)["image"]; got != want {
+		if got := spec["containers"].([]any)[0].(harness.Object)["image"]; got != want {
 			t.Errorf("%s: image %v, want %s", key, got, want)
 		}
 	}
-	if labels := objs["DaemonSet/kube-system/nodeaddr"]["metadata"].(object)["labels"].(object); labels["app.kubernetes.io/version"] != "9.9.9" {
+	if labels := objs["DaemonSet/kube-system/nodeaddr"]["metadata"].(harness.Object)["labels"].(harness.Object); labels["app.kubernetes.io/version"] != "9.9.9" {
 		t.Errorf("version label %v, want 9.9.9", labels["app.kubernetes.io/version"])
 	}
 	for _, bad := range []string{"0123", "sha256:XYZ", "sha512:" + strings.Repeat("0", 128)} {
-		if _, err := helmTemplateErr(t, "--set", "image.digest="+bad); err == nil {
+		if _, err := harness.HelmTemplateErr(t, "--set", "image.digest="+bad); err == nil {
 			t.Errorf("image.digest=%s rendered, want a schema error", bad)
 		}
 	}
@@ -51,13 +51,13 @@ func TestHelmRefusesTheUnpublishedDefaultImage(t *testing.T) {
 	harness.RequireE2E(t)
 	dir := t.TempDir()
 	for _, v := range []string{"9.8.7-dev", "9.8.7"} {
-		if _, stderr, err := helmRun(t, "package", chartDir(), "--version", v, "--app-version", v, "--destination", dir); err != nil {
+		if _, stderr, err := harness.HelmRun(t, "package", harness.ChartDir(), "--version", v, "--app-version", v, "--destination", dir); err != nil {
 			t.Fatalf("helm package %s: %v\n%s", v, err, stderr)
 		}
 	}
 	render := func(v string, sets ...string) (string, error) {
 		args := append([]string{"template", "nodeaddr", filepath.Join(dir, "nodeaddr-"+v+".tgz"), "--namespace", "kube-system"}, sets...)
-		out, stderr, err := helmRun(t, args...)
+		out, stderr, err := harness.HelmRun(t, args...)
 		if err != nil {
 			return "", fmt.Errorf("%v\n%s", err, stderr)
 		}

@@ -3,334 +3,38 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// chartDir is deploy/helm/nodeaddr.
-func chartDir() string { return deployFile("helm", "nodeaddr") }
-
-// helmTemplate renders the chart as `helm install nodeaddr deploy/helm/nodeaddr -n kube-system`
-// would, with extra arguments (--set ...).
-func helmTemplate(t *testing.T, extra ...string) string {
-	t.Helper()
-	out, err := helmTemplateErr(t, extra...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// helmTemplateErr is helmTemplate returning Helm's failure (with its stderr) instead of failing.
-func helmTemplateErr(t *testing.T, extra ...string) (string, error) {
-	t.Helper()
-	// --skip-tests: what `helm install` creates (the test hook is checked by helm_check_test.go).
-	args := append(append([]string{"template", "nodeaddr", chartDir(), "--namespace", "kube-system", "--skip-tests"}, chosenImage(t)...), extra...)
-	out, stderr, err := helmRun(t, args...)
-	if err != nil {
-		return "", fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr)
-	}
-	return out, nil
-}
-
-// chosenImage are the values that choose the image the kustomize base names (the default
-// repository, tag appVersion) explicitly: a development version's chart refuses to render its
-// never-published default image otherwise (TestHelmRefusesTheUnpublishedDefaultImage). Values
-// after them override them.
-func chosenImage(t *testing.T) []string {
-	t.Helper()
-	return []string{"--set", "image.tag=" + chartAppVersion(t)}
-}
-
-// helmRun runs the helm CLI with args and returns its stdout and stderr.
-func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
-	helm := harness.MustBuildHelm(t)
-	home := t.TempDir()
-	cmd := exec.Command(helm, args...)
-	cmd.Env = harness.HelmEnv(home)
-	var errBuf bytes.Buffer
-	cmd.Stderr = &errBuf
-	out, err := cmd.Output()
-	return string(out), errBuf.String(), err
-}
-
-type object = map[string]any
-
-var clusterScoped = map[string]bool{"ClusterRole": true, "ClusterRoleBinding": true,
-	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
-	"FlowSchema": true, "PriorityLevelConfiguration": true}
-
-// decodeDocs splits multi-document YAML into objects keyed by kind/namespace/name.
-func decodeDocs(t *testing.T, data string) map[string]object {
-	t.Helper()
-	out := map[string]object{}
-	for _, o := range harness.DecodeYAMLDocs(t, data) {
-		md, _ := o["metadata"].(object)
-		if clusterScoped[fmt.Sprint(o["kind"])] {
-			// kustomize sets its namespace on kinds it does not know to be cluster-scoped
-			// (ValidatingAdmissionPolicy, FlowSchema); the API server ignores it.
-			delete(md, "namespace")
-		}
-		key := fmt.Sprintf("%v/%v/%v", o["kind"], md["namespace"], md["name"])
-		if _, dup := out[key]; dup {
-			t.Fatalf("%s rendered twice", key)
-		}
-		out[key] = o
-	}
-	return out
-}
-
-// helmLabels are the labels the chart adds for Helm's bookkeeping; the kustomize base has none.
-var helmLabels = []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by"}
-
-// substance removes what may differ between the chart and the kustomize base without changing what
-// the cluster runs: Helm's labels (on the objects and the pod templates) and config checksum, an imagePullPolicy equal to the API server's default, the order
-// and spelling of the agent's flags (replaced by the effective configuration; the approver's are
-// compared as they are) and trailing whitespace of ConfigMap data (a YAML block scalar's chomping).
-func substance(t *testing.T, o object, defaults map[string]string) object {
-	t.Helper()
-	md := o["metadata"].(object)
-	if labels, ok := md["labels"].(object); ok {
-		for _, l := range helmLabels {
-			delete(labels, l)
-		}
-	}
-	if o["kind"] == "ConfigMap" {
-		if data, ok := o["data"].(object); ok {
-			for k, v := range data {
-				data[k] = strings.TrimRight(v.(string), "\n ")
-			}
-		}
-	}
-	if o["kind"] == "ValidatingAdmissionPolicy" {
-		// CEL ignores whitespace; kustomize re-folds a block scalar with a more-indented line into
-		// one with an extra blank line.
-		o["spec"] = collapseSpace(o["spec"])
-	}
-	if o["kind"] != "DaemonSet" && o["kind"] != "Deployment" {
-		return o
-	}
-	tmd := o["spec"].(object)["template"].(object)["metadata"].(object)
-	if labels, ok := tmd["labels"].(object); ok {
-		for _, l := range helmLabels {
-			delete(labels, l)
-		}
-	}
-	if ann, ok := tmd["annotations"].(object); ok {
-		delete(ann, "checksum/config") // Helm's way to restart the pods when the ConfigMap changes
-		if len(ann) == 0 {
-			delete(tmd, "annotations")
-		}
-	}
-	pod := o["spec"].(object)["template"].(object)["spec"].(object)
-	for _, c := range pod["containers"].([]any) {
-		c := c.(object)
-		image, _ := c["image"].(string)
-		if c["imagePullPolicy"] == "IfNotPresent" && !strings.HasSuffix(image, ":latest") && strings.Contains(image, ":") {
-			delete(c, "imagePullPolicy")
-		}
-		if o["kind"] == "Deployment" {
-			continue // the approver's flags are not the agent's: compared as they are
-		}
-		var args []string
-		for _, a := range c["args"].([]any) {
-			args = append(args, a.(string))
-		}
-		c["args"] = effectiveFlags(t, defaults, args)
-	}
-	return o
-}
-
-// collapseSpace replaces each run of whitespace in every string of v with one space.
-func collapseSpace(v any) any {
-	switch v := v.(type) {
-	case string:
-		return strings.Join(strings.Fields(v), " ")
-	case []any:
-		for i := range v {
-			v[i] = collapseSpace(v[i])
-		}
-	case object:
-		for k := range v {
-			v[k] = collapseSpace(v[k])
-		}
-	}
-	return v
-}
-
-// effectiveFlags is the configuration the binary runs with: its defaults, overridden by args
-// (--reconcile-interval folded into --resync-interval), values normalized (60s == 1m0s).
-func effectiveFlags(t *testing.T, defaults map[string]string, args []string) map[string]any {
-	t.Helper()
-	eff := map[string]any{}
-	for k, v := range defaults {
-		eff[k] = normalize(v)
-	}
-	for _, a := range args {
-		name, value, ok := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !ok {
-			value = "true" // a bare boolean flag
-		}
-		if _, known := defaults[name]; !known || !strings.HasPrefix(a, "-") {
-			t.Errorf("argument %q is not a flag of nodeaddr", a)
-			continue
-		}
-		if name == "reconcile-interval" {
-			name = "resync-interval"
-		}
-		eff[name] = normalize(value)
-	}
-	delete(eff, "reconcile-interval")
-	return eff
-}
-
-func normalize(v string) string {
-	if d, err := time.ParseDuration(v); err == nil {
-		return d.String()
-	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		return strconv.FormatFloat(f, 'g', -1, 64)
-	}
-	return v
-}
-
-// helpFlagRE is a flag line of pflag's --help ("      --name type   usage", "  -v, --v int   usage";
-// booleans have no type); longer-indented lines continue the usage.
-var helpFlagRE = regexp.MustCompile(`^(?:  -\w, |      )--([a-z0-9-]+)(?: (\w+))?\s{2,}(.*)$`)
-
-var helpDefaultRE = regexp.MustCompile(`\(default (.*)\)$`)
-
-// hiddenFlags are flags --help does not show because pflag hides deprecated ones, with their
-// default: binaryFlags checks the binary still accepts them.
-var hiddenFlags = map[string]string{"reconcile-interval": "0s", "approve-kubelet-serving-csr": "false"}
-
-// binaryFlags parses `nodeaddr --help` of the built binary: each flag with its default value ("" or
-// "false" when the usage prints none), plus hiddenFlags.
-func binaryFlags(t *testing.T) map[string]string {
-	t.Helper()
-	bin := harness.MustBuild(t).Nodeaddr
-	out, err := exec.Command(bin, "--help").CombinedOutput()
-	if err != nil {
-		t.Fatalf("nodeaddr --help: %v\n%s", err, out)
-	}
-	flags := map[string]string{}
-	usage := map[string]string{}
-	types := map[string]string{}
-	var cur string
-	for _, line := range strings.Split(string(out), "\n") {
-		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
-			cur = m[1]
-			types[cur], usage[cur] = m[2], m[3]
-			continue
-		}
-		if cur != "" && strings.HasPrefix(line, "          ") {
-			usage[cur] += " " + strings.TrimSpace(line)
-		} else {
-			cur = ""
-		}
-	}
-	for name, u := range usage {
-		flags[name] = ""
-		if types[name] == "" { // boolean
-			flags[name] = "false"
-		}
-		if m := helpDefaultRE.FindStringSubmatch(strings.TrimSpace(u)); m != nil {
-			v := m[1]
-			if types[name] == "string" {
-				if u, err := strconv.Unquote(v); err == nil {
-					v = u
-				}
-			}
-			flags[name] = v
-		}
-	}
-	if len(flags) < 20 {
-		t.Fatalf("parsed only %d flags from nodeaddr --help:\n%s", len(flags), out)
-	}
-	for name, def := range hiddenFlags {
-		if _, shown := flags[name]; shown {
-			t.Errorf("--%s is shown by --help: remove it from hiddenFlags", name)
-		}
-		if out, err := exec.Command(bin, "--"+name+"="+def, "--version").CombinedOutput(); err != nil {
-			t.Errorf("nodeaddr --%s=%s --version: %v\n%s", name, def, err, out)
-		}
-		flags[name] = def
-	}
-	return flags
-}
-
-// compareRenders checks that the chart and the kustomize output hold the same objects, equal in
-// substance.
-func compareRenders(t *testing.T, chart, kustomize string) {
-	t.Helper()
-	defaults := binaryFlags(t)
-	h, k := decodeDocs(t, chart), decodeDocs(t, kustomize)
-	hk, kk := slices.Sorted(maps.Keys(h)), slices.Sorted(maps.Keys(k))
-	if !slices.Equal(hk, kk) {
-		t.Fatalf("objects differ:\n helm:      %v\n kustomize: %v", hk, kk)
-	}
-	same := true
-	for _, key := range kk {
-		ho, ko := substance(t, h[key], defaults), substance(t, k[key], defaults)
-		if !reflect.DeepEqual(ho, ko) {
-			same = false
-			hy, _ := yaml.Marshal(ho)
-			ky, _ := yaml.Marshal(ko)
-			t.Errorf("%s differs in substance:\n--- helm\n%s\n--- kustomize\n%s", key, hy, ky)
-		}
-	}
-	if same {
-		t.Logf("helm and kustomize agree on %d objects: %v", len(kk), kk)
-	}
-}
-
-func kustomize(t *testing.T, dirs ...string) string {
-	t.Helper()
-	kubectl := harness.MustBuild(t).Kubectl
-	var parts []string
-	for _, d := range dirs {
-		parts = append(parts, run(t, "", kubectl, "kustomize", d))
-	}
-	return strings.Join(parts, "---\n")
-}
-
 // The chart's default output is the kustomize base: same objects, same DaemonSet (args compared
 // as the configuration the binary ends up with), same RBAC rules, same admission policy.
 func TestHelmDefaultMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	compareRenders(t, helmTemplate(t), kustomize(t, deployFile()))
+	harness.CompareRenders(t, harness.HelmTemplate(t), harness.Kustomize(t, harness.DeployFile()))
 }
 
 // With monitoring on, the chart adds what deploy/monitoring/ holds: the headless Service, the
 // ServiceMonitor, the PrometheusRule and the Grafana dashboard ConfigMap.
 func TestHelmMonitoringMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	compareRenders(t, helmTemplate(t, "--set", "monitoring.enabled=true"), kustomize(t, deployFile(), deployFile("monitoring")))
+	harness.CompareRenders(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true"), harness.Kustomize(t, harness.DeployFile(), harness.DeployFile("monitoring")))
 	// The chart cannot read files outside itself: its copies must stay equal to deploy/monitoring's.
-	a, err := os.ReadFile(deployFile("monitoring", "dashboard.json"))
+	a, err := os.ReadFile(harness.DeployFile("monitoring", "dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(chartDir(), "files", "dashboard.json"))
+	b, err := os.ReadFile(filepath.Join(harness.ChartDir(), "files", "dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +47,7 @@ func TestHelmMonitoringMatchesKustomize(t *testing.T) {
 // and conditional flags.
 func TestHelmValues(t *testing.T) {
 	harness.RequireE2E(t)
-	objs := decodeDocs(t, helmTemplate(t,
+	objs := harness.DecodeDocs(t, harness.HelmTemplate(t,
 		"--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false",
 		"--set", "apiServer.host=10.0.0.10", "--set", "apiServer.port=6443",
 		"--set", "image.repository=mirror/nodeaddr", "--set", "image.tag=v9.9.9", "--set", "image.pullPolicy=Always",
@@ -360,8 +64,8 @@ func TestHelmValues(t *testing.T) {
 	if !ok {
 		t.Fatalf("no DaemonSet in %v", slices.Collect(maps.Keys(objs)))
 	}
-	pod := ds["spec"].(object)["template"].(object)["spec"].(object)
-	c := pod["containers"].([]any)[0].(object)
+	pod := ds["spec"].(harness.Object)["template"].(harness.Object)["spec"].(harness.Object)
+	c := pod["containers"].([]any)[0].(harness.Object)
 	if c["image"] != "mirror/nodeaddr:v9.9.9" || c["imagePullPolicy"] != "Always" {
 		t.Errorf("image %v, pull policy %v", c["image"], c["imagePullPolicy"])
 	}
@@ -373,15 +77,15 @@ func TestHelmValues(t *testing.T) {
 	}
 	env := map[string]any{}
 	for _, e := range c["env"].([]any) {
-		env[e.(object)["name"].(string)] = e.(object)["value"]
+		env[e.(harness.Object)["name"].(string)] = e.(harness.Object)["value"]
 	}
 	if env["KUBERNETES_SERVICE_HOST"] != "10.0.0.10" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
 		t.Errorf("API server override: env %v", env)
 	}
-	if cm := objs["ConfigMap/kube-system/nodeaddr"]; cm == nil || cm["data"].(object)["annotations"] != "k3s,calico" {
+	if cm := objs["ConfigMap/kube-system/nodeaddr"]; cm == nil || cm["data"].(harness.Object)["annotations"] != "k3s,calico" {
 		t.Errorf("config.annotations=k3s,calico: ConfigMap %v", cm)
 	}
-	args := renderedArgs(t, objs)
+	args := harness.RenderedArgs(t, objs)
 	for _, want := range []string{"--reconcile-interval=10s", "--v=2", "--internal-ip-target=10.0.0.1", "--annotations=k3s,calico",
 		"--publish-rate=0.5", "--netlink-receive-buffer=16777216", "--metrics-bind-address=:19810"} {
 		if !slices.Contains(args, want) {
@@ -399,33 +103,15 @@ func TestHelmValues(t *testing.T) {
 		t.Errorf("metrics container port does not follow config.metricsBindAddress: %s", ports)
 	}
 	// The binary accepts what the chart renders (exit 2 is a usage error).
-	checkArgsParse(t, args)
-}
-
-// checkArgsParse runs the built binary once with args, in dry-run mode without ports, and fails on
-// a usage error.
-func checkArgsParse(t *testing.T, args []string) {
-	t.Helper()
-	bin := harness.MustBuild(t).Nodeaddr
-	full := append(slices.Clone(args), "--run-once", "--dry-run", "--timeout=2s",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, full...)
-	cmd.Env = []string{"NODE_NAME=worker-1"}
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 2 {
-		t.Errorf("nodeaddr refuses the chart's arguments %v:\n%s", args, out)
-	}
+	harness.CheckArgsParse(t, args)
 }
 
 // Every flag of the binary has a value in the chart, is passed by the DaemonSet template, and is
 // documented in docs/configuration.md's flags table and in docs/install-helm.md's Helm values table.
 func TestEveryFlagInChartAndDocs(t *testing.T) {
 	harness.RequireE2E(t)
-	flags := binaryFlags(t)
-	valuesData, err := os.ReadFile(filepath.Join(chartDir(), "values.yaml"))
+	flags := harness.BinaryFlags(t)
+	valuesData, err := os.ReadFile(filepath.Join(harness.ChartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,11 +121,11 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 	if err := yaml.Unmarshal(valuesData, &values); err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := os.ReadFile(filepath.Join(chartDir(), "templates", "daemonset.yaml"))
+	tmpl, err := os.ReadFile(filepath.Join(harness.ChartDir(), "templates", "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	configMapTmpl, err := os.ReadFile(filepath.Join(chartDir(), "templates", "configmap.yaml"))
+	configMapTmpl, err := os.ReadFile(filepath.Join(harness.ChartDir(), "templates", "configmap.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +145,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 			tableRows = append(tableRows, l)
 		}
 	}
-	rendered := defaultArgs(t)
+	rendered := harness.DefaultArgs(t)
 	// Flags rendered only when their value is set: the aliases, the log level (empty, so that
 	// config.v alone sets it: --log-level would win), and the targets, whose empty value means the
 	// binary's default anyway.
@@ -491,7 +177,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 				if set == "" {
 					args = rendered
 				} else {
-					args = argsWith(t, set)
+					args = harness.ArgsWith(t, set)
 				}
 				if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--"+name) }) {
 					t.Errorf("--%s is rendered (--set %s): the chart renders --%s instead", name, set, alias)
@@ -511,7 +197,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 		if _, ok := switchFlags[name]; ok {
 			// Checked above.
 		} else if set, ok := conditional[name]; ok {
-			if !slices.ContainsFunc(argsWith(t, set), func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
+			if !slices.ContainsFunc(harness.ArgsWith(t, set), func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
 				t.Errorf("--%s: not rendered with --set %s", name, set)
 			}
 		} else if !slices.ContainsFunc(rendered, func(a string) bool { return strings.HasPrefix(a, "--"+name+"=") }) {
@@ -529,7 +215,7 @@ func TestEveryFlagInChartAndDocs(t *testing.T) {
 			t.Errorf("values.yaml config.%s is no flag of nodeaddr", key)
 		}
 	}
-	checkArgsParse(t, rendered)
+	harness.CheckArgsParse(t, rendered)
 }
 
 // switchFlags are deprecated flags whose chart value is a switch of the chart, with the flag the
@@ -565,37 +251,12 @@ func valueKey(flag string) string {
 	return strings.Join(parts, "")
 }
 
-func defaultArgs(t *testing.T) []string { return argsWith(t) }
-
-// argsWith renders the chart with --set for each of sets and returns the agent's args.
-func argsWith(t *testing.T, sets ...string) []string {
-	t.Helper()
-	var extra []string
-	for _, s := range sets {
-		extra = append(extra, "--set", s)
-	}
-	return renderedArgs(t, decodeDocs(t, helmTemplate(t, extra...)))
-}
-
-// renderedArgs returns the args the agent of a render runs with: $(VAR) expanded from its env, as
-// the kubelet does, with the render's ConfigMaps.
-func renderedArgs(t *testing.T, objs map[string]object) []string {
-	t.Helper()
-	ds, ok := objs["DaemonSet/kube-system/nodeaddr"]
-	if !ok {
-		t.Fatalf("no DaemonSet in %v", slices.Collect(maps.Keys(objs)))
-	}
-	c, configMaps := renderedContainer(t, ds, objs)
-	_, args := podEnv(t, c, "worker-1", configMaps)
-	return args
-}
-
 // The chart's output (monitoring on) applies with a server-side dry run and then for real on the
 // API server, and an upgrade re-applies cleanly.
 func TestHelmAppliesOnAPIServer(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := helmTemplate(t, "--set", "monitoring.enabled=true")
-	cp, k := applyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "helm")
+	rendered := harness.HelmTemplate(t, "--set", "monitoring.enabled=true")
+	cp, k := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "helm")
 	ctx := context.Background()
 	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(ctx, "nodeaddr-dashboard", metav1.GetOptions{})
 	if err != nil {
@@ -634,13 +295,13 @@ func TestHelmRefusesWideningValues(t *testing.T) {
 		for _, s := range c.set {
 			args = append(args, "--set", s)
 		}
-		_, err := helmTemplateErr(t, args...)
+		_, err := harness.HelmTemplateErr(t, args...)
 		if err == nil || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%s (--set %s): got %v, want a refusal saying %q", c.name, strings.Join(c.set, " --set "), err, c.why)
 		}
 	}
 	// Turning both off is the operator granting the rights themselves: allowed.
-	if _, err := helmTemplateErr(t, "--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false"); err != nil {
+	if _, err := harness.HelmTemplateErr(t, "--set", "admissionPolicy.enabled=false", "--set", "rbac.create=false"); err != nil {
 		t.Errorf("policy and RBAC both off: %v", err)
 	}
 }
@@ -650,31 +311,6 @@ func TestHelmRefusesWideningValues(t *testing.T) {
 func TestHelmAnnotationsMatchKustomizeOverlay(t *testing.T) {
 	harness.RequireE2E(t)
 	const spec = "k3s,calico,example.com/node-ip=internal-ipv4"
-	overlay := renderKustomization(t, annotationsOverlay(t, spec))
-	compareRenders(t, helmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
-}
-
-// renderedContainer is the nodeaddr container of a rendered DaemonSet ds, and the data of the
-// rendered ConfigMaps in kube-system by name (what the kubelet resolves configMapKeyRef env from).
-func renderedContainer(t *testing.T, ds object, objs map[string]object) (corev1.Container, map[string]map[string]string) {
-	t.Helper()
-	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"].(object)["containers"].([]any)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c corev1.Container
-	if err := json.Unmarshal(raw, &c); err != nil {
-		t.Fatal(err)
-	}
-	configMaps := map[string]map[string]string{}
-	for key, o := range objs {
-		if name, ok := strings.CutPrefix(key, "ConfigMap/kube-system/"); ok {
-			data := map[string]string{}
-			for k, v := range o["data"].(object) {
-				data[k] = v.(string)
-			}
-			configMaps[name] = data
-		}
-	}
-	return c, configMaps
+	overlay := harness.RenderKustomization(t, annotationsOverlay(t, spec))
+	harness.CompareRenders(t, harness.HelmTemplate(t, "--set", "config.annotations="+strings.ReplaceAll(spec, ",", `\,`)), overlay)
 }

@@ -26,7 +26,7 @@ func TestHybridClusterKeepsNodeaddrOffCloudNodes(t *testing.T) {
 	harness.RequireE2E(t)
 	bins := harness.MustBuild(t)
 	dir := t.TempDir()
-	base, err := filepath.Rel(dir, deployFile())
+	base, err := filepath.Rel(dir, harness.DeployFile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestHybridClusterKeepsNodeaddrOffCloudNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rendered := run(t, "", bins.Kubectl, "kustomize", dir)
-	cp, _ := applyToAPIServer(t, bins.Kubectl, rendered, "nodeaddr-hybrid")
+	cp, _ := harness.ApplyToAPIServer(t, bins.Kubectl, rendered, "nodeaddr-hybrid")
 
 	ctx := context.Background()
 	linux := map[string]string{"kubernetes.io/os": "linux"}
@@ -82,7 +82,7 @@ func TestHybridClusterKeepsNodeaddrOffCloudNodes(t *testing.T) {
 	}
 
 	// The chart: the documented value gives the same selector as the component.
-	objs := decodeDocs(t, helmTemplate(t, "--set-string", `nodeSelector.nodeaddr\.io/managed=true`))
+	objs := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set-string", `nodeSelector.nodeaddr\.io/managed=true`))
 	chartDS, ok := objs["DaemonSet/kube-system/nodeaddr"]
 	if !ok {
 		t.Fatal("the chart renders no DaemonSet")

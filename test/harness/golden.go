@@ -8,9 +8,9 @@ import (
 )
 
 // CheckMetricFamiliesGolden scrapes a cluster-side command's /metrics and compares the sorted
-// `# HELP` and `# TYPE` lines of the families keep selects with golden (a file of test/deploy's
-// testdata, which test/deploy reads beside metrics.golden); NODEADDR_GOLDEN_UPDATE=1 rewrites it
-// from this scrape.
+// `# HELP` and `# TYPE` lines of the families keep selects with golden (MetricsGolden: a file of
+// test/alerts' testdata, which test/alerts reads beside metrics.golden); NODEADDR_GOLDEN_UPDATE=1
+// rewrites it from this scrape.
 func CheckMetricFamiliesGolden(t testing.TB, a *Approver, golden string, keep func(family string) bool) {
 	t.Helper()
 	code, body, err := a.Get("/metrics")

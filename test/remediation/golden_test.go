@@ -1,7 +1,6 @@
 package remediation
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,10 +8,10 @@ import (
 )
 
 // remediationGolden lists the `# HELP` and `# TYPE` lines of the remediator's own metric families
-// (nodeaddr_remediation_*, nodeaddr_remediator_*, nodeaddr_build_info); test/deploy's
+// (nodeaddr_remediation_*, nodeaddr_remediator_*, nodeaddr_build_info); test/alerts'
 // TestGoldenMetricsCoverRulesAndDashboard and cmd/nodeaddr's TestDocsMetrics read it.
 // NODEADDR_GOLDEN_UPDATE=1 rewrites it from this scrape.
-var remediationGolden = filepath.Join("..", "deploy", "testdata", "metrics-remediation.golden")
+var remediationGolden = harness.MetricsGolden("metrics-remediation.golden")
 
 func checkRemediationGolden(t *testing.T, r *harness.Approver) {
 	t.Helper()

@@ -1,4 +1,4 @@
-package deploy
+package alerts
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type dashboard struct {
 
 func readDashboard(t *testing.T) dashboard {
 	t.Helper()
-	data, err := os.ReadFile(deployFile("monitoring", "dashboard.json"))
+	data, err := os.ReadFile(harness.DeployFile("monitoring", "dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func servicemonitorScrapeConfig(t *testing.T, tokenFile string, targets ...scrap
 		} `json:"metadata"`
 	}
 	for file, v := range map[string]any{"servicemonitor.yaml": &sm, "service.yaml": &svc} {
-		data, err := os.ReadFile(deployFile("monitoring", file))
+		data, err := os.ReadFile(harness.DeployFile("monitoring", file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,9 +275,9 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	// Secure metrics, as the DaemonSet serves them: Prometheus scrapes with its ServiceAccount token,
 	// which the ConfigMap's metrics-allowed-scrapers lists.
 	args := []string{"--internal-ip-target=192.0.2.1", "--resync-interval=2s", "--metrics-secure=true",
-		"--metrics-allowed-scrapers=system:serviceaccount:monitoring:" + scraperSA}
+		"--metrics-allowed-scrapers=system:serviceaccount:monitoring:" + harness.ScraperSA}
 	a := h.Start(args...)
-	token := scraperToken(t, h.CP)
+	token := harness.ScraperToken(t, h.CP)
 	agentMetrics := fmt.Sprintf("127.0.0.1:%d", a.MetricsPort)
 	h.CP.WaitNode(t, node, 30*time.Second, "published", func(n *corev1.Node) bool { return len(n.Status.Addresses) >= 3 })
 	// The second agent, on its own node, in the same cluster.
@@ -288,7 +288,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	a2 := h2.Start(args...)
 	h.CP.WaitNode(t, node2, 30*time.Second, "published", func(n *corev1.Node) bool { return len(n.Status.Addresses) >= 2 })
 	// The kubelet-serving-csr component's approver, for the approver's panels.
-	if err := h.CP.ApplyManifest(context.Background(), deployFile("components", "kubelet-serving-csr", "rbac.yaml")); err != nil {
+	if err := h.CP.ApplyManifest(context.Background(), harness.DeployFile("components", "kubelet-serving-csr", "rbac.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	approver := harness.StartApprover(t, h.CP)
@@ -298,14 +298,14 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	h.NS.IP("addr", "del", "192.0.2.10/24", "dev", "eth0")
 	// (Best effort: a histogram without observations still answers, with NaN quantiles.)
 	_ = harness.Poll(10*time.Second, 200*time.Millisecond, "two reaction observations", func() (bool, string) {
-		code, body, err := scrape(a.NS, agentMetrics, token)
+		code, body, err := harness.Scrape(a.NS, agentMetrics, token)
 		return err == nil && code == 200 && harness.ParseMetrics(body)["nodeaddr_reaction_seconds_count"] >= 2, ""
 	})
 
 	// Every metric the dashboard names is exposed by the agent, or is the approver's, or is a
 	// series the agent creates only with discovery servers (conditionalMetrics); the queries on
 	// those may find no data here, as may a query keeping only what is above 0 (CSRs left pending).
-	code, body, err := scrape(a.NS, agentMetrics, token)
+	code, body, err := harness.Scrape(a.NS, agentMetrics, token)
 	if err != nil || code != 200 {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}
@@ -315,7 +315,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	}
 	mayBeEmpty := map[string]bool{}
 	for qname, q := range queries {
-		for _, name := range metricRE.FindAllString(q, -1) {
+		for _, name := range harness.MetricRE.FindAllString(q, -1) {
 			base := name
 			for _, suf := range []string{"_bucket", "_sum", "_count"} {
 				if b, ok := strings.CutSuffix(name, suf); ok && (strings.Contains(body, "\n# TYPE "+b+" histogram") ||
@@ -414,7 +414,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 			t.Logf("%s: %s: %d series", name, q, len(pr.Data.Result))
 		}
 	}
-	for _, name := range baseRuleMetrics(t) {
+	for _, name := range harness.BaseRuleMetrics(t) {
 		if pr, err := promQuery(base, name+`{job="nodeaddr"}`); err != nil || pr.Status != "success" || len(pr.Data.Result) == 0 {
 			t.Errorf("the alerts use %s: Prometheus has no series (%v %+v)", name, err, pr)
 		}
@@ -444,7 +444,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		t.Errorf("one agent stopped: the node variable (%s) does not list %s: %v %s", queries["variable node"], node2, err, series)
 	}
 	firing := map[string]string{}
-	for _, g := range readRules(t).Spec.Groups {
+	for _, g := range harness.ReadRules(t).Spec.Groups {
 		for _, r := range g.Rules {
 			pr, err := promQuery(base, r.Expr)
 			if err != nil || pr.Status != "success" {

@@ -1,4 +1,4 @@
-package deploy
+package csr
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
+	"github.com/nodeaddr/nodeaddr/test/harness/celcheck"
 )
 
 // The kubelet-serving-csr component (deploy/components/kubelet-serving-csr) and its chart switch,
@@ -36,7 +37,7 @@ const (
 	recordAnnotation     = "nodeaddr.io/addresses"
 )
 
-// componentKeys are the objects the component adds to the base, keyed as decodeDocs keys them, for
+// componentKeys are the objects the component adds to the base, keyed as harness.DecodeDocs keys them, for
 // an install named name (the base's full name) in namespace ns.
 func componentKeys(name, ns string) []string {
 	return []string{
@@ -56,7 +57,7 @@ func at(o any, path ...any) any {
 	for _, p := range path {
 		switch k := p.(type) {
 		case string:
-			m, ok := o.(object)
+			m, ok := o.(harness.Object)
 			if !ok {
 				return nil
 			}
@@ -81,13 +82,13 @@ func stringList(v any) []string {
 }
 
 // approverContainer is the approver's container in a render.
-func approverContainer(t *testing.T, objs map[string]object, key string) object {
+func approverContainer(t *testing.T, objs map[string]harness.Object, key string) harness.Object {
 	t.Helper()
 	d, ok := objs[key]
 	if !ok {
 		t.Fatalf("no %s in the render", key)
 	}
-	c, ok := at(d, "spec", "template", "spec", "containers", 0).(object)
+	c, ok := at(d, "spec", "template", "spec", "containers", 0).(harness.Object)
 	if !ok || c["name"] != "approver" {
 		t.Fatalf("%s: no container approver first: %v", key, at(d, "spec", "template", "spec", "containers"))
 	}
@@ -97,7 +98,7 @@ func approverContainer(t *testing.T, objs map[string]object, key string) object 
 // checkApproverNamed checks that a render names the approver's ServiceAccount ns/name-approver
 // wherever it must: the policy's CEL strings, the bindings' subjects, the Deployment's pod, and
 // that the Lease the approver elects on is the one its Role lets it update.
-func checkApproverNamed(t *testing.T, what string, objs map[string]object, name, ns, lease string) {
+func checkApproverNamed(t *testing.T, what string, objs map[string]harness.Object, name, ns, lease string) {
 	t.Helper()
 	sa := name + "-approver"
 	if _, ok := objs["ServiceAccount/"+ns+"/"+sa]; !ok {
@@ -126,7 +127,7 @@ func checkApproverNamed(t *testing.T, what string, objs map[string]object, name,
 			t.Errorf("%s: no %s", what, key)
 			continue
 		}
-		if s, _ := at(b, "subjects", 0).(object); s["kind"] != "ServiceAccount" || s["namespace"] != ns || s["name"] != sa || len(b["subjects"].([]any)) != 1 {
+		if s, _ := at(b, "subjects", 0).(harness.Object); s["kind"] != "ServiceAccount" || s["namespace"] != ns || s["name"] != sa || len(b["subjects"].([]any)) != 1 {
 			t.Errorf("%s: %s subjects %v, want only %s/%s", what, key, b["subjects"], ns, sa)
 		}
 	}
@@ -140,7 +141,7 @@ func checkApproverNamed(t *testing.T, what string, objs map[string]object, name,
 	role := objs["Role/"+ns+"/"+sa]
 	var named []string
 	for _, r := range at(role, "rules").([]any) {
-		if rn, ok := r.(object)["resourceNames"]; ok {
+		if rn, ok := r.(harness.Object)["resourceNames"]; ok {
 			named = append(named, stringList(rn)...)
 		}
 	}
@@ -151,7 +152,7 @@ func checkApproverNamed(t *testing.T, what string, objs map[string]object, name,
 
 // checkAgentHasNoCSRRights fails t when a binding of the render gives the agent's ServiceAccount
 // ns/sa a role with a rule on certificates.k8s.io (or every group).
-func checkAgentHasNoCSRRights(t *testing.T, what string, objs map[string]object, ns, sa string) {
+func checkAgentHasNoCSRRights(t *testing.T, what string, objs map[string]harness.Object, ns, sa string) {
 	t.Helper()
 	bindings := 0
 	for key, b := range objs {
@@ -162,7 +163,7 @@ func checkAgentHasNoCSRRights(t *testing.T, what string, objs map[string]object,
 		}
 		agent := false
 		for _, s := range b["subjects"].([]any) {
-			s := s.(object)
+			s := s.(harness.Object)
 			agent = agent || s["kind"] == "ServiceAccount" && s["namespace"] == ns && s["name"] == sa
 		}
 		if !agent {
@@ -179,7 +180,7 @@ func checkAgentHasNoCSRRights(t *testing.T, what string, objs map[string]object,
 			continue
 		}
 		for _, r := range role["rules"].([]any) {
-			groups, _ := r.(object)["apiGroups"].([]any)
+			groups, _ := r.(harness.Object)["apiGroups"].([]any)
 			if slices.ContainsFunc(stringList(groups), func(g string) bool { return g == "certificates.k8s.io" || g == "*" }) {
 				t.Errorf("%s: %s gives the agent %v", what, key, r)
 			}
@@ -191,13 +192,13 @@ func checkAgentHasNoCSRRights(t *testing.T, what string, objs map[string]object,
 }
 
 // checkApproverImage checks that the approver runs the agents' image (and pull policy).
-func checkApproverImage(t *testing.T, what string, objs map[string]object, name string) string {
+func checkApproverImage(t *testing.T, what string, objs map[string]harness.Object, name string) string {
 	t.Helper()
 	ds, ok := objs["DaemonSet/kube-system/"+name]
 	if !ok {
 		t.Fatalf("%s: no DaemonSet %s", what, name)
 	}
-	agent := at(ds, "spec", "template", "spec", "containers", 0).(object)
+	agent := at(ds, "spec", "template", "spec", "containers", 0).(harness.Object)
 	approver := approverContainer(t, objs, "Deployment/kube-system/"+name+"-approver")
 	if approver["image"] != agent["image"] || approver["imagePullPolicy"] != agent["imagePullPolicy"] {
 		t.Errorf("%s: the approver runs %v (%v), the agents %v (%v)", what, approver["image"], approver["imagePullPolicy"], agent["image"], agent["imagePullPolicy"])
@@ -211,11 +212,11 @@ func checkApproverImage(t *testing.T, what string, objs map[string]object, name 
 // either. The approver runs the agents' image, and follows the release's namespace and name.
 func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := componentOverlay(t, "kubelet-serving-csr")
-	on := helmTemplate(t, "--set", "config.approveKubeletServingCsr=true")
-	compareRenders(t, on, rendered)
-	objs, off := decodeDocs(t, on), decodeDocs(t, helmTemplate(t))
-	kobjs, base := decodeDocs(t, rendered), decodeDocs(t, kustomize(t, deployFile()))
+	rendered := harness.ComponentOverlay(t, "kubelet-serving-csr")
+	on := harness.HelmTemplate(t, "--set", "config.approveKubeletServingCsr=true")
+	harness.CompareRenders(t, on, rendered)
+	objs, off := harness.DecodeDocs(t, on), harness.DecodeDocs(t, harness.HelmTemplate(t))
+	kobjs, base := harness.DecodeDocs(t, rendered), harness.DecodeDocs(t, harness.Kustomize(t, harness.DeployFile()))
 	for _, key := range componentKeys("nodeaddr", "kube-system") {
 		if _, ok := objs[key]; !ok {
 			t.Errorf("config.approveKubeletServingCsr=true does not render %s", key)
@@ -228,13 +229,13 @@ func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 		}
 	}
 	// The approver's identity is in the base (deploy/wiring reads it) and so in the default render.
-	for what, o := range map[string]map[string]object{"the kustomize base": base, "the default render": off} {
+	for what, o := range map[string]map[string]harness.Object{"the kustomize base": base, "the default render": off} {
 		if _, ok := o["ServiceAccount/kube-system/"+approverName]; !ok {
 			t.Errorf("%s lacks ServiceAccount %s", what, approverName)
 		}
 	}
-	for what, o := range map[string]map[string]object{"kustomize": kobjs, "helm": objs} {
-		args := renderedArgs(t, o)
+	for what, o := range map[string]map[string]harness.Object{"kustomize": kobjs, "helm": objs} {
+		args := harness.RenderedArgs(t, o)
 		if !slices.Contains(args, "--approval-record=true") {
 			t.Errorf("%s: agent args lack --approval-record=true: %v", what, args)
 		}
@@ -244,22 +245,22 @@ func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 		checkAgentHasNoCSRRights(t, what, o, "kube-system", "nodeaddr")
 		checkApproverNamed(t, what, o, "nodeaddr", "kube-system", approverName)
 	}
-	if args := defaultArgs(t); !slices.Contains(args, "--approval-record=false") {
+	if args := harness.DefaultArgs(t); !slices.Contains(args, "--approval-record=false") {
 		t.Errorf("default args lack --approval-record=false: %v", args)
 	}
-	if img := checkApproverImage(t, "kustomize", kobjs, "nodeaddr"); img != releasedImage(t) {
-		t.Errorf("kustomize: the approver runs %s, want %s", img, releasedImage(t))
+	if img := checkApproverImage(t, "kustomize", kobjs, "nodeaddr"); img != harness.ReleasedImage(t) {
+		t.Errorf("kustomize: the approver runs %s, want %s", img, harness.ReleasedImage(t))
 	}
 	checkApproverImage(t, "helm", objs, "nodeaddr")
 	digest := "sha256:" + strings.Repeat("ab", 32)
-	pinned := decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true", "--set", "image.repository=mirror/nodeaddr",
+	pinned := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "config.approveKubeletServingCsr=true", "--set", "image.repository=mirror/nodeaddr",
 		"--set", "image.tag=v9.9.9", "--set", "image.digest="+digest, "--set", "image.pullPolicy=Always"))
 	if img := checkApproverImage(t, "helm image values", pinned, "nodeaddr"); img != "mirror/nodeaddr:v9.9.9@"+digest {
 		t.Errorf("image values: the approver runs %s", img)
 	}
 
 	// Another namespace and name: the policy, the bindings, the pod and the Lease follow.
-	moved := decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true", "--set", "fullnameOverride=addr", "--namespace", "infra"))
+	moved := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "config.approveKubeletServingCsr=true", "--set", "fullnameOverride=addr", "--namespace", "infra"))
 	for _, key := range componentKeys("addr", "infra") {
 		if _, ok := moved[key]; !ok {
 			t.Errorf("fullnameOverride=addr -n infra: no %s", key)
@@ -274,7 +275,7 @@ func TestHelmKubeletServingCSRMatchesKustomize(t *testing.T) {
 func TestHelmApproverValues(t *testing.T) {
 	harness.RequireE2E(t)
 	const key = "Deployment/kube-system/nodeaddr-approver"
-	objs := decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true",
+	objs := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "config.approveKubeletServingCsr=true",
 		"--set", "approver.replicas=3", "--set", "approver.clusterDomain=corp.local",
 		"--set-json", `approver.serviceCIDRs=["10.96.0.0/12","fd00:10:96::/112"]`,
 		"--set-json", `approver.allowedDNSSuffixes=["nodes.example.internal"]`,
@@ -296,7 +297,7 @@ func TestHelmApproverValues(t *testing.T) {
 	}
 	env := map[string]any{}
 	for _, e := range c["env"].([]any) {
-		e := e.(object)
+		e := e.(harness.Object)
 		env[e["name"].(string)] = e["value"]
 		if e["valueFrom"] != nil {
 			env[e["name"].(string)] = e["valueFrom"]
@@ -309,14 +310,14 @@ func TestHelmApproverValues(t *testing.T) {
 	if m := at(c, "resources", "limits", "memory"); m != "128Mi" {
 		t.Errorf("approver.resources.limits.memory=128Mi: %v", m)
 	}
-	pod := at(d, "spec", "template", "spec").(object)
+	pod := at(d, "spec", "template", "spec").(harness.Object)
 	for _, k := range []string{"tolerations", "priorityClassName", "hostNetwork"} {
 		if _, ok := pod[k]; ok {
 			t.Errorf("the approver's pod has %s: %v", k, pod[k])
 		}
 	}
 	checkApproverArgsParse(t, args[1:])
-	checkApproverArgsParse(t, stringList(approverContainer(t, decodeDocs(t, helmTemplate(t, "--set", "config.approveKubeletServingCsr=true")), key)["args"])[1:])
+	checkApproverArgsParse(t, stringList(approverContainer(t, harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "config.approveKubeletServingCsr=true")), key)["args"])[1:])
 
 	for _, c := range []struct{ set, want string }{
 		{"approver.replicas=0", "replicas"},
@@ -325,7 +326,7 @@ func TestHelmApproverValues(t *testing.T) {
 		{"approver.serviceCIDRs={a,b}", "serviceCIDRs"},
 		{"approver.maxSans=5", "maxSans"},
 	} {
-		_, err := helmTemplateErr(t, "--set", "config.approveKubeletServingCsr=true", "--set", c.set)
+		_, err := harness.HelmTemplateErr(t, "--set", "config.approveKubeletServingCsr=true", "--set", c.set)
 		if err == nil || !strings.Contains(err.Error(), "schema") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--set %s: %v, want the schema to refuse %s", c.set, err, c.want)
 		}
@@ -345,54 +346,16 @@ func checkApproverArgsParse(t *testing.T, args []string) {
 	}
 }
 
-// componentOverlay renders the base with the components named (under deploy/components).
-func componentOverlay(t *testing.T, components ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	rel := func(parts ...string) string {
-		r, err := filepath.Rel(dir, deployFile(parts...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - " + rel() + "\ncomponents:\n"
-	for _, c := range components {
-		k += "  - " + rel("components", c) + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir)
-}
-
 // The component's policies have no parameter, answer 403 for every validation, type-check against
 // the schemas of the pinned release, and compile at the 1.29 CEL level a 1.30 API server checks new
 // expressions at; each binding binds its namesake.
 func TestKubeletServingCSRPolicyChecks(t *testing.T) {
-	data, err := os.ReadFile(deployFile("components", "kubelet-serving-csr", "policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := harness.DecodeManifests(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := policyTypeChecker()
-	var policies, bindings []string
+	policies, objs := celcheck.CheckPolicyFile(t, version.MajorMinor(1, 29), "components", "kubelet-serving-csr", "policy.yaml")
+	var bindings []string
 	for _, o := range objs {
-		switch o := o.(type) {
-		case *admissionv1.ValidatingAdmissionPolicy:
-			policies = append(policies, o.Name)
-			checkPolicyShape(t, tc, o)
-			for _, e := range compileAt(t, version.MajorMinor(1, 29), o) {
-				t.Errorf("%s at the 1.29 CEL level: %s", o.Name, e)
-			}
-		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			bindings = append(bindings, o.Spec.PolicyName)
-			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
-				t.Errorf("binding %s binds %q with paramRef %v and actions %v, want its namesake, no parameter, Deny", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
-			}
+		bindings = append(bindings, o.Spec.PolicyName)
+		if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			t.Errorf("binding %s binds %q with paramRef %v and actions %v, want its namesake, no parameter, Deny", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
 		}
 	}
 	want := []string{csrPolicyName, recordPolicyName, approverLeasePolicy, approverEventsPolicy}
@@ -405,8 +368,8 @@ func TestKubeletServingCSRPolicyChecks(t *testing.T) {
 // policies' expressions compile there, and the replacements left the approver's username intact.
 func TestKubeletServingCSRComponentApplies(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := componentOverlay(t, "kubelet-serving-csr")
-	cp, _ := applyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "nodeaddr-overlay")
+	rendered := harness.ComponentOverlay(t, "kubelet-serving-csr")
+	cp, _ := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "nodeaddr-overlay")
 	ctx := context.Background()
 	p, err := cp.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, csrPolicyName, metav1.GetOptions{})
 	if err != nil {
@@ -419,7 +382,7 @@ func TestKubeletServingCSRComponentApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := d.Spec.Template.Spec.Containers[0]; c.Image != releasedImage(t) || c.Args[0] != "approver" {
+	if c := d.Spec.Template.Spec.Containers[0]; c.Image != harness.ReleasedImage(t) || c.Args[0] != "approver" {
 		t.Errorf("approver container %s %v", c.Image, c.Args)
 	}
 }
@@ -432,14 +395,14 @@ func untilDenied(t *testing.T, policy string, attempt func(i int) error) {
 	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, policy+" refuses", func() (bool, string) {
 		err := attempt(i)
 		i++
-		return namesPolicy(err, policy), fmt.Sprint(err)
+		return harness.NamesPolicy(err, policy), fmt.Sprint(err)
 	})
 }
 
 // approverEvent is an Event about node as the approver records it (component nodeaddr-approver,
 // no host).
 func approverEvent(cp *harness.ControlPlane, t *testing.T, node string) *corev1.Event {
-	e := nodeEvent(cp, t, node, "nodeaddr-approver", "KubeletServingCSRApproved")
+	e := harness.NodeEvent(cp, t, node, "nodeaddr-approver", "KubeletServingCSRApproved")
 	e.Source.Host = ""
 	return e
 }
@@ -473,7 +436,7 @@ func waitApproverPolicy(t *testing.T, approver, kubelet kubernetes.Interface, no
 		c := fileCSR(t, kubelet, fmt.Sprintf("probe-%d", i), node, certv1.KubeletServingSignerName)
 		i++
 		err = harness.SetCSRCondition(context.Background(), approver, c, certv1.CertificateDenied)
-		return namesPolicy(err, policy), fmt.Sprint(err)
+		return harness.NamesPolicy(err, policy), fmt.Sprint(err)
 	})
 	return err
 }
@@ -487,9 +450,9 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
 	const a = "node-a"
-	cp, k := applyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
+	cp, k := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, harness.ComponentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
 	cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
-	approver := tokenClient(t, cp, podToken(t, cp, "kube-system", approverName, a))
+	approver := harness.TokenClient(t, cp, harness.PodToken(t, cp, "kube-system", approverName, a))
 	kubelet := cp.AsKubelet(t, a)
 	if err := waitApproverPolicy(t, approver, kubelet, a, csrPolicyName); !harness.DeniedBy(err, csrPolicyName) {
 		t.Errorf("the approver denies a CSR: %v, want a 403 from %s", err, csrPolicyName)
@@ -531,12 +494,12 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			_, err := approver.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
 			return err
 		},
-		"create an Event about node-a in default": func() error { return createEvent(ctx, approver, approverEvent(cp, t, a)) },
+		"create an Event about node-a in default": func() error { return harness.CreateEvent(ctx, approver, approverEvent(cp, t, a)) },
 		"create an Event about a Node of a 200-character name (the recorder's uid is the name)": func() error {
 			e := approverEvent(cp, t, a)
 			long := strings.Repeat("n", 200)
 			e.GenerateName, e.InvolvedObject.Name, e.InvolvedObject.UID = "long.", long, types.UID(long)
-			return createEvent(ctx, approver, e)
+			return harness.CreateEvent(ctx, approver, e)
 		},
 		"create, get and update its Lease": func() error {
 			l, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
@@ -560,12 +523,12 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	// Lease is absent would never lead again), an Event forged as a kubelet's, or of another reason.
 	const b = "node-b"
 	cp.CreateNode(t, harness.NodeSpec{Name: b, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: b}}})
-	kubeletEvent := nodeEvent(cp, t, b, "kubelet", "NodeNotReady")
+	kubeletEvent := harness.NodeEvent(cp, t, b, "kubelet", "NodeNotReady")
 	untilDenied(t, approverLeasePolicy, func(i int) error {
 		_, err := approver.CoordinationV1().Leases("kube-system").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", i)}}, metav1.CreateOptions{})
 		return err
 	})
-	untilDenied(t, approverEventsPolicy, func(int) error { return createEvent(ctx, approver, kubeletEvent) })
+	untilDenied(t, approverEventsPolicy, func(int) error { return harness.CreateEvent(ctx, approver, kubeletEvent) })
 	for what, c := range map[string]struct {
 		policy string
 		f      func() error
@@ -577,16 +540,16 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &d}}, metav1.CreateOptions{})
 			return err
 		}},
-		"forge a kubelet's NodeNotReady Event about another Node": {approverEventsPolicy, func() error { return createEvent(ctx, approver, kubeletEvent) }},
+		"forge a kubelet's NodeNotReady Event about another Node": {approverEventsPolicy, func() error { return harness.CreateEvent(ctx, approver, kubeletEvent) }},
 		"write an Event of another reason as itself": {approverEventsPolicy, func() error {
 			e := approverEvent(cp, t, a)
 			e.Reason = "NodeNotReady"
-			return createEvent(ctx, approver, e)
+			return harness.CreateEvent(ctx, approver, e)
 		}},
 		"write an Event about a Pod": {approverEventsPolicy, func() error {
 			e := approverEvent(cp, t, a)
 			e.InvolvedObject = corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: "default", Name: "x"}
-			return createEvent(ctx, approver, e)
+			return harness.CreateEvent(ctx, approver, e)
 		}},
 	} {
 		if err := c.f(); !harness.DeniedBy(err, c.policy) {
@@ -605,7 +568,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 			_, err := approver.CoordinationV1().Leases("default").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: approverName}}, metav1.CreateOptions{})
 			return err
 		},
-		"patch a Node": func() error { return merge(a, "", `{"metadata":{"labels":{"x":"y"}}}`).do(ctx, approver) },
+		"patch a Node": func() error { return harness.MergePatch(a, "", `{"metadata":{"labels":{"x":"y"}}}`).Do(ctx, approver) },
 		"list Secrets": func() error {
 			_, err := approver.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{})
 			return err
@@ -617,7 +580,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	}
 
 	// The agents hold no CSR right.
-	agent := agentClient(t, cp, a)
+	agent := harness.AgentClient(t, cp, a)
 	if _, err := agent.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !harness.DeniedByRBAC(err) {
 		t.Errorf("the agent lists CSRs: %v, want RBAC's refusal", err)
 	}
@@ -635,7 +598,7 @@ func TestApproverConfinedByPolicy(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	impostor := tokenClient(t, cp, podToken(t, cp, "kube-system", "impostor", a))
+	impostor := harness.TokenClient(t, cp, harness.PodToken(t, cp, "kube-system", "impostor", a))
 	var err error
 	// RBAC's cache takes a moment to see the new binding; the check below reports the last answer.
 	_ = harness.Poll(30*time.Second, 200*time.Millisecond, "an answer other than RBAC's denial", func() (bool, string) {
@@ -655,42 +618,42 @@ func TestApprovalRecordPolicy(t *testing.T) {
 	harness.RequireE2E(t)
 	ctx := context.Background()
 	const a, b = "node-a", "node-b"
-	cp, _ := applyToAPIServer(t, harness.MustBuild(t).Kubectl, componentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
+	cp, _ := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, harness.ComponentOverlay(t, "kubelet-serving-csr"), "nodeaddr-overlay")
 	for _, n := range []string{a, b} {
 		cp.CreateNode(t, harness.NodeSpec{Name: n, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n}}})
 	}
-	record := func(node, subresource, value string) patch {
+	record := func(node, subresource, value string) harness.NodePatch {
 		v := "null"
 		if value != "" {
 			v = fmt.Sprintf("%q", value)
 		}
-		return merge(node, subresource, fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, recordAnnotation, v))
+		return harness.MergePatch(node, subresource, fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, recordAnnotation, v))
 	}
 	kubelet := cp.AsKubelet(t, a)
 	// Until the policy is enforced a kubelet's record gets through: remove it and retry.
 	harness.Eventually(t, 30*time.Second, 200*time.Millisecond, "the kubelet's record refused by "+recordPolicyName, func() (bool, string) {
-		err := record(a, "", "192.0.2.66").do(ctx, kubelet)
-		if namesPolicy(err, recordPolicyName) {
+		err := record(a, "", "192.0.2.66").Do(ctx, kubelet)
+		if harness.NamesPolicy(err, recordPolicyName) {
 			return true, ""
 		}
-		if err := record(a, "", "").do(ctx, cp.Admin); err != nil {
+		if err := record(a, "", "").Do(ctx, cp.Admin); err != nil {
 			t.Fatal(err)
 		}
 		return false, fmt.Sprint(err)
 	})
-	agent := agentClient(t, cp, a)
+	agent := harness.AgentClient(t, cp, a)
 	// The base's own-Node policy, applied in the same breath, may reach the admission chain a
 	// moment after the record's: wait for it with another write it denies.
-	waitPolicyEffective(t, agent, merge(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
-	if err := record(a, "", "192.0.2.10,2001:db8::10").do(ctx, agent); err != nil {
+	harness.WaitPolicyEffective(t, agent, harness.MergePatch(b, "status", `{"status":{"addresses":[{"type":"ExternalIP","address":"192.0.2.99"}]}}`))
+	if err := record(a, "", "192.0.2.10,2001:db8::10").Do(ctx, agent); err != nil {
 		t.Fatalf("the agent records its addresses on its own Node: %v", err)
 	}
-	if err := record(b, "", "192.0.2.66").do(ctx, agent); !deniedByPolicy(err) {
-		t.Errorf("the agent of %s records on %s: %v, want a 403 from %s", a, b, err, policyName)
+	if err := record(b, "", "192.0.2.66").Do(ctx, agent); !harness.DeniedBy(err, harness.PolicyName) {
+		t.Errorf("the agent of %s records on %s: %v, want a 403 from %s", a, b, err, harness.PolicyName)
 	}
 	for _, c := range []struct {
 		what string
-		p    patch
+		p    harness.NodePatch
 	}{
 		{"change its Node's record", record(a, "", "192.0.2.66")},
 		{"change it through nodes/status", record(a, "status", "192.0.2.66")},
@@ -698,7 +661,7 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		{"remove it through nodes/status", record(a, "status", "")},
 		{"create the record on another Node", record(b, "", "192.0.2.66")},
 	} {
-		if err := c.p.do(ctx, kubelet); !harness.DeniedBy(err, recordPolicyName) {
+		if err := c.p.Do(ctx, kubelet); !harness.DeniedBy(err, recordPolicyName) {
 			t.Errorf("a kubelet may not %s: %v, want a 403 from %s", c.what, err, recordPolicyName)
 		}
 	}
@@ -715,11 +678,11 @@ func TestApprovalRecordPolicy(t *testing.T) {
 		t.Errorf("a kubelet registers its Node: %v", err)
 	}
 	// Everything else a kubelet and an administrator write.
-	if err := merge(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`).do(ctx, kubelet); err != nil {
+	if err := harness.MergePatch(a, "", `{"metadata":{"annotations":{"example.com/x":"1"}}}`).Do(ctx, kubelet); err != nil {
 		t.Errorf("a kubelet annotates its Node: %v", err)
 	}
-	otherWritersWork(t, cp, a, "with the approval-record policy")
-	if err := record(a, "", "192.0.2.11").do(ctx, cp.Admin); err != nil {
+	harness.OtherWritersWork(t, cp, a, "with the approval-record policy")
+	if err := record(a, "", "192.0.2.11").Do(ctx, cp.Admin); err != nil {
 		t.Errorf("the administrator changes the record: %v", err)
 	}
 }
@@ -742,8 +705,8 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 			if c.wiring {
 				overlay += "transformers:\n  - ../nodeaddr/deploy/wiring\n"
 			}
-			rendered := renderKustomization(t, overlay)
-			objs := decodeDocs(t, rendered)
+			rendered := harness.RenderKustomization(t, overlay)
+			objs := harness.DecodeDocs(t, rendered)
 			for _, key := range componentKeys("site-nodeaddr", "node-agents") {
 				if !c.wiring && strings.Contains(key, "/default/") {
 					key = strings.Replace(key, "/default/", "/node-agents/", 1)
@@ -763,8 +726,8 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp.CreateNode(t, harness.NodeSpec{Name: a, Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: a}}})
-			kubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
-			approver := tokenClient(t, cp, podToken(t, cp, "node-agents", "site-nodeaddr-approver", a))
+			harness.KubectlFor(t, cp)(rendered, "apply", "--server-side", "--field-manager=nodeaddr-install", "-f", "-")
+			approver := harness.TokenClient(t, cp, harness.PodToken(t, cp, "node-agents", "site-nodeaddr-approver", a))
 			kubelet := cp.AsKubelet(t, a)
 			err := waitApproverPolicy(t, approver, kubelet, a, policy)
 			approval := harness.SetCSRCondition(ctx, approver, fileCSR(t, kubelet, "a-1", a, certv1.KubeletServingSignerName), certv1.CertificateApproved)
@@ -785,8 +748,10 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 					t.Errorf("the approver in node-agents creates its Lease %s: %v", approverName, err)
 				}
 				// Its own Events in default; no kubelet's.
-				untilDenied(t, "site-"+approverEventsPolicy, func(int) error { return createEvent(ctx, approver, nodeEvent(cp, t, a, "kubelet", "NodeNotReady")) })
-				if err := createEvent(ctx, approver, approverEvent(cp, t, a)); err != nil {
+				untilDenied(t, "site-"+approverEventsPolicy, func(int) error {
+					return harness.CreateEvent(ctx, approver, harness.NodeEvent(cp, t, a, "kubelet", "NodeNotReady"))
+				})
+				if err := harness.CreateEvent(ctx, approver, approverEvent(cp, t, a)); err != nil {
 					t.Errorf("the approver in node-agents records its Event about %s: %v", a, err)
 				}
 				return
@@ -805,7 +770,7 @@ func TestApproverOverlayIntoAnotherNamespace(t *testing.T) {
 func TestApproverFollowsAPIServerEndpoint(t *testing.T) {
 	harness.RequireE2E(t)
 	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, deployFile())
+	rel, err := filepath.Rel(dir, harness.DeployFile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -824,12 +789,12 @@ configMapGenerator:
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	objs := decodeDocs(t, run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir))
+	objs := harness.DecodeDocs(t, harness.Run(t, "", harness.MustBuild(t).Kubectl, "kustomize", dir))
 	c := approverContainer(t, objs, "Deployment/kube-system/"+approverName)
 	found := map[string]string{}
 	for _, e := range c["env"].([]any) {
-		e := e.(object)
-		if ref, ok := at(e, "valueFrom", "configMapKeyRef").(object); ok {
+		e := e.(harness.Object)
+		if ref, ok := at(e, "valueFrom", "configMapKeyRef").(harness.Object); ok {
 			found[e["name"].(string)] = fmt.Sprint(ref["name"], "/", ref["key"])
 		}
 	}

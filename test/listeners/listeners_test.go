@@ -1,4 +1,4 @@
-package deploy
+package listeners
 
 import (
 	"bufio"
@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -16,87 +14,11 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
-
-// scraperAudience is the audience of the token Prometheus' projected volume holds
-// (--metrics-token-audience's default; docs/metrics.md, "Scraper tokens").
-const scraperAudience = "nodeaddr"
-
-// scraperSA is kube-prometheus' Prometheus ServiceAccount in `monitoring`, which the shipped
-// ConfigMap's metrics-allowed-scrapers lists.
-const scraperSA = "prometheus-k8s"
-
-// scraperToken applies deploy/monitoring/rbac.yaml (the nodeaddr-metrics-reader ClusterRole),
-// binds it to the ServiceAccount monitoring/prometheus-k8s (listed in the ConfigMap), as an operator does for their Prometheus,
-// and returns a token of that ServiceAccount for the audience nodeaddr, as the projected volume in
-// Prometheus' pod holds.
-func scraperToken(t *testing.T, cp *harness.ControlPlane) string {
-	t.Helper()
-	ctx := context.Background()
-	if err := cp.ApplyManifest(ctx, deployFile("monitoring", "rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	return serviceAccountToken(t, cp, "monitoring", scraperSA, "nodeaddr-metrics-reader", scraperAudience)
-}
-
-// serviceAccountToken creates namespace/name (bound to clusterRole unless empty) and returns a token
-// for audiences (none: the API server's own).
-func serviceAccountToken(t *testing.T, cp *harness.ControlPlane, namespace, name, clusterRole string, audiences ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := cp.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if _, err := cp.Admin.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	if clusterRole != "" {
-		if _, err := cp.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: namespace + "-" + name + "-" + clusterRole},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: namespace}},
-		}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	tr, err := cp.Admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{Audiences: audiences}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
-}
-
-// scrape GETs https://addr/metrics from inside ns with token ("" for none), skipping certificate
-// verification as the ServiceMonitor does.
-func scrape(ns *harness.Netns, addr, token string) (int, string, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext:       func(ctx context.Context, _, a string) (net.Conn, error) { return ns.Dial(ctx, a) },
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
-		DisableKeepAlives: true,
-	}}
-	req, err := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
 
 // reviews counts the agent's TokenReviews and SubjectAccessReviews in the audit log.
 func reviews(t *testing.T, cp *harness.ControlPlane) (tokenReviews, accessReviews int) {
@@ -175,15 +97,15 @@ func rssAnonKiB(t *testing.T, pid int) int {
 // leaves the agent's anonymous memory small.
 func TestListenersOnTheHostNetwork(t *testing.T) {
 	harness.RequireE2E(t)
-	ds := daemonSet(t)
+	ds := harness.ShippedDaemonSet(t)
 	c := ds.Spec.Template.Spec.Containers[0]
 	const node = "worker-1"
 	cp := harness.StartControlPlane(t)
-	applyPolicy(t, cp)
+	harness.ApplyRBACAndPolicy(t, cp)
 	cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
-	promToken := scraperToken(t, cp)
-	otherToken := serviceAccountToken(t, cp, "default", "app", "", scraperAudience)
+	promToken := harness.ScraperToken(t, cp)
+	otherToken := harness.CreateServiceAccountToken(t, cp, "default", "app", "", harness.ScraperAudience)
 	cm, err := cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -196,18 +118,14 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 	ns.IP("route", "add", "default", "via", "192.0.2.1", "dev", "eth0")
 	router.IP("addr", "add", "192.0.2.1/24", "dev", "r-eth0")
 
-	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
+	env, args := harness.PodEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
-	ports := map[string]int{}
-	for _, p := range c.Ports {
-		ports[p.Name] = int(p.ContainerPort)
-	}
-	a.MetricsPort, a.ProbePort = ports["metrics"], ports["probes"]
+	a.UseContainerPorts(c)
 	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
 		if p.HTTPGet.Host != "127.0.0.1" {
 			t.Errorf("probe %s has host %q, want 127.0.0.1", p.HTTPGet.Path, p.HTTPGet.Host)
 		}
-		waitHTTP(t, a, a.ProbePort, p.HTTPGet.Path) // the kubelet's request, on loopback
+		a.WaitHTTP(t, a.ProbePort, p.HTTPGet.Path) // the kubelet's request, on loopback
 	}
 	remoteMetrics := fmt.Sprintf("192.0.2.10:%d", a.MetricsPort)
 	t.Logf("RssAnon %d KiB once ready, before any scrape", rssAnonKiB(t, a.Pid()))
@@ -234,7 +152,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 		what, token string
 		want        int
 	}{{"no token", "", 401}, {"a forged token", "not-a-token", 401}, {"a ServiceAccount without the role", otherToken, 403}} {
-		code, body, err := scrape(router, remoteMetrics, tc.token)
+		code, body, err := harness.Scrape(router, remoteMetrics, tc.token)
 		if err != nil || code != tc.want || strings.Contains(body, "nodeaddr_") {
 			t.Errorf("%s: %d %v, want %d without metrics (metrics in body: %v)", tc.what, code, err, tc.want, strings.Contains(body, "nodeaddr_"))
 		}
@@ -243,7 +161,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 	// Prometheus's token: the first scrape costs one TokenReview and no SubjectAccessReview (the
 	// ConfigMap's metrics-allowed-scrapers decides), the following ones none.
 	tr0, sar0 := reviews(t, cp)
-	code, body, err := scrape(router, remoteMetrics, promToken)
+	code, body, err := harness.Scrape(router, remoteMetrics, promToken)
 	if err != nil || code != 200 || !strings.Contains(body, "nodeaddr_build_info") {
 		t.Fatalf("Prometheus's token: %d %v\n%.300s", code, err, body)
 	}
@@ -252,7 +170,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 		t.Errorf("first scrape: %d TokenReviews, %d SubjectAccessReviews, want 1 and 0", tr1-tr0, sar1-sar0)
 	}
 	for i := 0; i < 5; i++ {
-		if code, _, err := scrape(router, remoteMetrics, promToken); err != nil || code != 200 {
+		if code, _, err := harness.Scrape(router, remoteMetrics, promToken); err != nil || code != 200 {
 			t.Fatalf("scrape %d: %d %v", i+2, code, err)
 		}
 	}
@@ -260,9 +178,9 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 	if tr2 != tr1 || sar2 != sar1 {
 		t.Errorf("5 more scrapes cost %d TokenReviews and %d SubjectAccessReviews, want 0", tr2-tr1, sar2-sar1)
 	}
-	_, body, _ = scrape(router, remoteMetrics, promToken)
+	_, body, _ = harness.Scrape(router, remoteMetrics, promToken)
 	m := harness.ParseMetrics(body)
-	run(t, body, harness.Tool(t, "promtool", "prometheus"), "check", "metrics")
+	harness.Run(t, body, harness.Tool(t, "promtool", "prometheus"), "check", "metrics")
 	t.Logf("API requests for the scrapes: %d TokenReviews, %d SubjectAccessReviews in the audit log; agent: %v, decisions allowed %v",
 		tr2, sar2, m[`nodeaddr_metrics_auth_reviews_total{kind="tokenreview"}`], m[`nodeaddr_metrics_auth_decisions_total{result="allowed"}`])
 	if got := m[`nodeaddr_metrics_auth_reviews_total{kind="tokenreview"}`]; int(got) != tr2 {
@@ -288,7 +206,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 			peak = max(peak, rssAnonKiB(t, a.Pid()))
 		}
 	}
-	_, body, _ = scrape(router, remoteMetrics, promToken)
+	_, body, _ = harness.Scrape(router, remoteMetrics, promToken)
 	m = harness.ParseMetrics(body)
 	t.Logf("RssAnon %d KiB before, at most %d KiB while sending 200 requests with 1 MiB headers (heap in use %.0f KiB, stacks %.0f KiB, %v goroutines)",
 		before, peak, m["go_memstats_heap_inuse_bytes"]/1024, m["go_memstats_stack_inuse_bytes"]/1024, m["go_goroutines"])
@@ -296,7 +214,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 		t.Errorf("RssAnon reached %d KiB with 1 MiB headers, want under 8 MiB", peak)
 	}
 	// The agent still serves after the flood.
-	if code, _, err := scrape(router, remoteMetrics, promToken); err != nil || code != 200 {
+	if code, _, err := harness.Scrape(router, remoteMetrics, promToken); err != nil || code != 200 {
 		t.Errorf("scrape after the flood: %d %v", code, err)
 	}
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", a.Pid())); err != nil {
@@ -308,7 +226,7 @@ func TestListenersOnTheHostNetwork(t *testing.T) {
 // scrapes plain HTTP only when metrics are not secure.
 func TestHelmMetricsReaderAndScheme(t *testing.T) {
 	harness.RequireE2E(t)
-	objs := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true",
+	objs := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true",
 		"--set", "monitoring.metricsReader.bindTo[0].name=prometheus-k8s",
 		"--set", "monitoring.metricsReader.bindTo[0].namespace=monitoring"))
 	crb, ok := objs["ClusterRoleBinding/<nil>/nodeaddr-metrics-reader"]
@@ -319,14 +237,14 @@ func TestHelmMetricsReaderAndScheme(t *testing.T) {
 		!strings.Contains(got, "name:prometheus-k8s namespace:monitoring") {
 		t.Errorf("binding: %s", got)
 	}
-	ep := func(objs map[string]object) object {
+	ep := func(objs map[string]harness.Object) harness.Object {
 		sm := objs["ServiceMonitor/kube-system/nodeaddr"]
-		return sm["spec"].(object)["endpoints"].([]any)[0].(object)
+		return sm["spec"].(harness.Object)["endpoints"].([]any)[0].(harness.Object)
 	}
 	if e := ep(objs); e["scheme"] != "https" || e["bearerTokenFile"] != "/var/run/secrets/nodeaddr/token" {
 		t.Errorf("secure metrics: endpoint %v", e)
 	}
-	plain := decodeDocs(t, helmTemplate(t, "--set", "monitoring.enabled=true",
+	plain := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true",
 		"--set", "config.metricsSecure=false", "--set", "config.metricsBindAddress=127.0.0.1:9810"))
 	if e := ep(plain); e["scheme"] != nil || e["bearerTokenFile"] != nil || e["tlsConfig"] != nil {
 		t.Errorf("config.metricsSecure=false: endpoint %v", e)
@@ -334,5 +252,5 @@ func TestHelmMetricsReaderAndScheme(t *testing.T) {
 	if _, ok := plain["ClusterRoleBinding/<nil>/nodeaddr-metrics-reader"]; ok {
 		t.Errorf("a binding rendered without bindTo")
 	}
-	checkArgsParse(t, renderedArgs(t, plain))
+	harness.CheckArgsParse(t, harness.RenderedArgs(t, plain))
 }

@@ -1,4 +1,4 @@
-package deploy
+package alerts
 
 import (
 	"fmt"
@@ -14,88 +14,11 @@ import (
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
-// prometheusRule is the part of deploy/monitoring/prometheusrule.yaml the tests read.
-type prometheusRule struct {
-	Spec struct {
-		Groups []ruleGroup `json:"groups"`
-	} `json:"spec"`
-}
-
-type ruleGroup struct {
-	Name  string `json:"name"`
-	Rules []struct {
-		Alert       string            `json:"alert,omitempty"`
-		Record      string            `json:"record,omitempty"`
-		Expr        string            `json:"expr"`
-		For         string            `json:"for,omitempty"`
-		Labels      map[string]string `json:"labels,omitempty"`
-		Annotations map[string]string `json:"annotations,omitempty"`
-	} `json:"rules"`
-}
-
-func readRules(t *testing.T) prometheusRule {
-	t.Helper()
-	data, err := os.ReadFile(deployFile("monitoring", "prometheusrule.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pr prometheusRule
-	if err := yaml.Unmarshal(data, &pr); err != nil {
-		t.Fatal(err)
-	}
-	if len(pr.Spec.Groups) == 0 {
-		t.Fatal("prometheusrule.yaml has no rule groups")
-	}
-	return pr
-}
-
-var metricRE = regexp.MustCompile(`\b(?:nodeaddr|process|go)_[a-z0-9_]+\b`)
-
-// ruleMetrics lists the metrics the alerts read (other than Prometheus's own up).
-func ruleMetrics(t *testing.T) []string {
-	t.Helper()
-	var out []string
-	for _, g := range readRules(t).Spec.Groups {
-		for _, r := range g.Rules {
-			out = append(out, metricRE.FindAllString(r.Expr, -1)...)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// baseRuleMetrics are the ruleMetrics every agent exposes: without those only the approver
-// exposes (testdata/metrics-approval.golden, the approver's families, scraped by test/csr; those
-// also in metrics.golden, such as nodeaddr_build_info, are the agent's too).
-func baseRuleMetrics(t *testing.T) []string {
-	t.Helper()
-	approval, err := os.ReadFile(filepath.Join("testdata", "metrics-approval.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The conflict detector's and the remediator's families (test/conflicts and test/remediation
-	// scrape them), as the approver's.
-	for _, f := range []string{"metrics-conflicts.golden", "metrics-remediation.golden"} {
-		b, err := os.ReadFile(filepath.Join("testdata", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		approval = append(approval, b...)
-	}
-	agent, err := os.ReadFile(goldenMetrics)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slices.DeleteFunc(ruleMetrics(t), func(name string) bool {
-		return strings.Contains(string(approval), "# TYPE "+name+" ") && !strings.Contains(string(agent), "# TYPE "+name+" ")
-	})
-}
-
 // The PrometheusRule's groups pass `promtool check rules`; `promtool test rules` (testdata/
 // alerts_test.yaml) fires and resolves every alert; every alert has a runbook section.
 func TestAlertRules(t *testing.T) {
 	promtool := harness.Tool(t, "promtool", "prometheus")
-	pr := readRules(t)
+	pr := harness.ReadRules(t)
 	dir := t.TempDir()
 	rules, err := yaml.Marshal(map[string]any{"groups": pr.Spec.Groups})
 	if err != nil {
@@ -104,7 +27,7 @@ func TestAlertRules(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "", promtool, "check", "rules", filepath.Join(dir, "rules.yaml"))
+	harness.Run(t, "", promtool, "check", "rules", filepath.Join(dir, "rules.yaml"))
 
 	unit, err := os.ReadFile(filepath.Join("testdata", "alerts_test.yaml"))
 	if err != nil {
@@ -113,7 +36,7 @@ func TestAlertRules(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yaml"), unit, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := run(t, "", promtool, "test", "rules", filepath.Join(dir, "alerts_test.yaml"))
+	out := harness.Run(t, "", promtool, "test", "rules", filepath.Join(dir, "alerts_test.yaml"))
 	t.Logf("promtool test rules:\n%s", out)
 
 	// Each alert is seen firing and resolved by the unit tests.
@@ -223,16 +146,16 @@ func TestRunbookURLsFollowTheChartVersion(t *testing.T) {
 		}
 		return out
 	}
-	for _, u := range urls(helmTemplate(t, "--set", "monitoring.enabled=true", "--show-only", "templates/prometheusrule.yaml")) {
+	for _, u := range urls(harness.HelmTemplate(t, "--set", "monitoring.enabled=true", "--show-only", "templates/prometheusrule.yaml")) {
 		if !strings.HasPrefix(u, runbookBase(t)) {
 			t.Errorf("default render: runbook_url %s, want %s...", u, runbookBase(t))
 		}
 	}
 	dir := t.TempDir()
-	if _, stderr, err := helmRun(t, "package", chartDir(), "--version", "9.8.7", "--app-version", "9.8.7", "--destination", dir); err != nil {
+	if _, stderr, err := harness.HelmRun(t, "package", harness.ChartDir(), "--version", "9.8.7", "--app-version", "9.8.7", "--destination", dir); err != nil {
 		t.Fatalf("helm package: %v\n%s", err, stderr)
 	}
-	out, stderr, err := helmRun(t, "template", "nodeaddr", filepath.Join(dir, "nodeaddr-9.8.7.tgz"), "--namespace", "kube-system",
+	out, stderr, err := harness.HelmRun(t, "template", "nodeaddr", filepath.Join(dir, "nodeaddr-9.8.7.tgz"), "--namespace", "kube-system",
 		"--set", "monitoring.enabled=true", "--show-only", "templates/prometheusrule.yaml")
 	if err != nil {
 		t.Fatalf("helm template of the 9.8.7 package: %v\n%s", err, stderr)
@@ -250,7 +173,7 @@ func promtoolTestRules(t *testing.T, unit []byte) string {
 	t.Helper()
 	promtool := harness.Tool(t, "promtool", "prometheus")
 	dir := t.TempDir()
-	rules, err := yaml.Marshal(map[string]any{"groups": readRules(t).Spec.Groups})
+	rules, err := yaml.Marshal(map[string]any{"groups": harness.ReadRules(t).Spec.Groups})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +183,7 @@ func promtoolTestRules(t *testing.T, unit []byte) string {
 	if err := os.WriteFile(filepath.Join(dir, "unit_test.yaml"), unit, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return run(t, "", promtool, "test", "rules", filepath.Join(dir, "unit_test.yaml"))
+	return harness.Run(t, "", promtool, "test", "rules", filepath.Join(dir, "unit_test.yaml"))
 }
 
 // NodeaddrDown is one alert over the fleet, as the mixins' TargetDown: in a fleet of 200 agents one
@@ -306,7 +229,7 @@ func TestDownAlertIsAFleetRatio(t *testing.T) {
 // runbookURL is the runbook_url of alert in deploy/monitoring/prometheusrule.yaml.
 func runbookURL(t *testing.T, alert string) string {
 	t.Helper()
-	for _, g := range readRules(t).Spec.Groups {
+	for _, g := range harness.ReadRules(t).Spec.Groups {
 		for _, r := range g.Rules {
 			if r.Alert == alert {
 				return r.Annotations["runbook_url"]
@@ -315,4 +238,113 @@ func runbookURL(t *testing.T, alert string) string {
 	}
 	t.Fatalf("no alert %s", alert)
 	return ""
+}
+
+var jobSelectorRE = regexp.MustCompile(`\bjob\s*=~?\s*"([^"]*)"`)
+
+// scrapedJob is the job Prometheus gives the pods of a render that the ServiceMonitor name selects:
+// its jobLabel read on the Service of the same name.
+func scrapedJob(t *testing.T, objs map[string]harness.Object, name string) string {
+	t.Helper()
+	sm, ok := objs["ServiceMonitor/kube-system/"+name]
+	if !ok {
+		t.Fatalf("no ServiceMonitor %s", name)
+	}
+	svc, ok := objs["Service/kube-system/"+name]
+	if !ok {
+		t.Fatalf("no Service %s", name)
+	}
+	jobLabel, _ := sm["spec"].(harness.Object)["jobLabel"].(string)
+	labels := svc["metadata"].(harness.Object)["labels"].(harness.Object)
+	if jobLabel == "" || labels[jobLabel] == nil {
+		t.Fatalf("ServiceMonitor jobLabel %q is not a label of the Service (%v)", jobLabel, labels)
+	}
+	return fmt.Sprint(labels[jobLabel])
+}
+
+// The alerts select the job the ServiceMonitor gives the agents, in the kustomize base and in the
+// chart, also when nameOverride or fullnameOverride rename it; the alerts on the approver's metrics
+// (testdata/metrics-approval.golden, not in metrics.golden) select the job its ServiceMonitor
+// (NAME-approver) gives the approver.
+func TestRulesSelectTheScrapedJob(t *testing.T) {
+	harness.RequireE2E(t)
+	agentMetrics, err := os.ReadFile(goldenMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approverMetrics, err := os.ReadFile(filepath.Join("testdata", "metrics-approval.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conflictsMetrics, err := os.ReadFile(filepath.Join("testdata", "metrics-conflicts.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := func(golden []byte) func(expr string) bool {
+		return func(expr string) bool {
+			for _, m := range harness.MetricRE.FindAllString(expr, -1) {
+				if strings.Contains(string(golden), "# TYPE "+m+" ") && !strings.Contains(string(agentMetrics), "# TYPE "+m+" ") {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	onlyApprover, onlyConflicts := only(approverMetrics), only(conflictsMetrics)
+	check := func(what string, objs map[string]harness.Object, name string) {
+		t.Helper()
+		job, approverJob, conflictsJob := scrapedJob(t, objs, name), scrapedJob(t, objs, name+"-approver"), scrapedJob(t, objs, name+"-conflicts")
+		remediatorJob := scrapedJob(t, objs, name+"-remediator")
+		pr, ok := objs["PrometheusRule/kube-system/"+name]
+		if !ok {
+			t.Fatalf("%s: no PrometheusRule %s", what, name)
+		}
+		y, err := yaml.Marshal(pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rules harness.PrometheusRule
+		if err := yaml.Unmarshal(y, &rules); err != nil {
+			t.Fatal(err)
+		}
+		n, approverRules := 0, 0
+		for _, g := range rules.Spec.Groups {
+			for _, r := range g.Rules {
+				want := job
+				if onlyApprover(r.Expr) {
+					want = approverJob
+					approverRules++
+				}
+				if onlyConflicts(r.Expr) {
+					want = conflictsJob
+				}
+				if strings.Contains(r.Expr, "nodeaddr_remediation_") {
+					want = remediatorJob // the remediator's metrics (docs/metrics.md)
+				}
+				for _, m := range jobSelectorRE.FindAllStringSubmatch(r.Expr, -1) {
+					n++
+					if m[1] != want {
+						t.Errorf("%s: %s selects %s, the ServiceMonitor scrapes job %q", what, r.Alert, m[0], want)
+					}
+				}
+			}
+		}
+		if n < 5 || approverRules == 0 {
+			t.Fatalf("%s: only %d job selectors in the rules, %d rules on the approver", what, n, approverRules)
+		}
+	}
+	check("kustomize", harness.DecodeDocs(t, harness.Kustomize(t, harness.DeployFile(), harness.DeployFile("monitoring"))), "nodeaddr")
+	check("helm", harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true")), "nodeaddr")
+	renamed := harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true", "--set", "nameOverride=na"))
+	if job := scrapedJob(t, renamed, "nodeaddr-na"); job != "na" {
+		t.Errorf("nameOverride=na: the ServiceMonitor scrapes job %q, want na", job)
+	}
+	if job := scrapedJob(t, renamed, "nodeaddr-na-approver"); job != "na-approver" {
+		t.Errorf("nameOverride=na: the approver's ServiceMonitor scrapes job %q, want na-approver", job)
+	}
+	if job := scrapedJob(t, renamed, "nodeaddr-na-conflicts"); job != "na-conflicts" {
+		t.Errorf("nameOverride=na: the conflict detector's ServiceMonitor scrapes job %q, want na-conflicts", job)
+	}
+	check("helm nameOverride=na", renamed, "nodeaddr-na")
+	check("helm fullnameOverride=addr", harness.DecodeDocs(t, harness.HelmTemplate(t, "--set", "monitoring.enabled=true", "--set", "fullnameOverride=addr")), "addr")
 }

@@ -1,4 +1,4 @@
-package deploy
+package listeners
 
 import (
 	"context"
@@ -52,14 +52,14 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 	if err := os.WriteFile(valuesFile, []byte(tlsValues), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rendered := helmTemplate(t, "-f", valuesFile)
-	objs := decodeDocs(t, rendered)
+	rendered := harness.HelmTemplate(t, "-f", valuesFile)
+	objs := harness.DecodeDocs(t, rendered)
 	ds, ok := objs["DaemonSet/kube-system/nodeaddr"]
 	if !ok {
 		t.Fatal("no DaemonSet/kube-system/nodeaddr in the render")
 	}
 	pod := renderedPodSpec(t, ds)
-	c, configMaps := renderedContainer(t, ds, objs)
+	c, configMaps := harness.RenderedContainer(t, ds, objs)
 	var volumes, mounts []string
 	for _, v := range pod.Volumes {
 		volumes = append(volumes, v.Name)
@@ -76,7 +76,7 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 
 	const node = "worker-1"
 	cert, certPEM, keyPEM := servingCert(t, "127.0.0.1", "192.0.2.10")
-	cp, _ := applyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "helm")
+	cp, _ := harness.ApplyToAPIServer(t, harness.MustBuild(t).Kubectl, rendered, "helm")
 	ctx := context.Background()
 	if _, err := cp.Admin.CoreV1().Secrets("kube-system").Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "nodeaddr-metrics-tls"}, Type: corev1.SecretTypeTLS,
@@ -87,7 +87,7 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 	cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
 
-	env, args := podEnv(t, c, node, configMaps)
+	env, args := harness.PodEnv(t, c, node, configMaps)
 	args = mountSecrets(t, cp, pod, c, args)
 	// The pod uses the in-cluster config (an empty --kubeconfig); here the pod's token comes in a
 	// kubeconfig.
@@ -95,15 +95,8 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 	ns := harness.NewNetns(t, "tls")
 	harness.DualStackUplink(ns, harness.NewNetns(t, "rtr"))
 	a := harness.StartAgent(t, ns, harness.AgentOptions{Args: args, Env: env, Kubeconfig: cp.AgentKubeconfig(t, ns, node)})
-	for _, p := range c.Ports {
-		switch p.Name {
-		case "metrics":
-			a.MetricsPort = int(p.ContainerPort)
-		case "probes":
-			a.ProbePort = int(p.ContainerPort)
-		}
-	}
-	waitHTTP(t, a, a.ProbePort, c.ReadinessProbe.HTTPGet.Path)
+	a.UseContainerPorts(c)
+	a.WaitHTTP(t, a.ProbePort, c.ReadinessProbe.HTTPGet.Path)
 
 	roots := x509.NewCertPool()
 	roots.AddCert(cert)
@@ -116,7 +109,7 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+scraperToken(t, cp))
+	req.Header.Set("Authorization", "Bearer "+harness.ScraperToken(t, cp))
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatalf("/metrics with the Secret's certificate as the only root: %v", err)
@@ -132,9 +125,9 @@ func TestHelmMetricsCertificateFromSecret(t *testing.T) {
 }
 
 // renderedPodSpec is the pod template's spec of a rendered DaemonSet.
-func renderedPodSpec(t *testing.T, ds object) corev1.PodSpec {
+func renderedPodSpec(t *testing.T, ds harness.Object) corev1.PodSpec {
 	t.Helper()
-	raw, err := json.Marshal(ds["spec"].(object)["template"].(object)["spec"])
+	raw, err := json.Marshal(ds["spec"].(harness.Object)["template"].(harness.Object)["spec"])
 	if err != nil {
 		t.Fatal(err)
 	}

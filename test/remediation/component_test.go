@@ -1,7 +1,6 @@
-package deploy
+package remediation
 
 import (
-	"os"
 	"slices"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
+	"github.com/nodeaddr/nodeaddr/test/harness/celcheck"
 )
 
 // remediationKeys are the objects the pod-remediation component adds (and remediator.enabled).
@@ -28,11 +28,11 @@ func remediationKeys(name, ns string) []string {
 // default render and the base have none of it but the ServiceAccount (deploy/wiring reads it).
 func TestHelmPodRemediationMatchesKustomize(t *testing.T) {
 	harness.RequireE2E(t)
-	rendered := componentOverlay(t, "pod-remediation")
-	on := helmTemplate(t, "--set", "remediator.enabled=true")
-	compareRenders(t, on, rendered)
-	objs, off := decodeDocs(t, on), decodeDocs(t, helmTemplate(t))
-	base := decodeDocs(t, kustomize(t, deployFile()))
+	rendered := harness.ComponentOverlay(t, "pod-remediation")
+	on := harness.HelmTemplate(t, "--set", "remediator.enabled=true")
+	harness.CompareRenders(t, on, rendered)
+	objs, off := harness.DecodeDocs(t, on), harness.DecodeDocs(t, harness.HelmTemplate(t))
+	base := harness.DecodeDocs(t, harness.Kustomize(t, harness.DeployFile()))
 	for _, key := range remediationKeys("nodeaddr", "kube-system") {
 		if _, ok := objs[key]; !ok {
 			t.Errorf("remediator.enabled=true does not render %s", key)
@@ -50,7 +50,7 @@ func TestHelmPodRemediationMatchesKustomize(t *testing.T) {
 		}
 	}
 	// Approving and evicting are separate rights: neither component renders the other's objects.
-	csr := decodeDocs(t, componentOverlay(t, "kubelet-serving-csr"))
+	csr := harness.DecodeDocs(t, harness.ComponentOverlay(t, "kubelet-serving-csr"))
 	for _, key := range remediationKeys("nodeaddr", "kube-system") {
 		if _, ok := csr[key]; ok {
 			t.Errorf("the kubelet-serving-csr component renders %s", key)
@@ -70,29 +70,12 @@ func anyMap[V any](m map[string]V) map[string]any {
 // the schemas of the pinned release (an Eviction's deleteOptions on pods/eviction), and compile at
 // the 1.29 CEL level; each binding binds its namesake.
 func TestPodRemediationPolicyChecks(t *testing.T) {
-	data, err := os.ReadFile(deployFile("components", "pod-remediation", "policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := harness.DecodeManifests(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := policyTypeChecker()
-	var policies, bindings []string
+	policies, objs := celcheck.CheckPolicyFile(t, version.MajorMinor(1, 29), "components", "pod-remediation", "policy.yaml")
+	var bindings []string
 	for _, o := range objs {
-		switch o := o.(type) {
-		case *admissionv1.ValidatingAdmissionPolicy:
-			policies = append(policies, o.Name)
-			checkPolicyShape(t, tc, o)
-			for _, e := range compileAt(t, version.MajorMinor(1, 29), o) {
-				t.Errorf("%s at the 1.29 CEL level: %s", o.Name, e)
-			}
-		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			bindings = append(bindings, o.Spec.PolicyName)
-			if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
-				t.Errorf("binding %s binds %q with paramRef %v and actions %v", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
-			}
+		bindings = append(bindings, o.Spec.PolicyName)
+		if o.Name != o.Spec.PolicyName || o.Spec.ParamRef != nil || !slices.Equal(o.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			t.Errorf("binding %s binds %q with paramRef %v and actions %v", o.Name, o.Spec.PolicyName, o.Spec.ParamRef, o.Spec.ValidationActions)
 		}
 	}
 	want := []string{"nodeaddr-remediator", "nodeaddr-remediator-lease", "nodeaddr-remediator-events"}

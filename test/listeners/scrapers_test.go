@@ -1,4 +1,4 @@
-package deploy
+package listeners
 
 import (
 	"context"
@@ -19,13 +19,13 @@ func TestAgentAsksNoSubjectAccessReview(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	ctx := context.Background()
-	prom := scraperClient(s.prom, true)
+	prom := harness.ScraperClient(s.prom, true)
 
-	if code, body, err := scrapeWith(prom, s.metricsAddr, scraperToken(t, s.cp)); err != nil || code != 200 || !containsMetric(body) {
-		t.Errorf("the listed Prometheus (monitoring/%s): %d %v, want 200 with metrics", scraperSA, code, err)
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, harness.ScraperToken(t, s.cp)); err != nil || code != 200 || !containsMetric(body) {
+		t.Errorf("the listed Prometheus (monitoring/%s): %d %v, want 200 with metrics", harness.ScraperSA, code, err)
 	}
-	other := serviceAccountToken(t, s.cp, "monitoring", "grafana-agent", "nodeaddr-metrics-reader", scraperAudience)
-	if code, body, err := scrapeWith(prom, s.metricsAddr, other); err != nil || code != 403 || containsMetric(body) {
+	other := harness.CreateServiceAccountToken(t, s.cp, "monitoring", "grafana-agent", "nodeaddr-metrics-reader", harness.ScraperAudience)
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, other); err != nil || code != 403 || containsMetric(body) {
 		t.Errorf("a ServiceAccount bound to nodeaddr-metrics-reader but not listed: %d %v, want 403 without metrics", code, err)
 	}
 	if tr, sar := reviews(t, s.cp); tr < 2 || sar != 0 {
@@ -35,7 +35,7 @@ func TestAgentAsksNoSubjectAccessReview(t *testing.T) {
 	// The agent's own token cannot ask the oracle question (may kube-system:default list Secrets?).
 	oracle := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: "system:serviceaccount:kube-system:default",
 		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "secrets"}}}
-	_, err := agentClient(t, s.cp, "worker-1").AuthorizationV1().SubjectAccessReviews().Create(ctx, oracle, metav1.CreateOptions{})
+	_, err := harness.AgentClient(t, s.cp, "worker-1").AuthorizationV1().SubjectAccessReviews().Create(ctx, oracle, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("the agent's SubjectAccessReview: %v, want 403 Forbidden (no RBAC for it)", err)
 	}

@@ -1,4 +1,4 @@
-package deploy
+package listeners
 
 import (
 	"context"
@@ -35,11 +35,11 @@ type listenerSite struct {
 
 func startListenerSite(t *testing.T) *listenerSite {
 	t.Helper()
-	ds := daemonSet(t)
+	ds := harness.ShippedDaemonSet(t)
 	c := ds.Spec.Template.Spec.Containers[0]
 	const node = "worker-1"
 	s := &listenerSite{cp: harness.StartControlPlane(t)}
-	applyPolicy(t, s.cp)
+	harness.ApplyRBACAndPolicy(t, s.cp)
 	s.cp.CreateNode(t, harness.NodeSpec{Name: node, Taints: []corev1.Taint{harness.Uninitialized},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: node}}})
 	cm, err := s.cp.Admin.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "nodeaddr", metav1.GetOptions{})
@@ -57,17 +57,10 @@ func startListenerSite(t *testing.T) *listenerSite {
 	s.prom.IP("addr", "add", "198.51.100.2/24", "dev", "eth0")
 	s.prom.IP("route", "add", "default", "via", "198.51.100.1", "dev", "eth0")
 
-	env, args := podEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
+	env, args := harness.PodEnv(t, c, node, map[string]map[string]string{cm.Name: cm.Data})
 	s.a = harness.StartAgent(t, s.node, harness.AgentOptions{Args: args, Env: env, Kubeconfig: s.cp.AgentKubeconfig(t, s.node, node)})
-	for _, p := range c.Ports {
-		switch p.Name {
-		case "metrics":
-			s.a.MetricsPort = int(p.ContainerPort)
-		case "probes":
-			s.a.ProbePort = int(p.ContainerPort)
-		}
-	}
-	waitHTTP(t, s.a, s.a.ProbePort, c.LivenessProbe.HTTPGet.Path)
+	s.a.UseContainerPorts(c)
+	s.a.WaitHTTP(t, s.a.ProbePort, c.LivenessProbe.HTTPGet.Path)
 	s.metricsAddr = fmt.Sprintf("192.0.2.10:%d", s.a.MetricsPort)
 	s.probeAddr = fmt.Sprintf("127.0.0.1:%d", s.a.ProbePort)
 	return s
@@ -87,38 +80,11 @@ func attackDuration(t *testing.T) time.Duration {
 	return d
 }
 
-// scraperClient is Prometheus' HTTP client in ns: TLS without verification (the ServiceMonitor's
-// insecureSkipVerify), the ServiceMonitor's 10 s scrape timeout, and keep-alive unless fresh.
-func scraperClient(ns *harness.Netns, fresh bool) *http.Client {
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext:       func(ctx context.Context, _, a string) (net.Conn, error) { return ns.Dial(ctx, a) },
-		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
-		DisableKeepAlives: fresh,
-		IdleConnTimeout:   90 * time.Second,
-	}}
-}
-
-// scrapeWith GETs https://addr/metrics with token and returns the status and body.
-func scrapeWith(hc *http.Client, addr, token string) (int, string, error) {
-	req, err := http.NewRequest("GET", "https://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
-}
-
 // agentMetric scrapes the agent as Prometheus and returns the sum of the series whose name and
 // labels start with prefix.
 func agentMetric(t *testing.T, s *listenerSite, token, prefix string) float64 {
 	t.Helper()
-	code, body, err := scrapeWith(scraperClient(s.prom, true), s.metricsAddr, token)
+	code, body, err := harness.ScrapeWith(harness.ScraperClient(s.prom, true), s.metricsAddr, token)
 	if err != nil || code != 200 {
 		t.Fatalf("scrape for %s: %d %v", prefix, code, err)
 	}
@@ -140,7 +106,7 @@ func scrapeEvery(ctx context.Context, t *testing.T, s *listenerSite, interval ti
 	n := 0
 	for ; ; n++ {
 		for name, hc := range clients {
-			if code, _, err := scrapeWith(hc, s.metricsAddr, token(n)); err != nil || code != 200 {
+			if code, _, err := harness.ScrapeWith(hc, s.metricsAddr, token(n)); err != nil || code != 200 {
 				t.Errorf("scrape %d (%s) under attack: %d %v", n, name, code, err)
 			}
 		}
@@ -167,9 +133,9 @@ func TestListenersTokenFlood(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	d := attackDuration(t)
-	tokens := []string{scraperToken(t, s.cp)}
-	prom := scraperClient(s.prom, false)
-	if code, _, err := scrapeWith(prom, s.metricsAddr, tokens[0]); err != nil || code != 200 {
+	tokens := []string{harness.ScraperToken(t, s.cp)}
+	prom := harness.ScraperClient(s.prom, false)
+	if code, _, err := harness.ScrapeWith(prom, s.metricsAddr, tokens[0]); err != nil || code != 200 {
 		t.Fatalf("scrape before the flood: %d %v", code, err)
 	}
 	tr0, sar0 := reviews(t, s.cp)
@@ -181,7 +147,7 @@ func TestListenersTokenFlood(t *testing.T) {
 	wg.Go(func() { floodTokens(ctx, s.router, s.metricsAddr, 50, &sent, &throttled) })
 	scrapes := scrapeEvery(ctx, t, s, 2*time.Second, func(n int) string {
 		if n > 0 && n%4 == 0 { // the kubelet rotated Prometheus' projected token
-			tokens = append(tokens, serviceAccountToken(t, s.cp, "monitoring", scraperSA, "nodeaddr-metrics-reader", scraperAudience))
+			tokens = append(tokens, harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "nodeaddr-metrics-reader", harness.ScraperAudience))
 		}
 		return tokens[len(tokens)-1]
 	}, map[string]*http.Client{"prometheus": prom})
@@ -205,7 +171,7 @@ func TestListenersTokenFlood(t *testing.T) {
 // floodTokens sends perSecond requests with random tokens from ns, each on a new TLS connection,
 // until ctx ends.
 func floodTokens(ctx context.Context, ns *harness.Netns, addr string, perSecond int, sent, throttled *atomic.Int64) {
-	hc := scraperClient(ns, true)
+	hc := harness.ScraperClient(ns, true)
 	hc.Timeout = 5 * time.Second
 	tick := time.NewTicker(time.Second / time.Duration(perSecond))
 	defer tick.Stop()
@@ -225,7 +191,7 @@ func floodTokens(ctx context.Context, ns *harness.Netns, addr string, perSecond 
 		sent.Add(1)
 		wg.Go(func() {
 			defer inflight.Add(-1)
-			if code, _, _ := scrapeWith(hc, addr, randomToken()); code == http.StatusTooManyRequests {
+			if code, _, _ := harness.ScrapeWith(hc, addr, randomToken()); code == http.StatusTooManyRequests {
 				throttled.Add(1)
 			}
 		})
@@ -294,7 +260,7 @@ func TestListenersIdleConnectionFlood(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	d := attackDuration(t)
-	token := scraperToken(t, s.cp)
+	token := harness.ScraperToken(t, s.cp)
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var closed atomic.Int64
@@ -303,7 +269,7 @@ func TestListenersIdleConnectionFlood(t *testing.T) {
 		attackers = append(attackers, holdConnections(ctx, t, s.router, s.metricsAddr, 16, mode, &closed))
 	}
 	scrapes := scrapeEvery(ctx, t, s, 2*time.Second, func(int) string { return token },
-		map[string]*http.Client{"keep-alive": scraperClient(s.prom, false), "new connection": scraperClient(s.prom, true)})
+		map[string]*http.Client{"keep-alive": harness.ScraperClient(s.prom, false), "new connection": harness.ScraperClient(s.prom, true)})
 	for _, wg := range attackers {
 		wg.Wait()
 	}
@@ -348,7 +314,7 @@ func TestListenersProbePortFlood(t *testing.T) {
 		}
 	}
 	attacker.Wait()
-	token := scraperToken(t, s.cp)
+	token := harness.ScraperToken(t, s.cp)
 	budget := agentMetric(t, s, token, `nodeaddr_listener_connections_closed_total{listener="probes"`)
 	t.Logf("%d probes, %d failed; the neighbour's connections were closed %d times (agent: %v by the budget)", probes, failed, closed.Load(), budget)
 	if budget == 0 {
@@ -364,20 +330,20 @@ func TestScraperTokenAudience(t *testing.T) {
 	harness.RequireE2E(t)
 	s := startListenerSite(t)
 	ctx := context.Background()
-	audienceToken := scraperToken(t, s.cp)
-	defaultToken := serviceAccountToken(t, s.cp, "monitoring", scraperSA, "nodeaddr-metrics-reader")
+	audienceToken := harness.ScraperToken(t, s.cp)
+	defaultToken := harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "nodeaddr-metrics-reader")
 	// Prometheus lists pods for its service discovery.
 	if _, err := s.cp.Admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-discovery"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	serviceAccountToken(t, s.cp, "monitoring", scraperSA, "prometheus-discovery")
+	harness.CreateServiceAccountToken(t, s.cp, "monitoring", harness.ScraperSA, "prometheus-discovery")
 
-	prom := scraperClient(s.prom, true)
-	if code, body, err := scrapeWith(prom, s.metricsAddr, audienceToken); err != nil || code != 200 || !containsMetric(body) {
+	prom := harness.ScraperClient(s.prom, true)
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, audienceToken); err != nil || code != 200 || !containsMetric(body) {
 		t.Errorf("token for the audience nodeaddr: %d %v, want 200 with metrics", code, err)
 	}
-	if code, body, err := scrapeWith(prom, s.metricsAddr, defaultToken); err != nil || code != 401 || containsMetric(body) {
+	if code, body, err := harness.ScrapeWith(prom, s.metricsAddr, defaultToken); err != nil || code != 401 || containsMetric(body) {
 		t.Errorf("ServiceAccount token for the API server's audience: %d %v, want 401 without metrics", code, err)
 	}
 	replay := func(token string) int {
