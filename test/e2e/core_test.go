@@ -286,7 +286,7 @@ func TestConcurrentWriterLosesNothing(t *testing.T) {
 	cancel()
 	<-done
 	if c := a.Metric(`nodeaddr_node_writes_total{kind="addresses",result="conflict"}`); c == 0 {
-		t.Fatalf("no conflict occurred: the test did not exercise the precondition (writer ops %d)", w.ops)
+		t.Fatalf("no conflict occurred: the test did not exercise the precondition (writer ops %d)", w.ops.Load())
 	}
 	want := []corev1.NodeAddress{harness.Addr(ext, "192.0.2."+itoa(ip)), harness.Addr(hn, "concurrent")}
 	if w.dns {

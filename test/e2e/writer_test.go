@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +23,11 @@ import (
 type writer struct {
 	cs             kubernetes.Interface
 	node           string
-	ops            int
-	last, lastCond int  // last label/annotation and condition values accepted
-	dns            bool // whether its InternalDNS entry is present
-	rate           int  // requests per second; 0: as fast as possible
-	noAddresses    bool // leave status.addresses alone
+	ops            atomic.Int64 // requests sent; read while it runs
+	last, lastCond int          // last label/annotation and condition values accepted
+	dns            bool         // whether its InternalDNS entry is present
+	rate           int          // requests per second; 0: as fast as possible
+	noAddresses    bool         // leave status.addresses alone
 }
 
 // run writes until stop is cancelled. Each request runs to completion (its own context), so the
@@ -48,7 +49,7 @@ func (w *writer) run(stop context.Context) {
 				return
 			}
 		}
-		w.ops++
+		w.ops.Add(1)
 		op := i % 3
 		if w.noAddresses && op == 2 {
 			op = 0
