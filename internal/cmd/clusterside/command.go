@@ -19,11 +19,11 @@ type Command interface {
 	Validate() error
 	Run(ctx context.Context, env cli.Env, log *slog.Logger) error
 	Shared() *cli.Common
-	side() *Options
+	ClusterSide() *Options
 }
 
-// side is how Parse reaches the Options a command embeds.
-func (o *Options) side() *Options { return o }
+// ClusterSide is how Parse reaches the Options a command embeds.
+func (o *Options) ClusterSide() *Options { return o }
 
 // Parse parses args into o, the Options of `nodeaddr name`, and checks them: no argument, the
 // command's own flags (o.Validate), the logging flags; then fills the defaults read from the
@@ -52,7 +52,7 @@ func Parse(o Command, name, about string, args []string, getenv func(string) str
 		return err
 	}
 	c.Complete(getenv)
-	o.side().Complete(getenv)
+	o.ClusterSide().Complete(getenv)
 	return nil
 }
 
