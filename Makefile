@@ -127,9 +127,10 @@ deps:
 unit:
 	go test -count=1 ./...
 
-# test/run-e2e builds what the suite runs (the older releases in the background, at nice 19, while
-# the packages that need only the newest run), then the version matrix, then the real-node suite
-# alone: a kubelet, containerd and a control plane on 2 cores leave no room beside it.
+# test/run-e2e builds what the suite runs (the older releases and the e2e suite's binaries in the
+# background, at nice 19, while the packages that need only the newest run), and runs the real
+# node, the two-node cluster and the version matrix beside the other packages once their binaries
+# are built.
 e2e:
 	test/run-e2e
 
