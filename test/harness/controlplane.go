@@ -42,7 +42,9 @@ type ControlPlane struct {
 	Config *rest.Config
 	// ExtraArgs are appended to kube-apiserver's arguments (the real node adds NodeRestriction).
 	ExtraArgs []string
-	// ReadyTimeout bounds the wait for /readyz after each start (60 s when zero).
+	// ReadyTimeout bounds the wait for /readyz after each start (3 min when zero: a start takes
+	// about 3 s alone, and more than 60 s was seen in make test, where every package runs at once
+	// on 2 cores: the oldest release's, its RBAC bootstrap still reconciling).
 	ReadyTimeout time.Duration
 
 	bins      Binaries
@@ -259,7 +261,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	wait := cp.ReadyTimeout
 	if wait <= 0 {
-		wait = 60 * time.Second
+		wait = 3 * time.Minute
 	}
 	exited := false
 	if err := Poll(wait, 100*time.Millisecond, "kube-apiserver ready", func() (bool, string) {
