@@ -77,14 +77,7 @@ func newCluster(t *testing.T) *cluster {
 			t.Logf("DHCP server's log:\n%s", w.lan.Log())
 		}
 	})
-	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
-	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}}]
-users: [{name: u, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, c.CP.Port, c.CP.CAFile, c.CP.AdminToken))
+	w.admin = c.AdminKubeconfig(t)
 	images := w.images()
 	for _, n := range []struct{ name, ip string }{{nodeA, ipA}, {nodeB, ipB}} {
 		ns := harness.NewNetns(t, n.name)

@@ -37,14 +37,7 @@ func TestTwoNodesBehindNAT(t *testing.T) {
 		harness.ClusterOptions{Hardened: true, Nodes: []string{nodeB}})
 	w := &cluster{t: t, c: c, lan: harness.NewLAN(t), nodes: map[string]*node{}, kubectl: harness.MustBuild(t).Kubectl}
 	w.lan.NoRouter = true
-	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
-	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}}]
-users: [{name: u, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, c.CP.Port, c.CP.CAFile, c.CP.AdminToken))
+	w.admin = c.AdminKubeconfig(t)
 	agent := w.agentImage()
 	for _, n := range []struct{ name, ip string }{{nodeA, ipA}, {nodeB, ipB}} {
 		ns := harness.NewNetns(t, n.name)

@@ -80,7 +80,7 @@ func TestOneNode(t *testing.T) {
 	// Twice on the same cluster, as before and after a renumbering: the first run's namespaces
 	// must be gone (the HostPort spec binds the same host ports each time).
 	for _, run := range []string{"first", "second"} {
-		res := harness.RunE2E(t, adminKubeconfig(t, c), harness.E2EOneNode, harness.E2ESkip)
+		res := harness.RunE2E(t, c.AdminKubeconfig(t), harness.E2EOneNode, harness.E2ESkip)
 		t.Logf("e2e on one node, %s run: %s", run, res.Summary())
 		checkAllPassed(t, res, harness.E2EOneNode)
 		if run == "first" {
@@ -141,23 +141,6 @@ func waitReady(t *testing.T, c *harness.NodeCluster) {
 		}
 		return false, fmt.Sprintf("conditions %v, taints %v", n.Status.Conditions, n.Spec.Taints)
 	})
-}
-
-// adminKubeconfig writes a system:masters kubeconfig for e2e.test and the kubectl it execs.
-func adminKubeconfig(t *testing.T, c *harness.NodeCluster) string {
-	t.Helper()
-	p := filepath.Join(c.CP.Dir, "admin.kubeconfig")
-	data := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}}]
-users: [{name: u, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, c.CP.Port, c.CP.CAFile, c.CP.AdminToken)
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func containsPart(names []string, part string) bool {

@@ -230,3 +230,10 @@ func RequireNode(t testing.TB) {
 		}
 	}
 }
+
+// AdminKubeconfig writes a kubeconfig with the control plane's system:masters token and CA (for
+// kubectl, e2e.test and the scenarios' own checks) and returns its path.
+func (c *NodeCluster) AdminKubeconfig(t testing.TB) string {
+	t.Helper()
+	return writeKubeconfig(t, filepath.Join(c.CP.Dir, "admin.kubeconfig"), fmt.Sprintf("https://127.0.0.1:%d", c.CP.Port), c.CP.AdminToken, c.CP.CAFile)
+}

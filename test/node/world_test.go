@@ -107,14 +107,7 @@ func newWorld(t *testing.T, o worldOptions) *world {
 	ns.Link("eth0", router, "r-eth0")
 	o.uplink(ns, router)
 	w := &world{t: t, c: c, ns: ns, router: router, kubectl: harness.MustBuild(t).Kubectl}
-	w.admin = filepath.Join(c.CP.Dir, "admin.kubeconfig")
-	writeFile(t, w.admin, fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", certificate-authority: %q}}]
-users: [{name: u, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, c.CP.Port, c.CP.CAFile, c.CP.AdminToken))
+	w.admin = c.AdminKubeconfig(t)
 	o.node.Images = append(o.node.Images, w.agentImage(w.baseImage()+":"+agentImageTag))
 	w.node = c.StartNode(ns, o.node)
 	w.node.RecordNetns(router.Name)
