@@ -24,7 +24,8 @@ const (
 )
 
 // renumberings is how many times node B is renumbered with remediation on: five in `make
-// test-cluster` (the p50 and worst docs/remediation.md gives), two in make test (each about 25 s).
+// test-cluster` (the p50 and worst docs/renumbering.md gives, overall and per consumer), two in
+// make test (each about 25 s).
 func renumberings() int {
 	if full() {
 		return 5
