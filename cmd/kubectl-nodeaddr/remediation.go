@@ -62,17 +62,21 @@ func remediationFacts(ctx context.Context, cs kubernetes.Interface, snap *inspec
 	r.PDBs = pdbs.Items
 }
 
-// remediatorGrace is the --grace of a remediator's arguments (its default when absent or invalid:
-// the remediator then refuses to start, which its Deployment shows).
+// remediatorGrace is the --grace of a remediator's arguments: the last one given (`--grace=D` or
+// `--grace D`), as the remediator's flag parsing takes the last (an overlay appends its own after
+// the base's); the default when absent or invalid (the remediator then refuses to start, which its
+// Deployment shows).
 func remediatorGrace(args []string) time.Duration {
+	v, found := "", false
 	for i, a := range args {
-		v, ok := strings.CutPrefix(a, "--grace=")
-		if !ok && a == "--grace" && i+1 < len(args) {
-			v, ok = args[i+1], true
+		if s, ok := strings.CutPrefix(a, "--grace="); ok {
+			v, found = s, true
+		} else if a == "--grace" && i+1 < len(args) {
+			v, found = args[i+1], true
 		}
-		if d, err := time.ParseDuration(v); ok && err == nil && d > 0 {
-			return d
-		}
+	}
+	if d, err := time.ParseDuration(v); found && err == nil && d > 0 {
+		return d
 	}
 	return verdict.DefaultGrace
 }

@@ -144,14 +144,23 @@ func TestEvictsAfterGraceOnce(t *testing.T) {
 	}
 }
 
-// A compromised node b writes its own addresses: node a's pods are compared with a's only.
+// A compromised node b writes its own addresses, and lists node a's current address among them:
+// node a's evictable pod (a DaemonSet's, not opted out, no budget) on that address is compared
+// with a's addresses only, so nothing is evicted. A verdict that looked at any Node's addresses
+// (the address taken as the Node's that lists it last, or "another Node has the pod's IP, so the
+// pod is stale") would evict it here. Then node a itself moves: the same pod is evicted, so it was
+// evictable all along.
 func TestOnlyTheOwnNodeCounts(t *testing.T) {
 	r := newRig(t, 5, 10)
-	r.node("a", t0.Add(-time.Hour), "10.0.0.2")
-	r.node("b", t0.Add(-time.Hour), "10.0.0.9")
+	r.node("a", t0.Add(-time.Hour), "10.0.0.2", "192.0.2.2") // two addresses: one left if b's were taken away
+	r.node("b", t0.Add(-time.Hour), "10.0.0.9", "10.0.0.2")
 	r.pod("a", "on-a", "10.0.0.2")
-	r.sync(t, "a", "b")
-	wantList(t, "evictions", r.takeEvictions(), nil)
+	r.sync(t, "b", "a", "b")
+	wantList(t, "evictions while node b lists node a's address", r.takeEvictions(), nil)
+	wantList(t, "events while node b lists node a's address", r.events(), nil)
+	r.node("a", t0.Add(-time.Hour), "10.0.0.3")
+	r.sync(t, "a")
+	wantList(t, "evictions once node a itself moved", r.takeEvictions(), []string{"on-a"})
 }
 
 func TestRefusedEvictionIsRetriedWithBackoff(t *testing.T) {

@@ -51,6 +51,7 @@ type cluster struct {
 	flannel *harness.Flannel
 	kubectl string
 	admin   string // a kubeconfig with system:masters rights
+	scraper string // Prometheus' token for the agents' /metrics (harness.ScraperToken)
 }
 
 // node is one real node and its kube-proxy.
@@ -69,7 +70,8 @@ type node struct {
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
 	c := harness.StartNodeClusterWith(t, nodeA, harness.KubernetesVersion,
-		harness.ClusterOptions{Hardened: true, Nodes: []string{nodeB}, ClusterCIDR: podNetwork})
+		harness.ClusterOptions{Hardened: true, Nodes: []string{nodeB}, ClusterCIDR: podNetwork,
+			Controllers: []string{"disruption-controller"}}) // the guarded workload's PodDisruptionBudget (pdb_test.go)
 	w := &cluster{t: t, c: c, lan: harness.NewLAN(t), nodes: map[string]*node{},
 		flannel: &harness.Flannel{RunDir: t.TempDir()}, kubectl: harness.MustBuild(t).Kubectl}
 	t.Cleanup(func() {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,10 +38,12 @@ const (
 )
 
 // workloads are the pods the scenarios reach: a web pod on each node's pod network, a NodePort
-// Service of the one on node B, and a hostNetwork DaemonSet of web pods behind a Service (as an
-// ingress controller or node-exporter on the host network is).
+// Service of the one on node B, a hostNetwork DaemonSet of web pods behind a Service (as an
+// ingress controller or node-exporter on the host network is), and the guarded hostNetwork pod on
+// node B whose PodDisruptionBudget allows no disruption (pdb_test.go).
 type workloads struct {
 	webA, webB *corev1.Pod
+	guarded    *corev1.Pod
 	nodePort   int
 }
 
@@ -107,6 +108,8 @@ func (w *cluster) startWorkloads() workloads {
 		ha, hb := w.podOn("default", "app=hostweb", nodeA), w.podOn("default", "app=hostweb", nodeB)
 		return wl.webA != nil && wl.webB != nil && ha != nil && hb != nil, fmt.Sprintf("web-a %v, web-b %v, hostweb %v %v", wl.webA != nil, wl.webB != nil, ha != nil, hb != nil)
 	})
+	wl.guarded = w.startGuarded()
+	w.scraper = harness.ScraperToken(t, w.c.CP)
 	return wl
 }
 
@@ -204,15 +207,16 @@ func (w *cluster) checks(wl workloads, now string, exits map[string]int) []check
 		{name: "EndpointSlice of a Service of hostNetwork pods (hostweb)", fresh: true, follows: false, check: func() error {
 			return w.sliceFollows("default", "hostweb", now)
 		}},
-		{name: "nodeaddr's own metrics target (EndpointSlice of Service nodeaddr)", fresh: true, follows: false, check: func() error {
-			return w.sliceFollows("kube-system", "nodeaddr", now)
-		}},
-		{name: "kubectl nodeaddr stale (nothing stale)", fresh: true, follows: false, check: func() error {
-			out, err := exec.Command(harness.MustBuildPlugin(w.t), "--kubeconfig", w.admin, "stale").CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%v: %s", err, out)
+		// The agent binds its metrics port on every address, so the scrape alone would answer on
+		// any address node B has; the EndpointSlice is what Prometheus scrapes.
+		{name: "nodeaddr's own metrics target (EndpointSlice of Service nodeaddr; scraped at node B's address from node A)", fresh: true, follows: false, check: func() error {
+			if err := w.sliceFollows("kube-system", "nodeaddr", now); err != nil {
+				return err
 			}
-			return nil
+			return w.scrapeAgent(a, now)
+		}},
+		{name: "kubectl nodeaddr stale (nothing stale but the pod its PDB keeps)", fresh: true, follows: false, check: func() error {
+			return w.nothingStaleBut(wl)
 		}},
 		{name: "downward API: status.hostIP in a pod-network pod's env on node B (set at container start; not a hostNetwork pod)", fresh: true, follows: false, frozen: true, check: func() error {
 			out, err := w.tryKubectl("exec", wl.webB.Name, "--", "/webpod", "env", "HOST_IP")
@@ -365,6 +369,20 @@ func answers(c interface {
 	b, _ := io.ReadAll(resp.Body)
 	if got := strings.TrimSpace(string(b)); got != pod {
 		return fmt.Errorf("%s answered %q, want %s", hostport, got, pod)
+	}
+	return nil
+}
+
+// scrapeAgent scrapes the agent's /metrics at ip:9810 from node from, as Prometheus does (its
+// ServiceAccount's token for the audience nodeaddr), and checks that it answers with nodeaddr's
+// metrics.
+func (w *cluster) scrapeAgent(from *node, ip string) error {
+	code, body, err := harness.Scrape(from.NS, net.JoinHostPort(ip, "9810"), w.scraper)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK || !strings.Contains(body, "nodeaddr_") {
+		return fmt.Errorf("scrape of %s:9810: status %d, %d bytes", ip, code, len(body))
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ type ClusterOptions struct {
 	// (its node-ipam controller, as kubeadm sets it up for flannel), and is kube-proxy's
 	// --cluster-cidr. Empty: no pod CIDRs; every node's pods come from 10.244.0.0/24 (cniConfig).
 	ClusterCIDR string
+	// Controllers are more kube-controller-manager controllers to run besides NodeControllers
+	// (disruption-controller: PodDisruptionBudgets get their status, as on a real cluster).
+	Controllers []string
 }
 
 // The IPv6 networks of a DualStack cluster (unique local addresses, inside the node's namespace).

@@ -144,7 +144,7 @@ func StartNodeClusterWith(t testing.TB, name, version string, o ClusterOptions) 
 	}
 	server := fmt.Sprintf("https://127.0.0.1:%d", cp.Port)
 	kcmConfig := writeKubeconfig(t, filepath.Join(cp.Dir, "kcm.kubeconfig"), server, tokens["system:kube-controller-manager"], cp.CAFile)
-	controllers, ipam := NodeControllers, []string(nil)
+	controllers, ipam := slices.Concat(NodeControllers, o.Controllers), []string(nil)
 	if o.ClusterCIDR != "" {
 		controllers = append(slices.Clone(controllers), "node-ipam-controller")
 		ipam = []string{"--allocate-node-cidrs=true", "--cluster-cidr=" + o.ClusterCIDR, "--node-cidr-mask-size=24"}

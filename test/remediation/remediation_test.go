@@ -47,9 +47,10 @@ func TestRemediation(t *testing.T) {
 	w.renumber(t, "node-b", "10.0.1.9")
 	w.renumber(t, "node-b", "10.0.1.2")
 
-	// node-a renumbered; evictions wait for their pod to be gone (one per Node at a time).
+	// node-a renumbered (to two addresses, as a host on two networks); evictions wait for their
+	// pod to be gone (one per Node at a time).
 	w.setCompleting(t, false)
-	w.renumber(t, "node-a", "10.0.0.3")
+	w.renumber(t, "node-a", "10.0.0.3", "10.0.2.3")
 	var first []string
 	wait(t, "one of ds-a, rs-a evicted", func() (bool, string) {
 		first = w.terminating(t, "ds-a", "rs-a")
@@ -87,14 +88,19 @@ func TestRemediation(t *testing.T) {
 		}
 	}
 
-	// node-b, compromised, claims node-a's address: its own pod ds-b becomes stale and is
-	// recreated; node-a's pods are compared with node-a's addresses only.
-	w.renumber(t, "node-b", "10.0.0.2")
+	// node-b, compromised, claims node-a's current address 10.0.0.3: its own pod ds-b becomes
+	// stale and is recreated. ds-a's new pod on node-a at 10.0.0.3 (a DaemonSet's, not opted out,
+	// no budget: evictable) comes while node-b lists that address, so the remediator decides on it
+	// then: node-a's pods are compared with node-a's addresses only, and it stays. A verdict that
+	// compared with any Node's addresses (an address another Node lists taken as no longer
+	// node-a's, or "another Node has the pod's IP") would evict it.
+	w.renumber(t, "node-b", "10.0.0.3")
+	w.pod(t, "node-a", "ds-a-new", "10.0.0.3")
 	wait(t, "ds-b evicted", func() (bool, string) {
 		d := w.deletedPods()
 		return slices.Equal(d, []string{"ds-a", "ds-b", "rs-a"}), fmt.Sprint(d)
 	})
-	if got := w.terminating(t, "guarded", "static-a", "optout", "orphan"); len(got) > 0 {
+	if got := w.terminating(t, "ds-a-new", "guarded", "static-a", "optout", "orphan"); len(got) > 0 {
 		t.Errorf("node-b's claim evicted node-a's %v", got)
 	}
 	if got := metric(t, r, "nodeaddr_remediation_evictions_total", `result="evicted"`); got != 3 {

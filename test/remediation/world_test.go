@@ -125,14 +125,18 @@ func (w *world) node(t *testing.T, name, ip string) {
 		{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}}})
 }
 
-// renumber replaces a Node's InternalIP (as its agent would).
-func (w *world) renumber(t *testing.T, name, ip string) {
+// renumber replaces a Node's InternalIPs with ips (as its agent would).
+func (w *world) renumber(t *testing.T, name string, ips ...string) {
 	t.Helper()
 	n, err := w.cp.Admin.CoreV1().Nodes().Get(w.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}}
+	n.Status.Addresses = nil
+	for _, ip := range ips {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
 	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(w.ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
