@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
@@ -77,12 +78,16 @@ func addresses(name string, ips ...string) []corev1.NodeAddress {
 	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
 }
 
-// renumber gives a Node new InternalIPs, as its kubelet or agent would.
+// renumber gives a Node new InternalIPs, as its kubelet or agent would (again on a conflict with
+// the detector's write of the condition).
 func (w *world) renumber(t *testing.T, name string, ips ...string) {
 	t.Helper()
-	n := w.cp.Node(t, name)
-	n.Status.Addresses = addresses(name, ips...)
-	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := w.cp.Node(t, name)
+		n.Status.Addresses = addresses(name, ips...)
+		_, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("renumber %s: %v", name, err)
 	}
 }
@@ -175,10 +180,13 @@ func TestConflictDetectedMovedAndCleared(t *testing.T) {
 	checkConflictsGolden(t, w.detector)
 
 	// c and d swap addresses, one after the other, inside the window: a move. The overlap lasts
-	// until a decision has seen it (the queue cannot merge it away), shorter than the window.
+	// until a decision has seen it (the queue cannot merge it away) and for half the window (a
+	// detector whose window were shorter than that would flag c meanwhile).
 	seen := w.insideWindow("c")
 	w.renumber(t, "c", "192.0.2.3", "192.0.2.4")
+	overlap := time.Now()
 	w.waitInsideWindow(t, "c", seen)
+	time.Sleep(time.Until(overlap.Add(window / 2))) // holds the input, asserts nothing
 	w.renumber(t, "d", "192.0.2.3")
 	w.renumber(t, "c", "192.0.2.4")
 	// A sentinel conflict begun after the swap is flagged after the swap's window has ended.
