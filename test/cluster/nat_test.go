@@ -65,7 +65,17 @@ func TestTwoNodesBehindNAT(t *testing.T) {
         value: --move-window=5s
 `
 	components := []string{"kubelet-serving-csr", "address-conflicts"}
-	w.kubectlAdmin("apply", "-k", w.overlayWith(components, []string{"--internal-ip-target=8.8.8.8,2001:4860:4860::8888", "--external-ip-scope=any"}, window))
+	oldDefault := []string{"--internal-ip-target=8.8.8.8,2001:4860:4860::8888", "--external-ip-scope=any"}
+	// The detector comes once both Nodes list the NAT address: both claims predate it, so both
+	// Nodes are marked (were one agent slower by more than the window, only its Node would be:
+	// docs/conflicts.md, "Who is marked").
+	w.kubectlAdmin("apply", "-k", w.overlayWith(components[:1], oldDefault, ""))
+	for _, name := range []string{nodeA, nodeB} {
+		c.CP.WaitNode(t, name, 3*time.Minute, "InternalIP "+natAddress, func(n *corev1.Node) bool {
+			return slices.Contains(n.Status.Addresses, harness.Addr(corev1.NodeInternalIP, natAddress))
+		})
+	}
+	w.kubectlAdmin("apply", "-k", w.overlayWith(components, oldDefault, window))
 	t.Run("old-default-both-on-the-nat-address", func(t *testing.T) {
 		w.diagnose(t)
 		for name, other := range map[string]string{nodeA: nodeB, nodeB: nodeA} {
