@@ -2,8 +2,12 @@ package conflicts
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -387,4 +392,51 @@ func TestIncumbentNotMarked(t *testing.T) {
 	if evs := w.cp.Events(t, "node-a", eventConflict); len(evs) != 0 {
 		t.Errorf("Events about node-a: %v, want none", evs)
 	}
+	checkPluginStatus(t, w.cp, "node-b", x+" is also listed by Node node-a", "node-a")
+}
+
+// checkPluginStatus runs `kubectl nodeaddr status` (the harness-built plugin) with the admin's
+// kubeconfig: -o json gives the flagged Node its conflict and the attention address-conflict, and
+// the clean one neither; -o wide shows the conflict in the CONFLICT column.
+func checkPluginStatus(t *testing.T, cp *harness.ControlPlane, flagged, msg, clean string) {
+	t.Helper()
+	kubeconfig := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
+	run := func(args ...string) string {
+		out, err := exec.Command(harness.MustBuildPlugin(t), append(args, "--kubeconfig", kubeconfig)...).Output()
+		if err != nil {
+			t.Fatalf("kubectl-nodeaddr %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	var l struct {
+		Items []inspect.NodeStatus `json:"items"`
+	}
+	out := run("status", flagged, clean, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Items) != 2 {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	for _, s := range l.Items {
+		conflicted := slices.Contains(s.Attention, inspect.AttentionAddressConflict)
+		switch s.Node {
+		case flagged:
+			if s.Conflict != msg || !conflicted {
+				t.Errorf("status of %s: conflict %q, attention %v; want %q and %s", s.Node, s.Conflict, s.Attention, msg, inspect.AttentionAddressConflict)
+			}
+		case clean:
+			if s.Conflict != "" || conflicted {
+				t.Errorf("status of %s: conflict %q, attention %v; want none", s.Node, s.Conflict, s.Attention)
+			}
+		}
+	}
+	out = run("status", flagged, "-o", "wide")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	sep := regexp.MustCompile(`\s{2,}`)
+	if len(lines) != 2 {
+		t.Fatalf("status -o wide %s:\n%s", flagged, out)
+	}
+	header, row := sep.Split(strings.TrimSpace(lines[0]), -1), sep.Split(strings.TrimSpace(lines[1]), -1)
+	if header[len(header)-1] != "CONFLICT" || row[len(row)-1] != msg {
+		t.Errorf("status -o wide %s: last column %q = %q, want CONFLICT = %q\n%s", flagged, header[len(header)-1], row[len(row)-1], msg, out)
+	}
+	t.Logf("kubectl nodeaddr status -o wide %s:\n%s", flagged, out)
 }
