@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +176,34 @@ func dryRun(t *testing.T, ns *harness.Netns, kubeconfig string, args ...string) 
 	}
 	t.Fatalf("no addresses line in %q", out)
 	return ""
+}
+
+// The ExternalIP's scope on the Vagrant shape, with the real binary's dry run: the default does not
+// publish the NAT's private 10.0.2.15 and says why; an operator's choice publishes it as before
+// (--external-ip-scope=any, or naming the targets, even the default ones).
+func TestExternalIPScopeOnVagrant(t *testing.T) {
+	harness.RequireE2E(t)
+	i := slices.IndexFunc(hostShapes, func(s hostShape) bool { return s.name == "Vagrant NAT" })
+	ns, peer := harness.NewNetns(t, "scope"), harness.NewNetns(t, "peer")
+	hostShapes[i].links(ns, peer)
+	kubeconfig := kubeconfigFor(t, hostShapes[i].apiServer)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "[InternalIP=192.168.56.11]"},
+		{[]string{"--external-ip-scope=any"}, "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+		{[]string{"--external-ip-target=8.8.8.8,2001:4860:4860::8888"}, "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+		{[]string{"--external-ip-cidrs=10.0.2.0/24"}, "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+	} {
+		if got := dryRun(t, ns, kubeconfig, tc.args...); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.args, got, tc.want)
+		}
+	}
+	code, out := harness.RunAgent(t, ns, harness.AgentOptions{Kubeconfig: kubeconfig,
+		Args: []string{"--dry-run", "--run-once", "--explain", "--node-name=shape"}}, 30*time.Second)
+	want := "ExternalIP IPv4 10.0.2.15 (route to 8.8.8.8): rejected: not globally routable, so not an ExternalIP (--external-ip-scope=any publishes it): private-use (RFC 1918)"
+	if code != 0 || !strings.Contains(out, want+"\n") {
+		t.Errorf("--explain: exit %d\n%s\nwant the line %q", code, out, want)
+	}
 }
