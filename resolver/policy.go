@@ -46,6 +46,11 @@ type TypePolicy struct {
 	// for InternalIP, the node's identity, so that a route failover that leaves the old address in
 	// place does not renumber the Node, and an InternalIP someone else set is adopted when local.
 	Sticky bool
+	// GlobalOnly rejects every candidate that is not globally routable (nonGlobal: private-use,
+	// shared, unique-local, link-local, loopback). nodeaddr sets it for the default ExternalIP
+	// (--external-ip-scope=global): on a host behind NAT the Internet route's source is a private
+	// address, the same on every VM of a Vagrant or VirtualBox setup, and reachable from nowhere.
+	GlobalOnly bool
 }
 
 // enumerates reports whether the type takes candidates from interfaces, not only from routes.
@@ -216,6 +221,9 @@ func pick(cands []candidate, prev State, t AddressType, f Family) (candidate, bo
 // accept applies every filter to la and returns its priority, or why it is rejected.
 func (p Policy) accept(tp TypePolicy, la LocalAddr, addrs []LocalAddr) (int, error) {
 	if err := usable(la); err != nil {
+		return 0, err
+	}
+	if err := scopeReason(tp, la.IP); err != nil {
 		return 0, err
 	}
 	if la.IP.Is4() && la.Flags&ifaSecondary != 0 && !p.AllowSecondary {

@@ -19,7 +19,7 @@ import (
 	"github.com/nodeaddr/nodeaddr/watcher"
 )
 
-// dualStack routes IPv4 targets through 192.0.2.2 and IPv6 targets through fd00::2, the dual-stack
+// dualStack routes IPv4 targets through 192.0.2.2 and IPv6 targets through 2001:db8::2, the dual-stack
 // host of docs/configuration.md's --explain example.
 type dualStack struct{}
 
@@ -27,12 +27,12 @@ func (dualStack) RouteSource(t netip.Addr) (netip.Addr, error) {
 	if t.Is4() {
 		return netip.MustParseAddr("192.0.2.2"), nil
 	}
-	return netip.MustParseAddr("fd00::2"), nil
+	return netip.MustParseAddr("2001:db8::2"), nil
 }
 
 func (dualStack) Addresses() ([]resolver.LocalAddr, error) {
 	var out []resolver.LocalAddr
-	for _, p := range []string{"192.0.2.2/24", "fd00::2/64"} {
+	for _, p := range []string{"192.0.2.2/24", "2001:db8::2/64"} {
 		pfx := netip.MustParsePrefix(p)
 		out = append(out, resolver.LocalAddr{IP: pfx.Addr(), PrefixLen: pfx.Bits(), LinkIndex: 2, Link: "eth0",
 			Label: "eth0", PreferredLft: 0xFFFFFFFF})
@@ -50,7 +50,9 @@ func explainConfig(out *bytes.Buffer, asJSON bool) Config {
 			{Type: resolver.InternalIP, IP: netip.MustParseAddr("192.0.2.1")},
 			{Type: resolver.ExternalIP, IP: netip.MustParseAddr("8.8.8.8")},
 			{Type: resolver.ExternalIP, IP: netip.MustParseAddr("2001:4860:4860::8888")},
-		}}
+		},
+		// --external-ip-scope=global, the default: 2001:db8::/32 counts as global.
+		Types: map[resolver.AddressType]resolver.TypePolicy{resolver.ExternalIP: {GlobalOnly: true}}}
 	cfg.DryRun, cfg.Explain, cfg.ExplainJSON = out, true, asJSON
 	return cfg
 }
@@ -64,8 +66,8 @@ func TestDryRunExplainsEveryAddress(t *testing.T) {
 		"InternalIP IPv4 192.0.2.2 (route to 192.0.2.1): chosen",
 		"InternalIP IPv6: " + resolver.NoTarget,
 		"ExternalIP IPv4 192.0.2.2 (route to 8.8.8.8): dropped: equals an InternalIP (--external-ip-equal-internal=drop)",
-		"ExternalIP IPv6 fd00::2 (route to 2001:4860:4860::8888): chosen",
-		`{"addresses":[{"type":"InternalIP","address":"192.0.2.2"},{"type":"ExternalIP","address":"fd00::2"}]}`,
+		"ExternalIP IPv6 2001:db8::2 (route to 2001:4860:4860::8888): chosen",
+		`{"addresses":[{"type":"InternalIP","address":"192.0.2.2"},{"type":"ExternalIP","address":"2001:db8::2"}]}`,
 	}, "\n") + "\n"
 	if got := out.String(); got != want {
 		t.Errorf("dry run printed:\n%s\nwant:\n%s", got, want)
@@ -91,7 +93,7 @@ func TestDryRunExplainJSON(t *testing.T) {
 			chosen = append(chosen, e.Type+" "+e.Family+" "+e.Address+" "+e.From)
 		}
 	}
-	want := []string{"InternalIP IPv4 192.0.2.2 route to 192.0.2.1", "ExternalIP IPv6 fd00::2 route to 2001:4860:4860::8888"}
+	want := []string{"InternalIP IPv4 192.0.2.2 route to 192.0.2.1", "ExternalIP IPv6 2001:db8::2 route to 2001:4860:4860::8888"}
 	if strings.Join(chosen, ";") != strings.Join(want, ";") {
 		t.Errorf("chosen %q, want %q", chosen, want)
 	}

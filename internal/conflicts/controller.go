@@ -183,6 +183,9 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 	now := c.cfg.Now()
 	v := Decide(shared, now, c.cfg.Window)
 	if !v.RecheckAt.IsZero() {
+		// Why nothing is written yet: a claim inside the move window (a move, until it ends).
+		c.cfg.Logger.Debug("address shared inside the move window: decided again when it ends", "node", node,
+			"recheck_in", v.RecheckAt.Sub(now).Round(time.Millisecond))
 		c.queue.AddAfter(node, v.RecheckAt.Sub(now))
 	}
 	c.setFlagged(node, v)

@@ -66,12 +66,17 @@ type Verdict struct {
 // neither clears nor delays the conflict of the first two. A NotReady Node's claim counts like any
 // other: its stale entry still misleads the API server and the approver, so both Nodes are
 // flagged, with a reason that says which one is stale (Condition).
+//
+// A Ready incumbent is not flagged (incumbent): when the detector saw the other Node's claim begin
+// more than window after this Node's, only the newcomer is, its message naming the incumbent. A
+// compromised node that lists a victim's address thus marks only its own Node. Claims of unknown
+// age (both listed before the detector started) or within window of each other flag both.
 func Decide(shared []Shared, now time.Time, window time.Duration) Verdict {
 	var v Verdict
 	for _, s := range shared {
 		c := Conflict{Address: s.Address}
 		for _, o := range s.Others {
-			if o.Node == s.Self.Node {
+			if o.Node == s.Self.Node || incumbent(s.Self, o, window) {
 				continue
 			}
 			newest := s.Self.Since
@@ -97,6 +102,14 @@ func Decide(shared []Shared, now time.Time, window time.Duration) Verdict {
 	}
 	slices.SortFunc(v.Conflicts, func(a, b Conflict) int { return a.Address.Compare(b.Address) })
 	return v
+}
+
+// incumbent reports whether self, Ready, listed the address more than window before the detector
+// saw other's claim begin (a zero Since, listed before the detector started, is the oldest; a
+// zero other.Since is of unknown age and never newer). A detector restart forgets the order: every
+// claim it finds is zero, and both Nodes are flagged.
+func incumbent(self, other Claim, window time.Duration) bool {
+	return !self.NotReady && !other.Since.IsZero() && other.Since.After(self.Since.Add(window))
 }
 
 // Others are the other Nodes in the verdict's conflicts, sorted, each once.

@@ -21,7 +21,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodeaddr_conflicts_nodes",
-			Help: "Nodes that list an address another Node lists for longer than the move window (0 on a standby).",
+			Help: "Nodes marked with the NodeAddressConflict condition: an address another Node lists for longer than the move window, unless this Node, Ready, listed it first by more than the window (0 on a standby).",
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeaddr_conflicts_condition_writes_total",

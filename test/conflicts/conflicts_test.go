@@ -2,8 +2,12 @@ package conflicts
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
+	"github.com/nodeaddr/nodeaddr/internal/inspect"
 	"github.com/nodeaddr/nodeaddr/test/harness"
 )
 
@@ -26,7 +32,9 @@ const (
 	eventResolved = "NodeAddressConflictResolved"
 	nodePolicy    = "nodeaddr-conflicts-node"
 	natIP         = "10.0.2.15" // VirtualBox's NAT address, on every VM
-	window        = 3 * time.Second
+	// window is the detector's --move-window: long enough that a loaded machine's detector
+	// decides on an overlap well inside it (the move test holds one shorter than it).
+	window = 10 * time.Second
 )
 
 // world is a control plane with deploy/'s and the component's RBAC and policies, and the detector.
@@ -75,12 +83,16 @@ func addresses(name string, ips ...string) []corev1.NodeAddress {
 	return append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name})
 }
 
-// renumber gives a Node new InternalIPs, as its kubelet or agent would.
+// renumber gives a Node new InternalIPs, as its kubelet or agent would (again on a conflict with
+// the detector's write of the condition).
 func (w *world) renumber(t *testing.T, name string, ips ...string) {
 	t.Helper()
-	n := w.cp.Node(t, name)
-	n.Status.Addresses = addresses(name, ips...)
-	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := w.cp.Node(t, name)
+		n.Status.Addresses = addresses(name, ips...)
+		_, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("renumber %s: %v", name, err)
 	}
 }
@@ -120,15 +132,43 @@ func (w *world) detectorPatches(t *testing.T, node string) int {
 	return n
 }
 
+// insideWindow counts the detector's decisions on node that found a claim inside the move window
+// (its debug log line): proof that a decision ran while an overlap lasted.
+func (w *world) insideWindow(node string) int {
+	n := 0
+	for _, l := range strings.Split(w.detector.Logs(), "\n") {
+		if strings.Contains(l, "inside the move window") && strings.Contains(l, " node="+node+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// waitInsideWindow waits until the detector has decided on node, inside the move window, more
+// than seen times.
+func (w *world) waitInsideWindow(t *testing.T, node string, seen int) {
+	t.Helper()
+	harness.Eventually(t, 10*time.Second, 20*time.Millisecond, "a decision on "+node+" inside the move window", func() (bool, string) {
+		return w.insideWindow(node) > seen, lastLines(w.detector.Logs(), 5)
+	})
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
+}
+
 // Two Nodes given one InternalIP are both marked, each naming the other, with a Warning Event; a
-// swap of addresses inside the move window marks nobody; the conflict clears when one Node changes.
+// swap of addresses whose overlap, seen by a decision, is shorter than the move window marks
+// nobody; an overlap longer than the window marks the newcomer (the holder, Ready, listed it long
+// before: TestIncumbentNotMarked); the conflict clears when one Node changes.
 func TestConflictDetectedMovedAndCleared(t *testing.T) {
 	w := newWorld(t)
 	w.node(t, "vm-1", natIP)
 	w.node(t, "vm-2", natIP)
 	w.node(t, "c", "192.0.2.3")
 	w.node(t, "d", "192.0.2.4")
-	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String())
+	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String(), "--log-level=debug")
 
 	w.waitCondition(t, "vm-1", corev1.ConditionTrue, reasonAnother, natIP+" is also listed by Node vm-2")
 	w.waitCondition(t, "vm-2", corev1.ConditionTrue, reasonAnother, natIP+" is also listed by Node vm-1")
@@ -144,8 +184,14 @@ func TestConflictDetectedMovedAndCleared(t *testing.T) {
 	})
 	checkConflictsGolden(t, w.detector)
 
-	// c and d swap addresses, one after the other, inside the window: a move.
+	// c and d swap addresses, one after the other, inside the window: a move. The overlap lasts
+	// until a decision has seen it (the queue cannot merge it away) and for half the window (a
+	// detector whose window were shorter than that would flag c meanwhile).
+	seen := w.insideWindow("c")
 	w.renumber(t, "c", "192.0.2.3", "192.0.2.4")
+	overlap := time.Now()
+	w.waitInsideWindow(t, "c", seen)
+	time.Sleep(time.Until(overlap.Add(window / 2))) // holds the input, asserts nothing
 	w.renumber(t, "d", "192.0.2.3")
 	w.renumber(t, "c", "192.0.2.4")
 	// A sentinel conflict begun after the swap is flagged after the swap's window has ended.
@@ -157,6 +203,15 @@ func TestConflictDetectedMovedAndCleared(t *testing.T) {
 			t.Errorf("Node %s after a swap inside the window: condition %v, %d patches by the detector", n, c, w.detectorPatches(t, n))
 		}
 	}
+	// c lists d's address again and keeps it past the window: a conflict, on c, naming d (d listed
+	// it since the swap, more than the window before: the Ready incumbent is not marked).
+	w.renumber(t, "c", "192.0.2.4", "192.0.2.3")
+	w.waitCondition(t, "c", corev1.ConditionTrue, reasonAnother, "192.0.2.3 is also listed by Node d")
+	if c, p := condition(w.cp.Node(t, "d")), w.detectorPatches(t, "d"); c != nil || p != 0 {
+		t.Errorf("Node d, the incumbent: condition %v, %d patches by the detector, want none", c, p)
+	}
+	w.renumber(t, "c", "192.0.2.4")
+	w.waitCondition(t, "c", corev1.ConditionFalse, reasonNone, "")
 
 	// vm-2 gets its own address: both clear, with a Normal Event each.
 	w.renumber(t, "vm-2", "10.0.2.16")
@@ -292,4 +347,96 @@ func TestStaleNode(t *testing.T) {
 	if a := w.cp.Node(t, "new").Status.Addresses; len(a) != 2 || a[0].Address != "192.0.2.50" {
 		t.Errorf("the new Node's addresses changed: %v", a)
 	}
+}
+
+// A node listing another Node's address (a compromised node, or a clone registered long after its
+// template) gets only its own Node marked: node-a has listed X since before the detector started;
+// node-b's agent lists X on node-b, the one write its rights allow. Past the window node-b has the
+// condition naming node-a and the Warning Event; node-a, Ready, has neither; the gauges count the
+// conflict.
+func TestIncumbentNotMarked(t *testing.T) {
+	const x = "192.0.2.80"
+	w := newWorld(t)
+	w.node(t, "node-a", x)
+	a := w.cp.Node(t, "node-a")
+	now := metav1.Now()
+	a.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}}
+	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.node(t, "node-b", "192.0.2.81")
+	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String())
+	agent := tokenClient(t, w.cp, w.cp.AgentToken(t, "node-b"))
+	body := `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.81"},{"type":"InternalIP","address":"` + x +
+		`"},{"type":"Hostname","address":"node-b"}]}}`
+	if err := harness.MergePatch("node-b", "status", body).Do(context.Background(), agent); err != nil {
+		t.Fatalf("node-b's agent lists %s: %v", x, err)
+	}
+	// A sentinel conflict begun after node-b's claim is flagged after node-a would have been.
+	w.node(t, "s-1", "198.51.100.80")
+	w.node(t, "s-2", "198.51.100.80")
+	w.waitCondition(t, "node-b", corev1.ConditionTrue, reasonAnother, x+" is also listed by Node node-a")
+	w.waitCondition(t, "s-2", corev1.ConditionTrue, reasonAnother, "198.51.100.80 is also listed by Node s-1")
+	ev := w.cp.WaitEvents(t, "node-b", eventConflict, 1, 10*time.Second)[0]
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Message, "Node node-a") {
+		t.Errorf("Event about node-b: %s %q, want a Warning naming node-a", ev.Type, ev.Message)
+	}
+	harness.Eventually(t, 10*time.Second, 50*time.Millisecond, "gauges 2 addresses, 3 nodes (node-b, s-1, s-2)", func() (bool, string) {
+		a, n := w.detector.Metric("nodeaddr_conflicts_addresses"), w.detector.Metric("nodeaddr_conflicts_nodes")
+		return a == 2 && n == 3, fmt.Sprintf("addresses %v nodes %v", a, n)
+	})
+	if c, p := condition(w.cp.Node(t, "node-a")), w.detectorPatches(t, "node-a"); c != nil || p != 0 {
+		t.Errorf("node-a, the victim: condition %v, %d patches by the detector, want none", c, p)
+	}
+	if evs := w.cp.Events(t, "node-a", eventConflict); len(evs) != 0 {
+		t.Errorf("Events about node-a: %v, want none", evs)
+	}
+	checkPluginStatus(t, w.cp, "node-b", x+" is also listed by Node node-a", "node-a")
+}
+
+// checkPluginStatus runs `kubectl nodeaddr status` (the harness-built plugin) with the admin's
+// kubeconfig: -o json gives the flagged Node its conflict and the attention address-conflict, and
+// the clean one neither; -o wide shows the conflict in the CONFLICT column.
+func checkPluginStatus(t *testing.T, cp *harness.ControlPlane, flagged, msg, clean string) {
+	t.Helper()
+	kubeconfig := harness.Kubeconfig(t, t.TempDir(), cp.Config.Host, cp.AdminToken)
+	run := func(args ...string) string {
+		out, err := exec.Command(harness.MustBuildPlugin(t), append(args, "--kubeconfig", kubeconfig)...).Output()
+		if err != nil {
+			t.Fatalf("kubectl-nodeaddr %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	var l struct {
+		Items []inspect.NodeStatus `json:"items"`
+	}
+	out := run("status", flagged, clean, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Items) != 2 {
+		t.Fatalf("status -o json: %v\n%s", err, out)
+	}
+	for _, s := range l.Items {
+		conflicted := slices.Contains(s.Attention, inspect.AttentionAddressConflict)
+		switch s.Node {
+		case flagged:
+			if s.Conflict != msg || !conflicted {
+				t.Errorf("status of %s: conflict %q, attention %v; want %q and %s", s.Node, s.Conflict, s.Attention, msg, inspect.AttentionAddressConflict)
+			}
+		case clean:
+			if s.Conflict != "" || conflicted {
+				t.Errorf("status of %s: conflict %q, attention %v; want none", s.Node, s.Conflict, s.Attention)
+			}
+		}
+	}
+	out = run("status", flagged, "-o", "wide")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	sep := regexp.MustCompile(`\s{2,}`)
+	if len(lines) != 2 {
+		t.Fatalf("status -o wide %s:\n%s", flagged, out)
+	}
+	header, row := sep.Split(strings.TrimSpace(lines[0]), -1), sep.Split(strings.TrimSpace(lines[1]), -1)
+	if header[len(header)-1] != "CONFLICT" || row[len(row)-1] != msg {
+		t.Errorf("status -o wide %s: last column %q = %q, want CONFLICT = %q\n%s", flagged, header[len(header)-1], row[len(row)-1], msg, out)
+	}
+	t.Logf("kubectl nodeaddr status -o wide %s:\n%s", flagged, out)
 }

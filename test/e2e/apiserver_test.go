@@ -20,12 +20,13 @@ func (e *env) vagrantHost(hostOnly string) {
 
 // The default InternalIP target on a real API server, with the agent's own token and RBAC: the
 // kubernetes EndpointSlice's address (192.168.56.10, routed through the host-only eth1) gives the
-// InternalIP, and the NAT address becomes the ExternalIP. A fresh Node gets it in one write, not
+// InternalIP, and the NAT address is no ExternalIP (private: --external-ip-scope=global, the
+// default, publishes only a globally routable one). A fresh Node gets it in one write, not
 // the NAT address first (the agent waits for its first list of the slice); on a cluster where the
 // slice appears later, the Node moves once from the fallback's NAT address to it.
 func TestAPIServerTargetDefault(t *testing.T) {
 	late := newEnv(t, "api-late")
-	in, ex := corev1.NodeInternalIP, corev1.NodeExternalIP
+	in := corev1.NodeInternalIP
 	late.cp.CreateNode(t, harness.NodeSpec{Name: late.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	late.vagrantHost("192.168.56.12/24")
 	late.start()
@@ -39,7 +40,7 @@ func TestAPIServerTargetDefault(t *testing.T) {
 	if _, err := late.cp.Admin.DiscoveryV1().EndpointSlices("default").Create(context.Background(), slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	late.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "192.168.56.12"), harness.Addr(ex, "10.0.2.15")})
+	late.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "192.168.56.12")})
 	if w := late.statusWrites(); w != 2 {
 		t.Errorf("%s: %d status writes, want 2 (the fallback, then the API server's route)", late.node, w)
 	}
@@ -48,7 +49,7 @@ func TestAPIServerTargetDefault(t *testing.T) {
 	fresh.cp.CreateNode(t, harness.NodeSpec{Name: fresh.node, Taints: []corev1.Taint{harness.Uninitialized}})
 	fresh.vagrantHost("192.168.56.11/24")
 	fresh.start()
-	fresh.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "192.168.56.11"), harness.Addr(ex, "10.0.2.15")})
+	fresh.waitAddresses([]corev1.NodeAddress{harness.Addr(in, "192.168.56.11")})
 	if w := fresh.statusWrites(); w != 1 {
 		t.Errorf("%s: %d status writes, want 1 (the API server's route at once, no NAT address first)", fresh.node, w)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,9 @@ var updateShapes = flag.Bool("update-shapes", false, "rewrite the host-shape tab
 const (
 	shapesBegin = "<!-- host-shape table: written by `cd test && go test ./e2e -run TestDefaultTargetsByHostShape -update-shapes`; do not edit -->"
 	shapesEnd   = "<!-- end of the host-shape table -->"
-	// oldDefault is the InternalIP default before the apiserver target (0.x): the Internet route.
-	oldDefault = "--internal-ip-target=8.8.8.8,2001:4860:4860::8888"
+	// oldDefault is the default before the apiserver target and the ExternalIP's global scope: the
+	// Internet route's source for both types, whatever its range.
+	oldDefault = "--internal-ip-target=8.8.8.8,2001:4860:4860::8888 --external-ip-scope=any"
 )
 
 var shapesTable = harness.DocTable{File: filepath.Join(harness.RepoDir(), "docs", "configuration.md"), Begin: shapesBegin, End: shapesEnd}
@@ -61,7 +63,7 @@ var hostShapes = []hostShape{
 			ns.IP("route", "add", "default", "via", "10.0.2.2")
 			uplink(ns, peer, "eth1", "192.168.56.11/24")
 		}, apiServer: "192.168.56.10",
-		old: "[InternalIP=10.0.2.15]", new: "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+		old: "[InternalIP=10.0.2.15]", new: "[InternalIP=192.168.56.11]"},
 	{name: "management + cluster networks", desc: "eth0 198.51.100.11/24 (management), default route; eth1 10.10.0.11/24, API server 10.20.0.10 routed through 10.10.0.1",
 		links: func(ns, peer *harness.Netns) {
 			uplink(ns, peer, "eth0", "198.51.100.11/24")
@@ -76,7 +78,7 @@ var hostShapes = []hostShape{
 			ns.IP("route", "add", "default", "via", "10.0.2.2")
 			uplink(ns, peer, "eth1", "192.168.56.10/24")
 		}, apiServer: "192.168.56.10",
-		old: "[InternalIP=10.0.2.15]", new: "[InternalIP=192.168.56.10 ExternalIP=10.0.2.15]"},
+		old: "[InternalIP=10.0.2.15]", new: "[InternalIP=192.168.56.10]"},
 	{name: "no default route", desc: "eth0 10.10.0.11/24 and no default route (an air-gapped site); API server 10.10.0.10",
 		links: func(ns, peer *harness.Netns) {
 			uplink(ns, peer, "eth0", "10.10.0.11/24")
@@ -110,7 +112,7 @@ func TestDefaultTargetsByHostShape(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			ns, peer := harness.NewNetns(t, "shape"), harness.NewNetns(t, "peer")
 			s.links(ns, peer)
-			if got := dryRun(t, ns, "none", oldDefault); got != s.old {
+			if got := dryRun(t, ns, "none", strings.Fields(oldDefault)...); got != s.old {
 				t.Errorf("old default: %s, want %s", got, s.old)
 			}
 			if got := dryRun(t, ns, kubeconfigFor(t, s.apiServer)); got != s.new {
@@ -174,4 +176,34 @@ func dryRun(t *testing.T, ns *harness.Netns, kubeconfig string, args ...string) 
 	}
 	t.Fatalf("no addresses line in %q", out)
 	return ""
+}
+
+// The ExternalIP's scope on the Vagrant shape, with the real binary's dry run: the default does not
+// publish the NAT's private 10.0.2.15 and says why; an operator's choice publishes it as before
+// (--external-ip-scope=any, or naming the targets, even the default ones).
+func TestExternalIPScopeOnVagrant(t *testing.T) {
+	harness.RequireE2E(t)
+	i := slices.IndexFunc(hostShapes, func(s hostShape) bool { return s.name == "Vagrant NAT" })
+	ns, peer := harness.NewNetns(t, "scope"), harness.NewNetns(t, "peer")
+	hostShapes[i].links(ns, peer)
+	kubeconfig := kubeconfigFor(t, hostShapes[i].apiServer)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "[InternalIP=192.168.56.11]"},
+		{[]string{"--external-ip-scope=any"}, "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+		{[]string{"--external-ip-target=8.8.8.8,2001:4860:4860::8888"}, "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+		{[]string{"--external-ip-cidrs=10.0.2.0/24"}, "[InternalIP=192.168.56.11 ExternalIP=10.0.2.15]"},
+	} {
+		if got := dryRun(t, ns, kubeconfig, tc.args...); got != tc.want {
+			t.Errorf("%v: %s, want %s", tc.args, got, tc.want)
+		}
+	}
+	code, out := harness.RunAgent(t, ns, harness.AgentOptions{Kubeconfig: kubeconfig,
+		Args: []string{"--dry-run", "--run-once", "--explain", "--node-name=shape"}}, 30*time.Second)
+	want := "ExternalIP IPv4 10.0.2.15 (route to 8.8.8.8): rejected: not globally routable, so not an ExternalIP (--external-ip-scope=any publishes it): private-use (RFC 1918)"
+	if code != 0 || !strings.Contains(out, want+"\n") {
+		t.Errorf("--explain: exit %d\n%s\nwant the line %q", code, out, want)
+	}
 }

@@ -62,6 +62,9 @@ func (o *selectionOptions) effectiveAttrs(t resolver.AddressType, f resolver.Fam
 		unmanaged = resolver.NoTarget
 	}
 	a = append(a, "source", source)
+	if tp.GlobalOnly {
+		a = append(a, "scope", "global")
+	}
 	for _, kv := range [][2]string{{"targets", strings.Join(targets, ",")}, {"interfaces", joinRegexps(tp.Interfaces)},
 		{"exclude_interfaces", joinRegexps(tp.ExcludeInterfaces)}, {"cidrs", join(cidrs)},
 		{"unmanaged", unmanaged}} {

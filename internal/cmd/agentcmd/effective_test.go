@@ -19,8 +19,8 @@ func TestEffectiveConfig(t *testing.T) {
 		{"defaults", nil, []string{
 			"type=InternalIP family=IPv4 source=route targets=apiserver,8.8.8.8 exclude_interfaces=" + defaultExcl,
 			"type=InternalIP family=IPv6 source=route targets=apiserver,2001:4860:4860::8888 exclude_interfaces=" + defaultExcl,
-			"type=ExternalIP family=IPv4 source=route targets=8.8.8.8 exclude_interfaces=" + defaultExcl,
-			"type=ExternalIP family=IPv6 source=route targets=2001:4860:4860::8888 exclude_interfaces=" + defaultExcl,
+			"type=ExternalIP family=IPv4 source=route scope=global targets=8.8.8.8 exclude_interfaces=" + defaultExcl,
+			"type=ExternalIP family=IPv6 source=route scope=global targets=2001:4860:4860::8888 exclude_interfaces=" + defaultExcl,
 		}},
 		{"one family's target, external unmanaged", []string{"--internal-ip-target=192.0.2.1", "--external-ip-target=none", "--default-exclusions=false"}, []string{
 			"type=InternalIP family=IPv4 source=route targets=192.0.2.1",
@@ -61,3 +61,36 @@ func TestEffectiveConfig(t *testing.T) {
 }
 
 const defaultExcl = `cali.*,cilium_.*,flannel.*,cni.*,veth.*,docker.*,kube-ipvs.*,lo`
+
+// --external-ip-scope=global (the default) restricts the ExternalIP of the default targets only:
+// an ExternalIP the operator chose, or one STUN discovery replaces, keeps any range.
+func TestExternalIPScope(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool // ExternalIP's TypePolicy.GlobalOnly
+	}{
+		{nil, true},
+		{[]string{"--external-ip-target="}, true}, // a chart passing every flag: the default
+		{[]string{"--external-ip-scope=global"}, true},
+		{[]string{"--external-ip-cidrs=!10.96.0.0/12"}, true}, // exclusions choose nothing
+		{[]string{"--external-ip-exclude-interfaces=wg.*"}, true},
+		{[]string{"--external-ip-scope=any"}, false},
+		{[]string{"--external-ip-target=8.8.8.8,2001:4860:4860::8888"}, false},
+		{[]string{"--external-ip-target=10.0.0.1"}, false},
+		{[]string{"--external-ip-interfaces=eth0"}, false},
+		{[]string{"--external-ip-cidrs=10.0.0.0/8"}, false},
+		{[]string{"--external-ip-discovery=stun:192.0.2.1:3478"}, false},
+	} {
+		o, err := parse(append([]string{"--node-name=n"}, tc.args...), env())
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := o.policy().Types["ExternalIP"].GlobalOnly; got != tc.want {
+			t.Errorf("%v: GlobalOnly %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if _, err := parse([]string{"--node-name=n", "--external-ip-scope=public"}, env()); err == nil ||
+		err.Error() != `--external-ip-scope: "public" is not global or any` {
+		t.Errorf("--external-ip-scope=public: %v, want a usage error", err)
+	}
+}

@@ -43,6 +43,7 @@ type selectionOptions struct {
 	serviceCIDRs                      []netip.Prefix
 	keepExternalEqualInternal         bool // --external-ip-equal-internal=keep
 	externalEqual, serviceCIDR        string
+	externalScope                     string // --external-ip-scope: global or any
 	perType                           map[resolver.AddressType]*typeFlags
 }
 
@@ -61,6 +62,7 @@ func flagPrefix(t resolver.AddressType) string {
 }
 
 func (o *selectionOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.externalScope, "external-ip-scope", "global", "the ExternalIP of the default targets: global (published only when globally routable: not private-use, shared 100.64/10, unique-local, link-local) or any (any usable route source, the old default); an ExternalIP chosen with --external-ip-target, --external-ip-interfaces or an accepting --external-ip-cidrs, or found by --external-ip-discovery, is published whatever its range")
 	fs.StringVar(&o.externalEqual, "external-ip-equal-internal", "drop", "an ExternalIP equal to an InternalIP on the Node (nodeaddr's or the kubelet's): drop (not published, as local-ccm does) or keep")
 	o.perType = map[resolver.AddressType]*typeFlags{resolver.InternalIP: {}, resolver.ExternalIP: {}}
 	for _, t := range addressTypes {
@@ -114,10 +116,25 @@ func (o *selectionOptions) validate(fs *pflag.FlagSet) (warnings []string, err e
 	default:
 		return nil, cli.Usagef("--external-ip-equal-internal: %q is not drop or keep", o.externalEqual)
 	}
+	if o.externalScope != "global" && o.externalScope != "any" {
+		return nil, cli.Usagef("--external-ip-scope: %q is not global or any", o.externalScope)
+	}
 	if o.serviceCIDRs, err = resolver.ParsePrefixes(o.serviceCIDR); err != nil {
 		return nil, cli.Usagef("--service-cidr: %v", err)
 	}
 	return warnings, o.checkManaged(fs)
+}
+
+// restrictScope applies --external-ip-scope=global (TypePolicy.GlobalOnly) to the ExternalIP of the
+// default targets only: an ExternalIP is by definition reachable from outside, and behind NAT the
+// Internet route's source is a private address (on Vagrant the same on every VM), but an address
+// the operator chose (a target, interfaces, an accepting CIDR) is honoured whatever its range, and
+// STUN discovery (discovery) needs the private route source to ask its servers from.
+func (o *selectionOptions) restrictScope(discovery bool) {
+	tf, tp := o.perType[resolver.ExternalIP], o.typePolicy[resolver.ExternalIP]
+	tp.GlobalOnly = o.externalScope == "global" && strings.Trim(tf.target, ", ") == "" &&
+		!o.enumerates(resolver.ExternalIP) && !discovery
+	o.typePolicy[resolver.ExternalIP] = tp
 }
 
 // interfaceRegexps parses the value of the interface flag --name. Each expression must parse on its

@@ -405,8 +405,8 @@ func TestParseFlagsHelpSections(t *testing.T) {
 			t.Errorf("%s in section %q, want %q", name, flags[name], section)
 		}
 	}
-	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 50 {
-		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 50 without it:\n%s", len(flags), shown, out.String())
+	if _, shown := flags["--reconcile-interval"]; shown || len(flags) != 51 {
+		t.Errorf("%d flags shown (--reconcile-interval among them: %v), want 51 without it:\n%s", len(flags), shown, out.String())
 	}
 	if !strings.Contains(out.String(), "  -v, --v int ") {
 		t.Errorf("no -v, --v line:\n%s", out.String())

@@ -109,6 +109,7 @@ func (o *options) validate(fs *pflag.FlagSet, hostname func() (string, error)) e
 		func() error { return o.logOptions.validate(fs, &o.Common) },
 		func() error { return o.listenerOptions.validate() },
 		o.discovery.validate,
+		func() error { o.restrictScope(len(o.discovery.servers) > 0); return nil },
 		func() error { return o.complete(hostname) },
 	} {
 		if err := check(); err != nil {
