@@ -13,13 +13,10 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,44 +33,25 @@ import (
 // every API group's types into the binary the agents also run (cmd/nodeaddr measured 20.6 MB →
 // 33.1 MB stripped).
 type API struct {
-	scheme                             *runtime.Scheme
-	core, certs, discovery, net, coord rest.Interface
-	events                             *kube.Client
-}
-
-// Scheme is the scheme of the approver's objects, for its event recorder.
-func (a *API) Scheme() *runtime.Scheme { return a.scheme }
-
-// EventSink is where the approver's event recorder writes.
-func (a *API) EventSink() kube.EventSink { return a.events.EventSink() }
-
-// Lease is the client of the leader Lease namespace/name (internal/leader), writing as
-// vocab.ApproverFieldManager.
-func (a *API) Lease(namespace, name string) leader.LeaseClient {
-	return leader.NewLeaseClient(a.coord, namespace, name, vocab.ApproverFieldManager)
+	*leader.Clients
+	certs, discovery, net rest.Interface
 }
 
 // NewAPI builds the clients on cfg over hc (nil: one of its own).
 func NewAPI(cfg *rest.Config, hc *http.Client) (*API, error) {
-	a := &API{scheme: Scheme()}
-	var err error
-	if hc == nil {
-		if hc, err = rest.HTTPClientFor(cfg); err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
+	c, err := leader.NewClients(cfg, hc, Scheme(), vocab.ApproverFieldManager)
+	if err != nil {
+		return nil, err
 	}
+	a := &API{Clients: c}
 	for _, g := range []struct {
 		c  *rest.Interface
 		gv schema.GroupVersion
-	}{{&a.core, corev1.SchemeGroupVersion}, {&a.certs, certv1.SchemeGroupVersion},
-		{&a.discovery, discoveryv1.SchemeGroupVersion}, {&a.net, networkingv1.SchemeGroupVersion},
-		{&a.coord, coordinationv1.SchemeGroupVersion}} {
-		if *g.c, err = kube.NewGroupClient(cfg, a.scheme, hc, g.gv); err != nil {
+	}{{&a.certs, certv1.SchemeGroupVersion}, {&a.discovery, discoveryv1.SchemeGroupVersion},
+		{&a.net, networkingv1.SchemeGroupVersion}} {
+		if *g.c, err = kube.NewGroupClient(cfg, c.Scheme(), c.HTTP, g.gv); err != nil {
 			return nil, err
 		}
-	}
-	if a.events, err = kube.NewClientForConfigAndClient(cfg, a.scheme, hc); err != nil {
-		return nil, err
 	}
 	return a, nil
 }
@@ -83,8 +61,8 @@ func (a *API) Source(ctx context.Context) (Source, error) {
 	lw, all := cache.NewFilteredListWatchFromClient, func(*metav1.ListOptions) {}
 	src := Source{
 		CSRs:  lw(a.certs, "certificatesigningrequests", "", func(o *metav1.ListOptions) { o.FieldSelector = SignerFieldSelector }),
-		Nodes: lw(a.core, "nodes", "", all),
-		Services: lw(a.core, "services", rules.APIServerNamespace, func(o *metav1.ListOptions) {
+		Nodes: lw(a.Core, "nodes", "", all),
+		Services: lw(a.Core, "services", rules.APIServerNamespace, func(o *metav1.ListOptions) {
 			o.FieldSelector = rules.APIServerServiceSelector
 		}),
 		EndpointSlices: lw(a.discovery, "endpointslices", rules.APIServerNamespace, func(o *metav1.ListOptions) {

@@ -1,8 +1,8 @@
 // Package leader elects one leader among the replicas of a cluster-side component (the approver,
 // the remediator, the conflict detector) on a coordination.k8s.io Lease. internal/cmd/clusterside
-// runs the Elector; each controller's API builds its LeaseClient with NewLeaseClient and its own
-// field manager (vocab.ApproverFieldManager, the remediator's, vocab.ConflictsFieldManager), so the
-// Lease's managedFields name the controller that wrote it.
+// runs the Elector; each controller's API embeds Clients (the core group, the Lease and the Event
+// sink) with its own field manager (vocab.ApproverFieldManager, the remediator's,
+// vocab.ConflictsFieldManager), so the Lease's managedFields name the controller that wrote it.
 package leader
 
 import (

@@ -2,7 +2,6 @@ package remediation
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeaddr/nodeaddr/internal/kube"
 	"github.com/nodeaddr/nodeaddr/internal/leader"
 	"github.com/nodeaddr/nodeaddr/internal/vocab"
 )
@@ -40,52 +38,25 @@ func Scheme() *runtime.Scheme {
 }
 
 // API is the remediator's REST clients.
-type API struct {
-	scheme      *runtime.Scheme
-	core, coord rest.Interface
-	events      *kube.Client
-}
+type API struct{ *leader.Clients }
 
 // NewAPI builds the clients on cfg over hc (nil: one of its own).
 func NewAPI(cfg *rest.Config, hc *http.Client) (*API, error) {
-	a := &API{scheme: Scheme()}
-	var err error
-	if hc == nil {
-		if hc, err = rest.HTTPClientFor(cfg); err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
-	}
-	if a.core, err = kube.NewGroupClient(cfg, a.scheme, hc, corev1.SchemeGroupVersion); err != nil {
+	c, err := leader.NewClients(cfg, hc, Scheme(), vocab.RemediatorFieldManager)
+	if err != nil {
 		return nil, err
 	}
-	if a.coord, err = kube.NewGroupClient(cfg, a.scheme, hc, coordinationv1.SchemeGroupVersion); err != nil {
-		return nil, err
-	}
-	if a.events, err = kube.NewClientForConfigAndClient(cfg, a.scheme, hc); err != nil {
-		return nil, err
-	}
-	return a, nil
-}
-
-// Scheme is the scheme of the remediator's objects, for its event recorder.
-func (a *API) Scheme() *runtime.Scheme { return a.scheme }
-
-// EventSink is where the remediator's event recorder writes.
-func (a *API) EventSink() kube.EventSink { return a.events.EventSink() }
-
-// Lease is the leader Lease's client.
-func (a *API) Lease(namespace, name string) leader.LeaseClient {
-	return leader.NewLeaseClient(a.coord, namespace, name, vocab.RemediatorFieldManager)
+	return &API{c}, nil
 }
 
 // Source is every Node, the hostNetwork pods, and the Eviction API.
 func (a *API) Source() Source {
 	lw := cache.NewFilteredListWatchFromClient
 	return Source{
-		Nodes: lw(a.core, "nodes", "", func(*metav1.ListOptions) {}),
-		Pods:  lw(a.core, "pods", "", func(o *metav1.ListOptions) { o.FieldSelector = HostNetworkSelector }),
+		Nodes: lw(a.Core, "nodes", "", func(*metav1.ListOptions) {}),
+		Pods:  lw(a.Core, "pods", "", func(o *metav1.ListOptions) { o.FieldSelector = HostNetworkSelector }),
 		Evict: func(ctx context.Context, p *corev1.Pod) error {
-			return a.core.Post().Namespace(p.Namespace).Resource("pods").Name(p.Name).SubResource("eviction").
+			return a.Core.Post().Namespace(p.Namespace).Resource("pods").Name(p.Name).SubResource("eviction").
 				// A 429 is the controller's to retry with its backoff, not the client's (a 429 with
 				// Retry-After is otherwise retried in place up to 10 times, holding a worker).
 				MaxRetries(0).Body(Eviction(p)).Do(ctx).Error()
