@@ -120,9 +120,10 @@ func TestConflicts5000(t *testing.T) {
 		t.Fatalf("after the renumbering the detector patched %v, want only the two sentinels", keys(patched))
 	}
 
-	// Conflicts: Node n-1-k takes Node k's address (k < conflicts; neither was renumbered). Node k,
-	// listing it since before the detector started and Ready (no Ready condition counts as Ready),
-	// is the incumbent: only the newcomer n-1-k is flagged (docs/conflicts.md, "Who is marked").
+	// Conflicts: Node n-1-k (not renumbered) takes address k (k < conflicts), which Node k^1 has
+	// listed since the swap, more than the window before (the sentinels waited it out), and Ready
+	// (no Ready condition counts as Ready): the incumbent. Only the newcomer n-1-k is flagged
+	// (docs/conflicts.md, "Who is marked").
 	var mu sync.Mutex
 	wrote := map[string]time.Time{}
 	conflictStart := time.Now()
