@@ -65,6 +65,13 @@ type claimKey struct {
 	ip   netip.Addr
 }
 
+// begun is when the detector first saw a claim (zero: listed before its start) and whether it came
+// with the Node's first addresses (Claim.First).
+type begun struct {
+	at    time.Time
+	first bool
+}
+
 // Controller keeps each Node's vocab.ConditionAddressConflict condition true to Decide.
 type Controller struct {
 	cfg   Config
@@ -73,7 +80,7 @@ type Controller struct {
 	ready atomic.Bool
 
 	mu      sync.Mutex
-	since   map[claimKey]time.Time  // when each claim was first seen (zero: before the start)
+	since   map[claimKey]begun      // when and how each claim began
 	written map[string]Written      // the condition last written per Node, until the informer shows it
 	flagged map[string][]netip.Addr // Nodes in conflict → their conflicting addresses (for the gauges)
 }
@@ -99,7 +106,7 @@ func NewController(cfg Config) (*Controller, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2
 	}
-	c := &Controller{cfg: cfg, since: map[claimKey]time.Time{}, written: map[string]Written{}, flagged: map[string][]netip.Addr{},
+	c := &Controller{cfg: cfg, since: map[claimKey]begun{}, written: map[string]Written{}, flagged: map[string][]netip.Addr{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "address-conflicts"})}
 	c.nodes = cache.NewSharedIndexInformer(cfg.Source.Nodes, &corev1.Node{}, 0, nodeindex.Indexers())
@@ -205,7 +212,8 @@ func (c *Controller) Sync(ctx context.Context, node string) error {
 
 // claimLocked is n's claim on ip; c.mu is held.
 func (c *Controller) claimLocked(n *corev1.Node, ip netip.Addr) Claim {
-	return Claim{Node: n.Name, Since: c.since[claimKey{n.Name, ip}], NotReady: NotReady(n)}
+	b := c.since[claimKey{n.Name, ip}]
+	return Claim{Node: n.Name, Since: b.at, First: b.first, NotReady: NotReady(n)}
 }
 
 // conditionPatch is the strategic merge patch of the condition (merged by type: the kubelet's

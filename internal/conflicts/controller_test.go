@@ -198,3 +198,75 @@ func TestController(t *testing.T) {
 func testutilGauge(m *Metrics) [2]float64 {
 	return [2]float64{testutil.ToFloat64(m.addresses), testutil.ToFloat64(m.nodes)}
 }
+
+// add creates a Node after the detector's start, as an informer add.
+func (w *world) add(name string, ips ...string) {
+	w.t.Helper()
+	n := node(name, ips...)
+	if _, err := w.cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	w.nodes[name] = n
+	_ = w.c.nodes.GetIndexer().Add(n)
+	w.c.onAdd(n, false)
+}
+
+// A Node joining with an address another Node lists is flagged at the next decision, the window
+// not waited: registered with it (a clone's kubelet), or registered without IPs and given it by its
+// agent, or back from listing none; a renumbering onto it still waits the window.
+func TestControllerJoin(t *testing.T) {
+	w := newWorld(t, node("a", "10.0.2.15"), node("c", "192.0.2.3"))
+	w.add("b", "10.0.2.15")
+	if got := w.sync(); !slices.Equal(got, []string{"b=True"}) {
+		t.Fatalf("b joined with a's address: conditions written %v, want b True at once (a, the Ready incumbent: none)", got)
+	}
+	if ev := w.events(); len(ev) != 1 || !strings.Contains(ev[0], "10.0.2.15 is also listed by Node a") {
+		t.Fatalf("events %q, want one Warning about b naming a", ev)
+	}
+
+	// e registers without an IP (a kubelet with --cloud-provider=external), then its agent lists
+	// a's address: flagged at once, and b, which joined within the window of e, too.
+	w.now = w.now.Add(10 * time.Second)
+	w.add("e")
+	w.set("e", "10.0.2.15")
+	if got := w.sync(); !slices.Equal(got, []string{"b=True", "e=True"}) {
+		t.Fatalf("e's agent listed a's address: conditions written %v, want b (now naming e too) and e True", got)
+	}
+	if ev := w.events(); len(ev) != 2 || !strings.Contains(ev[0], "10.0.2.15 is also listed by Node a, b") ||
+		!strings.Contains(ev[1], "10.0.2.15 is also listed by Node a, e") {
+		t.Fatalf("events %q", ev)
+	}
+
+	// c, which had an address, takes a's too: a renumbering, a move until the window ends; then
+	// c is flagged, naming a, b and e (each listed it more than the window before: not marked).
+	w.now = w.now.Add(time.Minute)
+	w.set("c", "192.0.2.3", "10.0.2.15")
+	if got := w.sync(); len(got) != 0 {
+		t.Fatalf("c renumbered onto a's address: conditions written %v inside the window", got)
+	}
+	w.now = w.now.Add(30 * time.Second)
+	if got := w.sync(); !slices.Equal(got, []string{"c=True"}) {
+		t.Fatalf("past the window, conditions written %v, want c True only", got)
+	}
+	if ev := w.events(); len(ev) != 1 || !strings.Contains(ev[0], "10.0.2.15 is also listed by Node a, b, e") {
+		t.Fatalf("events %q", ev)
+	}
+
+	// b drops every IP and lists a's address again (its host had none for longer than the
+	// agent's removal grace): its first addresses once more, flagged at once.
+	w.set("b")
+	w.set("c", "192.0.2.3")
+	w.set("e", "10.0.2.17")
+	if got := w.sync(); !slices.Equal(got, []string{"b=False", "c=False", "e=False"}) {
+		t.Fatalf("b without IPs, c and e renumbered away: conditions written %v, want b, c, e False", got)
+	}
+	w.events()
+	w.now = w.now.Add(time.Minute)
+	w.set("b", "10.0.2.15")
+	if got := w.sync(); !slices.Equal(got, []string{"b=True"}) {
+		t.Fatalf("b lists a's address again after none: conditions written %v, want b True at once", got)
+	}
+	if m := testutilGauge(w.c.cfg.Metrics); m != [2]float64{1, 1} {
+		t.Fatalf("gauges addresses, nodes = %v, want [1 1]", m)
+	}
+}

@@ -34,6 +34,10 @@ type Claim struct {
 	// NotReady: the Node's Ready condition is present and not True (its kubelet, and so its
 	// agent, stopped reporting). A Node without a Ready condition counts as Ready.
 	NotReady bool
+	// First: the claim began with the Node's first addresses, as the detector saw them (a Node
+	// added after its start already listing addresses, or a Node that listed none and now lists
+	// some): a Node joining, with no address of its own it could be moving from.
+	First bool
 }
 
 // Shared is an address of the Node decided on, with the other Nodes that list it.
@@ -62,6 +66,8 @@ type Verdict struct {
 // are a move, not a conflict, while the newer of the two is younger than window: an address
 // leaving Node X and appearing on Node Y within window (a DHCP lease handed to another node, a
 // renumbering that swaps addresses, a VIP failing over) is never flagged, as X drops it in time.
+// A newer claim that is First (a Node joining with an address another Node lists: a cloned VM, a
+// second VM on a NAT address) gets no window: the pair is a conflict at once (window).
 // Pairs are judged one by one, so a third Node claiming an address two Nodes already conflict on
 // neither clears nor delays the conflict of the first two. A NotReady Node's claim counts like any
 // other: its stale entry still misleads the API server and the approver, so both Nodes are
@@ -79,11 +85,7 @@ func Decide(shared []Shared, now time.Time, window time.Duration) Verdict {
 			if o.Node == s.Self.Node || incumbent(s.Self, o, window) {
 				continue
 			}
-			newest := s.Self.Since
-			if o.Since.After(newest) {
-				newest = o.Since
-			}
-			if end := newest.Add(window); now.Before(end) {
+			if end := moveEnd(s.Self, o, window); now.Before(end) {
 				if v.RecheckAt.IsZero() || end.Before(v.RecheckAt) {
 					v.RecheckAt = end
 				}
@@ -102,6 +104,25 @@ func Decide(shared []Shared, now time.Time, window time.Duration) Verdict {
 	}
 	slices.SortFunc(v.Conflicts, func(a, b Conflict) int { return a.Address.Compare(b.Address) })
 	return v
+}
+
+// moveEnd is when the pair's move window ends: window after the newer claim began, or that
+// instant itself when the newer claim is First (claims begun together: both must be First).
+func moveEnd(a, b Claim, window time.Duration) time.Time {
+	if a.Since.Equal(b.Since) {
+		if a.First && b.First {
+			return a.Since
+		}
+		return a.Since.Add(window)
+	}
+	newer := a
+	if b.Since.After(a.Since) {
+		newer = b
+	}
+	if newer.First {
+		return newer.Since
+	}
+	return newer.Since.Add(window)
 }
 
 // incumbent reports whether self, Ready, listed the address more than window before the detector

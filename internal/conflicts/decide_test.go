@@ -23,6 +23,7 @@ func TestDecide(t *testing.T) {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	claim := func(node string, since time.Time) Claim { return Claim{Node: node, Since: since} }
 	stale := func(node string, since time.Time) Claim { return Claim{Node: node, Since: since, NotReady: true} }
+	first := func(node string, since time.Time) Claim { return Claim{Node: node, Since: since, First: true} }
 	for _, tc := range []struct {
 		name   string
 		shared []Shared
@@ -33,9 +34,9 @@ func TestDecide(t *testing.T) {
 		{"no shared address", nil, at(0), "", time.Time{}},
 		{"shared before the detector started: a conflict at once",
 			[]Shared{{ip, claim("a", old), []Claim{claim("b", old)}}}, at(0), "10.0.2.15:b", time.Time{}},
-		{"two cloned nodes registering together: a move until the window ends",
+		{"two claims begun together, none first: a move until the window ends",
 			[]Shared{{ip, claim("a", at(0)), []Claim{claim("b", at(0))}}}, at(29 * time.Second), "", at(30 * time.Second)},
-		{"two cloned nodes: a conflict once the window ends",
+		{"two claims begun together, none first: a conflict once the window ends",
 			[]Shared{{ip, claim("a", at(0)), []Claim{claim("b", at(0))}}}, at(30 * time.Second), "10.0.2.15:b", time.Time{}},
 		{"a lease handed to b while a still lists it: a move inside the window",
 			[]Shared{{ip, claim("b", at(0)), []Claim{claim("a", old)}}}, at(time.Second), "", at(30 * time.Second)},
@@ -70,6 +71,30 @@ func TestDecide(t *testing.T) {
 			[]Shared{{ip, claim("new", at(0)), []Claim{stale("old", old)}}}, at(time.Minute), "10.0.2.15:old!old", time.Time{}},
 		{"the node itself in the index is no other",
 			[]Shared{{ip, claim("a", old), []Claim{claim("a", old)}}}, at(0), "", time.Time{}},
+		{"a Node joining with the address a Ready old Node lists: flagged at once, naming it",
+			[]Shared{{ip, first("b", at(0)), []Claim{claim("a", old)}}}, at(0), "10.0.2.15:a", time.Time{}},
+		{"the Ready old Node, incumbent of a joining Node: not flagged nor rechecked",
+			[]Shared{{ip, claim("a", old), []Claim{first("b", at(0))}}}, at(0), "", time.Time{}},
+		{"a Node joining with the address a Node renumbered onto long before lists: flagged at once",
+			[]Shared{{ip, first("b", at(time.Minute)), []Claim{claim("a", at(0))}}}, at(time.Minute), "10.0.2.15:a", time.Time{}},
+		{"a NotReady old Node and a Node joining with its address: both at once",
+			[]Shared{{ip, stale("a", old), []Claim{first("b", at(0))}}}, at(0), "10.0.2.15:b", time.Time{}},
+		{"two clones joining within the window of each other: the first one flagged at once",
+			[]Shared{{ip, first("a", at(0)), []Claim{first("b", at(10*time.Second))}}}, at(10 * time.Second), "10.0.2.15:b", time.Time{}},
+		{"two clones joining within the window of each other: the second one flagged at once",
+			[]Shared{{ip, first("b", at(10*time.Second)), []Claim{first("a", at(0))}}}, at(10 * time.Second), "10.0.2.15:a", time.Time{}},
+		{"two clones joining at the same instant: both at once",
+			[]Shared{{ip, first("a", at(0)), []Claim{first("b", at(0))}}}, at(0), "10.0.2.15:b", time.Time{}},
+		{"a renumbering onto the address of a Node that joined just before: the window applies",
+			[]Shared{{ip, claim("b", at(10*time.Second)), []Claim{first("a", at(0))}}}, at(11 * time.Second), "", at(40 * time.Second)},
+		{"a renumbering and a join at the same instant: the window applies (the renumbering may be a move)",
+			[]Shared{{ip, first("b", at(0)), []Claim{claim("a", at(0))}}}, at(time.Second), "", at(30 * time.Second)},
+		{"a renumbering still a move inside the window, whatever the other claim",
+			[]Shared{{ip, claim("b", at(0)), []Claim{claim("a", old)}}, {ip6, claim("b", at(0)), []Claim{first("c", at(-time.Second))}}},
+			at(time.Second), "", at(30 * time.Second)},
+		{"a join flagged at once beside a renumbering still inside its window",
+			[]Shared{{ip, first("b", at(0)), []Claim{claim("a", old)}}, {ip6, first("b", at(0)), []Claim{claim("c", at(0))}}},
+			at(time.Second), "10.0.2.15:a", at(30 * time.Second)},
 		{"a zero window flags at once",
 			[]Shared{{ip, claim("a", at(0)), []Claim{claim("b", at(0))}}}, at(0), "10.0.2.15:b", time.Time{}},
 	} {

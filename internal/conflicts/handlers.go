@@ -3,7 +3,6 @@ package conflicts
 import (
 	"net/netip"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -11,21 +10,22 @@ import (
 	"github.com/nodeaddr/nodeaddr/internal/nodeindex"
 )
 
-// onAdd records the Node's claims (listed before the detector started when in the initial list:
-// no move window) and queues the Nodes around it.
+// onAdd records the Node's claims and queues the Nodes around it. In the initial list they were
+// listed before the detector started (old: a conflict found at start is no move); a Node added
+// later is joining, its addresses are its first (Claim.First: no move window).
 func (c *Controller) onAdd(o any, initial bool) {
 	n, ok := o.(*corev1.Node)
 	if !ok {
 		return
 	}
 	ips := nodeindex.IPs(n)
-	var since time.Time // in the initial list: listed before the start, a conflict found at start is no move
+	var b begun
 	if !initial {
-		since = c.cfg.Now()
+		b = begun{at: c.cfg.Now(), first: true}
 	}
 	c.mu.Lock()
 	for _, ip := range ips {
-		c.since[claimKey{n.Name, ip}] = since
+		c.since[claimKey{n.Name, ip}] = b
 	}
 	c.mu.Unlock()
 	c.queueAround(n.Name, ips)
@@ -33,7 +33,8 @@ func (c *Controller) onAdd(o any, initial bool) {
 
 // onUpdate records the claims a Node gained or lost and queues it with every Node that lists, or
 // listed, one of its addresses; a Node whose addresses and readiness did not change (a heartbeat)
-// costs a comparison, unless its condition was changed by someone else.
+// costs a comparison, unless its condition was changed by someone else. The claims of a Node that
+// listed no IP before are its first (a kubelet registering without IPs, then the agent's write).
 func (c *Controller) onUpdate(oldObj, newObj any) {
 	a, ok1 := oldObj.(*corev1.Node)
 	b, ok2 := newObj.(*corev1.Node)
@@ -41,11 +42,11 @@ func (c *Controller) onUpdate(oldObj, newObj any) {
 		return
 	}
 	before, after := nodeindex.IPs(a), nodeindex.IPs(b)
-	now := c.cfg.Now()
+	started := begun{at: c.cfg.Now(), first: len(before) == 0}
 	c.mu.Lock()
 	for _, ip := range after {
 		if !slices.Contains(before, ip) {
-			c.since[claimKey{b.Name, ip}] = now
+			c.since[claimKey{b.Name, ip}] = started
 		}
 	}
 	for _, ip := range before {

@@ -97,6 +97,18 @@ func (w *world) renumber(t *testing.T, name string, ips ...string) {
 	}
 }
 
+// ready gives a Node the Ready condition True, as its kubelet would.
+func (w *world) ready(t *testing.T, name string) {
+	t.Helper()
+	n := w.cp.Node(t, name)
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}}
+	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func condition(n *corev1.Node) *corev1.NodeCondition {
 	for i, c := range n.Status.Conditions {
 		if c.Type == condType {
@@ -109,7 +121,13 @@ func condition(n *corev1.Node) *corev1.NodeCondition {
 // waitCondition waits until node's condition has status and reason and a message containing msg.
 func (w *world) waitCondition(t *testing.T, node string, status corev1.ConditionStatus, reason, msg string) {
 	t.Helper()
-	w.cp.WaitNode(t, node, 30*time.Second, fmt.Sprintf("%s %s %s %q", condType, status, reason, msg), func(n *corev1.Node) bool {
+	w.waitConditionWithin(t, 30*time.Second, node, status, reason, msg)
+}
+
+// waitConditionWithin is waitCondition failing after within.
+func (w *world) waitConditionWithin(t *testing.T, within time.Duration, node string, status corev1.ConditionStatus, reason, msg string) {
+	t.Helper()
+	w.cp.WaitNode(t, node, within, fmt.Sprintf("%s %s %s %q", condType, status, reason, msg), func(n *corev1.Node) bool {
 		c := condition(n)
 		return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msg)
 	})
@@ -168,6 +186,8 @@ func TestConflictDetectedMovedAndCleared(t *testing.T) {
 	w.node(t, "vm-2", natIP)
 	w.node(t, "c", "192.0.2.3")
 	w.node(t, "d", "192.0.2.4")
+	w.node(t, "e", "198.51.100.8")
+	w.node(t, "f", "198.51.100.9")
 	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String(), "--log-level=debug")
 
 	w.waitCondition(t, "vm-1", corev1.ConditionTrue, reasonAnother, natIP+" is also listed by Node vm-2")
@@ -194,10 +214,11 @@ func TestConflictDetectedMovedAndCleared(t *testing.T) {
 	time.Sleep(time.Until(overlap.Add(window / 2))) // holds the input, asserts nothing
 	w.renumber(t, "d", "192.0.2.3")
 	w.renumber(t, "c", "192.0.2.4")
-	// A sentinel conflict begun after the swap is flagged after the swap's window has ended.
-	w.node(t, "e", "198.51.100.9")
-	w.node(t, "f", "198.51.100.9")
-	w.waitCondition(t, "f", corev1.ConditionTrue, reasonAnother, "198.51.100.9 is also listed by Node e")
+	// A sentinel conflict begun after the swap is flagged after the swap's window has ended: two
+	// Nodes that had addresses renumbered onto one (Nodes joining with it would be flagged at once).
+	w.renumber(t, "e", "198.51.100.10")
+	w.renumber(t, "f", "198.51.100.10")
+	w.waitCondition(t, "f", corev1.ConditionTrue, reasonAnother, "198.51.100.10 is also listed by Node e")
 	for _, n := range []string{"c", "d"} {
 		if c := condition(w.cp.Node(t, n)); c != nil || w.detectorPatches(t, n) != 0 {
 			t.Errorf("Node %s after a swap inside the window: condition %v, %d patches by the detector", n, c, w.detectorPatches(t, n))
@@ -358,14 +379,10 @@ func TestIncumbentNotMarked(t *testing.T) {
 	const x = "192.0.2.80"
 	w := newWorld(t)
 	w.node(t, "node-a", x)
-	a := w.cp.Node(t, "node-a")
-	now := metav1.Now()
-	a.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}}
-	if _, err := w.cp.Admin.CoreV1().Nodes().UpdateStatus(context.Background(), a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.ready(t, "node-a")
 	w.node(t, "node-b", "192.0.2.81")
+	w.node(t, "s-1", "198.51.100.81")
+	w.node(t, "s-2", "198.51.100.82")
 	w.detector = harness.StartConflicts(t, w.cp, "--move-window="+window.String())
 	agent := tokenClient(t, w.cp, w.cp.AgentToken(t, "node-b"))
 	body := `{"status":{"addresses":[{"type":"InternalIP","address":"192.0.2.81"},{"type":"InternalIP","address":"` + x +
@@ -373,9 +390,10 @@ func TestIncumbentNotMarked(t *testing.T) {
 	if err := harness.MergePatch("node-b", "status", body).Do(context.Background(), agent); err != nil {
 		t.Fatalf("node-b's agent lists %s: %v", x, err)
 	}
-	// A sentinel conflict begun after node-b's claim is flagged after node-a would have been.
-	w.node(t, "s-1", "198.51.100.80")
-	w.node(t, "s-2", "198.51.100.80")
+	// A sentinel conflict begun after node-b's claim is flagged after node-a would have been: two
+	// Nodes that had addresses renumbered onto one (not joining: the window applies).
+	w.renumber(t, "s-1", "198.51.100.80")
+	w.renumber(t, "s-2", "198.51.100.80")
 	w.waitCondition(t, "node-b", corev1.ConditionTrue, reasonAnother, x+" is also listed by Node node-a")
 	w.waitCondition(t, "s-2", corev1.ConditionTrue, reasonAnother, "198.51.100.80 is also listed by Node s-1")
 	ev := w.cp.WaitEvents(t, "node-b", eventConflict, 1, 10*time.Second)[0]

@@ -6,7 +6,8 @@ package scale
 // own ServiceAccount token, the component's RBAC and policies) over NODEADDR_CONFLICTS_NODES Nodes
 // (5 000): the time to sync, a renumbering of 10% of the Nodes that swaps addresses between pairs
 // (a move: no condition written), then conflicts made one write each (the detection: the
-// detector's patches after the move window), its requests (no LIST per change) and its memory.
+// detector's patches after the move window), then Nodes joining with an address an existing Node
+// lists (clones: flagged with no window), its requests (no LIST per change) and its memory.
 
 import (
 	"context"
@@ -31,7 +32,7 @@ import (
 func TestConflicts5000(t *testing.T) {
 	n := envInt(t, "NODEADDR_CONFLICTS_NODES", 5000)
 	window := envDuration(t, "NODEADDR_CONFLICTS_WINDOW", 5*time.Second)
-	conflicts := 20
+	conflicts, joins := 20, 20
 	if n < 200 || n > 65535 {
 		t.Fatalf("NODEADDR_CONFLICTS_NODES=%d: want 200..65535", n)
 	}
@@ -62,6 +63,11 @@ func TestConflicts5000(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d Nodes created in %v", n, time.Since(created).Round(time.Millisecond))
+	// The sentinels: two Nodes with addresses of their own, renumbered onto one after the swap.
+	sentinel := []string{"sentinel-a", "sentinel-b"}
+	for i, s := range sentinel {
+		cp.CreateNode(t, harness.NodeSpec{Name: s, Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.200.0.%d", i+1)}}})
+	}
 	start := time.Now()
 	det := harness.StartConflicts(t, cp, "--move-window="+window.String())
 	synced := time.Since(start)
@@ -98,10 +104,13 @@ func TestConflicts5000(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("renumbering: %d Nodes swapped addresses in %v", 2*pairs, time.Since(swap).Round(time.Millisecond))
-	// A sentinel conflict begun after the swap is flagged once every swap's window has ended.
-	sentinel := []string{"sentinel-a", "sentinel-b"}
+	// A sentinel conflict begun after the swap is flagged once every swap's window has ended: two
+	// Nodes renumbered onto one address (a renumbering waits the window; Nodes joining with it
+	// would be flagged at once).
 	for _, s := range sentinel {
-		cp.CreateNode(t, harness.NodeSpec{Name: s, Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.200.0.1"}}})
+		if _, err := setIP(s, "10.200.0.100"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	harness.Eventually(t, 2*time.Minute, 50*time.Millisecond, "sentinels flagged", func() (bool, string) {
 		return flagged(t, cp, sentinel[0]) && flagged(t, cp, sentinel[1]), ""
@@ -111,9 +120,10 @@ func TestConflicts5000(t *testing.T) {
 		t.Fatalf("after the renumbering the detector patched %v, want only the two sentinels", keys(patched))
 	}
 
-	// Conflicts: Node n-1-k takes Node k's address (k < conflicts; neither was renumbered). Node k,
-	// listing it since before the detector started and Ready (no Ready condition counts as Ready),
-	// is the incumbent: only the newcomer n-1-k is flagged (docs/conflicts.md, "Who is marked").
+	// Conflicts: Node n-1-k (not renumbered) takes address k (k < conflicts), which Node k^1 has
+	// listed since the swap, more than the window before (the sentinels waited it out), and Ready
+	// (no Ready condition counts as Ready): the incumbent. Only the newcomer n-1-k is flagged
+	// (docs/conflicts.md, "Who is marked").
 	var mu sync.Mutex
 	wrote := map[string]time.Time{}
 	conflictStart := time.Now()
@@ -137,10 +147,18 @@ func TestConflicts5000(t *testing.T) {
 		reaction = append(reaction, at.Sub(wrote[node])-window)
 	}
 	slices.Sort(reaction)
+	js := join(t, cp, admin, joins, func(k int) (string, string) { return names[n/2+k], ip(n/2 + k) })
+	harness.Eventually(t, 2*time.Minute, 50*time.Millisecond, fmt.Sprintf("%d Nodes flagged", 2+conflicts+joins), func() (bool, string) {
+		v := det.Metric("nodeaddr_conflicts_nodes")
+		return v == float64(2+conflicts+joins), fmt.Sprintf("%v flagged", v)
+	})
+	joining := joinTimes(t, cp, js, window)
 	rss, heap = det.Metric("process_resident_memory_bytes")/(1<<20), det.Metric("go_memstats_heap_inuse_bytes")/(1<<20)
 	reqs := countRequestsBy(t, cp, harness.ConflictsUser, start, time.Now())
 	t.Logf("detection (write → detector's patch, minus the %v window), %d Nodes: p50 %v, max %v", window, len(reaction),
 		reaction[len(reaction)/2].Round(time.Millisecond), reaction[len(reaction)-1].Round(time.Millisecond))
+	t.Logf("joins (create → the detector's patch, no window), %d Nodes: p50 %v, max %v", len(joining),
+		joining[len(joining)/2].Round(time.Millisecond), joining[len(joining)-1].Round(time.Millisecond))
 	t.Logf("gauges: %v nodes, %v addresses; RSS %.1f MiB, heap in use %.1f MiB", det.Metric("nodeaddr_conflicts_nodes"),
 		det.Metric("nodeaddr_conflicts_addresses"), rss, heap)
 	t.Logf("the detector's requests over the run: %v", reqs)
@@ -149,9 +167,88 @@ func TestConflicts5000(t *testing.T) {
 			t.Errorf("the detector read Nodes beyond its informer: %v", reqs)
 		}
 	}
-	if want := 2 + conflicts; reqs["patch nodes/status"] != want {
-		t.Errorf("the detector patched %d times, want %d (the sentinels and the newcomers)", reqs["patch nodes/status"], want)
+	if want := 2 + conflicts + joins; reqs["patch nodes/status"] != want {
+		t.Errorf("the detector patched %d times, want %d (the sentinels, the newcomers and the joined Nodes)", reqs["patch nodes/status"], want)
 	}
+}
+
+// joined is a Node created listing the address of holder, and when its create was sent.
+type joined struct {
+	node, holder, addr string
+	at                 time.Time
+}
+
+// join creates k Nodes join-NN, each listing the address of holder(i) in the create (as a kubelet
+// registers its Node with its status): clones of a template, a second VM on a NAT address. Their
+// claims are their first: no move window. Should the API server drop status on create, the
+// addresses follow in an update: from none to some, a first claim as well.
+func join(t *testing.T, cp *harness.ControlPlane, admin kubernetes.Interface, k int, holder func(i int) (string, string)) []joined {
+	t.Helper()
+	out := make([]joined, k)
+	if err := parallel(k, 4, func(i int) error {
+		h, addr := holder(i)
+		name := fmt.Sprintf("join-%02d", i)
+		nd := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: addr}, {Type: corev1.NodeHostName, Address: name}}}}
+		out[i] = joined{node: name, holder: h, addr: addr, at: time.Now()}
+		created, err := admin.CoreV1().Nodes().Create(context.Background(), nd, metav1.CreateOptions{FieldManager: "kubelet"})
+		if err != nil || len(created.Status.Addresses) > 0 {
+			return err
+		}
+		created.Status.Addresses = nd.Status.Addresses
+		_, err = admin.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{FieldManager: "kubelet"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// joinTimes asserts each joined Node flagged naming its holder, and patched once, the holders
+// (Ready, listing the address since before the detector started: the incumbents) neither; it
+// returns the times from each create to the detector's patch, sorted. A join flagged later than
+// the window would be one the window applied to.
+func joinTimes(t *testing.T, cp *harness.ControlPlane, js []joined, window time.Duration) []time.Duration {
+	t.Helper()
+	first := js[0].at
+	for _, j := range js {
+		if j.at.Before(first) {
+			first = j.at
+		}
+	}
+	patched := detectorPatches(t, cp, first)
+	var out []time.Duration
+	for _, j := range js {
+		c := conflictCondition(cp.Node(t, j.node))
+		if want := j.addr + " is also listed by Node " + j.holder; c == nil || c.Status != corev1.ConditionTrue || c.Message != want {
+			t.Errorf("joined Node %s: condition %v, want True %q", j.node, c, want)
+		}
+		if c := conflictCondition(cp.Node(t, j.holder)); c != nil {
+			t.Errorf("Node %s, the incumbent of %s: condition %v, want none", j.holder, j.node, c)
+		}
+		if _, ok := patched[j.holder]; ok {
+			t.Errorf("the detector patched %s, the incumbent of %s", j.holder, j.node)
+		}
+		at, ok := patched[j.node]
+		if !ok {
+			t.Fatalf("the detector did not patch %s (patched %v)", j.node, keys(patched))
+		}
+		out = append(out, at.Sub(j.at))
+	}
+	slices.Sort(out)
+	if window > 0 && out[len(out)-1] >= window {
+		t.Errorf("a joined Node flagged %v after its create, not before the %v window: the window applied", out[len(out)-1], window)
+	}
+	return out
+}
+
+func conflictCondition(n *corev1.Node) *corev1.NodeCondition {
+	for i, c := range n.Status.Conditions {
+		if c.Type == "NodeAddressConflict" {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func flagged(t *testing.T, cp *harness.ControlPlane, node string) bool {
