@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -48,7 +46,12 @@ func remediationFacts(ctx context.Context, cs kubernetes.Interface, snap *inspec
 			if i < 0 {
 				continue
 			}
-			r.Enabled, r.Grace = true, remediatorGrace(args[i+1:])
+			grace, err := verdict.RemediatorGrace(args[i+1:])
+			if err != nil {
+				r.Unknown = fmt.Sprintf("the flags of deployment %s/%s: %v", d.Namespace, d.Name, err)
+				return
+			}
+			r.Enabled, r.Grace = true, grace
 		}
 	}
 	if !r.Enabled {
@@ -60,23 +63,4 @@ func remediationFacts(ctx context.Context, cs kubernetes.Interface, snap *inspec
 		return
 	}
 	r.PDBs = pdbs.Items
-}
-
-// remediatorGrace is the --grace of a remediator's arguments: the last one given (`--grace=D` or
-// `--grace D`), as the remediator's flag parsing takes the last (an overlay appends its own after
-// the base's); the default when absent or invalid (the remediator then refuses to start, which its
-// Deployment shows).
-func remediatorGrace(args []string) time.Duration {
-	v, found := "", false
-	for i, a := range args {
-		if s, ok := strings.CutPrefix(a, "--grace="); ok {
-			v, found = s, true
-		} else if a == "--grace" && i+1 < len(args) {
-			v, found = args[i+1], true
-		}
-	}
-	if d, err := time.ParseDuration(v); found && err == nil && d > 0 {
-		return d
-	}
-	return verdict.DefaultGrace
 }

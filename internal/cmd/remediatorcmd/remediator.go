@@ -31,7 +31,7 @@ type Options struct {
 func (o *Options) AddFlags(fs *pflag.FlagSet, getenv func(string) string) {
 	o.Common.AddFlags(fs, cli.ControllerWording(getenv))
 	o.Options.AddFlags(fs, "nodeaddr-remediator", ":9814")
-	fs.DurationVar(&o.Grace, "grace", verdict.DefaultGrace, "how long a Node's new addresses must hold before its stale hostNetwork pods are evicted (a flap or a failover and back within it evicts nothing)")
+	verdict.GraceFlag(fs, &o.Grace)
 	fs.IntVar(&o.MaxPerNode, "max-evictions-per-node", 1, "evictions in flight (evicted, the pod not gone yet) on one Node at most")
 	fs.IntVar(&o.MaxInFlight, "max-evictions", 10, "evictions in flight in the cluster at most")
 }
